@@ -1,0 +1,37 @@
+# The two set-up commands are `make demo` and `make test`; both create .venv and install what is missing.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO ?= examples/dgx-h100-70b-finetune.json
+
+.PHONY: demo test lint bench install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall whenever the dependency list changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p out
+	@$(BIN)/quotecheck evaluate $(DEMO) --out out/record.json; rc=$$?; \
+	  if [ $$rc -gt 1 ]; then exit $$rc; fi; \
+	  echo; echo "record written to out/record.json"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,10 @@
+"""The acceptance-check catalogue, in the order of the acceptance plan; one module per check id."""
+
+from rules.checks.base import Check
+from rules.checks.training_objective import TrainingObjective
+
+CATALOGUE: tuple[type[Check], ...] = (
+    TrainingObjective,
+)
+
+CHECK_IDS = tuple(check.id for check in CATALOGUE)

@@ -1,0 +1,63 @@
+"""training-objective: the training run is defined well enough to size hardware for it."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.status import Status
+
+T = "/workload/training"
+
+# The plan item asks to "document the model, trainable parameter set, optimizer, sequence length,
+# global batch and desired completion window"; the objective itself decides which of those apply.
+PLAN_INPUTS = (
+    f"{T}/objective",
+    f"{T}/model/parameters",
+    f"{T}/optimizer",
+    f"{T}/precision",
+    f"{T}/sequence_length",
+    f"{T}/global_batch",
+    f"{T}/completion_window_days",
+)
+
+
+class TrainingObjective(Check):
+    id = "training-objective"
+    title = "Define the training objective"
+    plan_item = "Define the training objective"
+    headline = "{defined_count}/{required_count} plan inputs"
+    rules = (
+        Rule(Status.FAIL, "objective-undefined", lambda m: m.missing_count > 0,
+             "the training objective is not fully defined; missing: {missing_list}",
+             "State {missing_list} in /workload/training: the memory, throughput and schedule checks "
+             "rest on them."),
+        Rule(Status.PASS, "objective-defined", lambda m: m.missing_count == 0,
+             "{objective} of {model_name} ({parameters:,.0f} parameters, {trainable_parameters:,.0f} "
+             "trainable) with {optimizer} in {precision}, sequence {sequence_length}, global batch "
+             "{global_batch}, within {completion_window_days} days"),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        required = list(PLAN_INPUTS)
+        if ctx.get(f"{T}/objective") == "adapter":
+            # An adapter run trains a small parameter set; without it optimizer state cannot be sized.
+            required.append(f"{T}/model/trainable_parameters")
+        missing = [p for p in required if ctx.get(p) is None]
+        parameters = ctx.num(f"{T}/model/parameters", 0)
+        return Facts(evidence={
+            "objective": ctx.get(f"{T}/objective", "unspecified objective"),
+            "model_name": ctx.get(f"{T}/model/name", "the model"),
+            "parameters": parameters,
+            "trainable_parameters": ctx.num(f"{T}/model/trainable_parameters", parameters),
+            "optimizer": ctx.get(f"{T}/optimizer", "?"),
+            "precision": ctx.get(f"{T}/precision", "?"),
+            "sequence_length": ctx.num(f"{T}/sequence_length", 0),
+            "global_batch": ctx.num(f"{T}/global_batch", 0),
+            "completion_window_days": ctx.num(f"{T}/completion_window_days", 0),
+            "required_count": len(required),
+            "defined_count": len(required) - len(missing),
+            "missing_count": len(missing),
+            "missing_list": ", ".join(p.removeprefix(T + "/") for p in missing),
+            "missing_inputs": missing,
+        })

@@ -1,0 +1,127 @@
+"""The one adapter around durable_rules: post facts under a fresh state, collect verdicts, delete the state.
+
+durable_rules keeps every state it has seen until it is deleted (an evaluation that forgets to delete
+fails with MemoryError after a few thousand runs), records exceptions raised inside actions on the state
+instead of raising them, and raises MessageNotHandledException when no rule matches a fact. This module
+turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
+EngineError, and every fact must be matched by exactly one rule of its check.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from durable import engine as durable_engine
+from durable import lang
+
+from rules.checks.base import Check, Facts, Rule, Stage
+from rules.errors import EngineError
+from rules.status import Status
+
+_lock = threading.RLock()
+_host: durable_engine.Host | None = None
+_names = itertools.count()
+
+
+def _shared_host() -> durable_engine.Host:
+    # One durable host per process: each Host starts two dispatcher threads that never stop.
+    global _host
+    if _host is None:
+        _host = durable_engine.Host()
+    return _host
+
+
+def _stage_rule(stage: Stage, status: Status) -> Rule:
+    return Rule(status=status, name=stage.value, when=lambda m: m.stage == stage.value, message="")
+
+
+SHARED_RULES = (_stage_rule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
+                _stage_rule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA))
+
+
+def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: str) -> dict[str, Any]:
+    """Returns the flat fact durable_rules sees: scalar evidence, named thresholds, check id and stage."""
+    fact: dict[str, Any] = {}
+    for key, value in {**facts.evidence, **thresholds}.items():
+        if isinstance(value, bool | int | float | str):
+            fact[key] = value
+    fact.update({"sid": sid, "check": check.id, "stage": facts.stage.value})
+    return fact
+
+
+class RuleEngine:
+    """One durable_rules ruleset holding every rule of the given checks; thread-safe."""
+
+    def __init__(self, checks: Sequence[type[Check]]) -> None:
+        self.checks = tuple(checks)
+        self.ruleset = f"quotecheck_{next(_names)}"
+        self._verdicts: dict[str, dict[str, list[tuple[Status, str]]]] = defaultdict(lambda: defaultdict(list))
+        definition = lang.ruleset(self.ruleset)
+        with definition:
+            for check in self.checks:
+                for rule in SHARED_RULES:
+                    lang.when_all((lang.m.check == check.id) & rule.when(lang.m))(self._recorder(check.id, rule))
+                for rule in check.rules:
+                    condition = ((lang.m.check == check.id) & (lang.m.stage == Stage.DECIDE.value)
+                                 & rule.when(lang.m))
+                    lang.when_all(condition)(self._recorder(check.id, rule))
+        lang._rulesets.pop(self.ruleset, None)  # durable's module-level registry must not re-register it
+        name, body = definition.define()
+        with _lock:
+            _shared_host().register_rulesets({name: body})
+
+    def _recorder(self, check_id: str, rule: Rule):
+        def action(c: Any) -> None:
+            self._verdicts[c.m.sid][check_id].append((rule.status, rule.name))
+
+        return action
+
+    def decide(self, items: Iterable[tuple[type[Check], Facts, dict[str, Any]]]) -> dict[str, tuple[Status, str]]:
+        """Returns check id → (status, rule name) for each (check, facts, thresholds).
+
+        Raises EngineError when a rule action fails, when no rule matches a fact, or when more than one
+        does: a check's rules must cover every case exactly once.
+        """
+        sid = uuid.uuid4().hex
+        host = _shared_host()
+        expected: list[str] = []
+        with _lock:
+            try:
+                for check, facts, thresholds in items:
+                    expected.append(check.id)
+                    self._assert(host, check, fact_for(check, facts, thresholds, sid))
+                found = self._verdicts.pop(sid, {})
+            finally:
+                self._verdicts.pop(sid, None)
+                try:
+                    host.delete_state(self.ruleset, sid)
+                except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
+                    pass
+        decided: dict[str, tuple[Status, str]] = {}
+        for check_id in expected:
+            verdicts = found.get(check_id, [])
+            if len(verdicts) != 1:
+                names = ", ".join(name for _, name in verdicts) or "none"
+                raise EngineError(f"check {check_id} must be decided by exactly one rule; matched: {names}")
+            decided[check_id] = verdicts[0]
+        return decided
+
+    def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
+        try:
+            state = host.assert_fact(self.ruleset, fact)
+        except durable_engine.MessageNotHandledException:
+            raise EngineError(f"no rule of check {check.id} matches its facts: {_short(fact)}") from None
+        except Exception as error:  # durable raises plain Exception for engine-level faults
+            raise EngineError(f"durable_rules rejected the facts of check {check.id}: {error}") from None
+        if isinstance(state, dict) and state.get("exception"):
+            raise EngineError(f"a rule of check {check.id} raised: {state['exception']}")
+
+
+def _short(fact: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={v!r}" for k, v in fact.items() if k != "sid")
+    return text if len(text) < 400 else text[:400] + "…"

@@ -1,0 +1,57 @@
+"""The one error hierarchy of quotecheck: each error says what went wrong and what to do about it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input document, located by a JSON Pointer (RFC 6901)."""
+
+    pointer: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "message": self.message}
+
+
+@dataclass
+class QuotecheckError(Exception):
+    """Base class. ``title`` is stable per class; ``detail`` is specific to this occurrence."""
+
+    detail: str
+    problems: list[Problem] = field(default_factory=list)
+
+    title = "quotecheck error"
+    http_status = 500
+    type_slug = "error"
+
+    def __str__(self) -> str:
+        lines = [self.detail]
+        lines += [f"  {p.pointer or '/'}: {p.message}" for p in self.problems]
+        return "\n".join(lines)
+
+
+class InvalidSubmission(QuotecheckError):
+    """The submission does not parse or does not satisfy its schema; nothing was evaluated or stored."""
+
+    title = "Invalid submission"
+    http_status = 422
+    type_slug = "invalid-submission"
+
+
+class InvalidPolicy(QuotecheckError):
+    """A policy file does not satisfy the policy schema."""
+
+    title = "Invalid policy"
+    http_status = 422
+    type_slug = "invalid-policy"
+
+
+class EngineError(QuotecheckError):
+    """The rules engine could not decide a check (a rule raised, none matched, or several did)."""
+
+    title = "Rules engine error"
+    http_status = 500
+    type_slug = "engine-error"

@@ -1,0 +1,179 @@
+"""Evaluate a submission: validate it, gather each check's facts, let durable_rules decide, build the record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import string
+from datetime import UTC, datetime
+from importlib import metadata
+from typing import Any
+
+import rfc8785
+
+import schemas
+from rules.catalogue import Catalogue, load_catalogue
+from rules.checks import CATALOGUE
+from rules.checks.base import Check, Context, Facts, Stage
+from rules.engine import RuleEngine
+from rules.errors import EngineError, InvalidSubmission
+from rules.inputs import Inputs
+from rules.policy import Policy, default_policy
+from rules.status import Status
+
+RECORD_VERSION = "1"
+# Limit on a submission document read by the CLI or posted to the API, before any parsing.
+MAX_SUBMISSION_BYTES = 2 * 1024 * 1024
+
+_engine: RuleEngine | None = None
+
+
+def engine_version() -> str:
+    """Returns the installed quotecheck version (the record names the engine that decided it)."""
+    try:
+        return metadata.version("quotecheck")
+    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+def default_engine() -> RuleEngine:
+    """Returns the process-wide engine holding the rules of every check in the catalogue."""
+    global _engine
+    if _engine is None:
+        _engine = RuleEngine(CATALOGUE)
+    return _engine
+
+
+def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, Any]:
+    """Returns the submission in ``raw`` after checking its size, JSON syntax and schema.
+
+    Raises InvalidSubmission with one Problem per schema violation, located by JSON Pointer.
+    """
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > MAX_SUBMISSION_BYTES:
+        raise InvalidSubmission(f"{origin} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES:,} bytes")
+    try:
+        document = json.loads(raw)
+    except UnicodeDecodeError as error:
+        raise InvalidSubmission(f"{origin} is not UTF-8 text: {error.reason} at byte {error.start}") from None
+    except json.JSONDecodeError as error:
+        raise InvalidSubmission(
+            f"{origin} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+    validate_submission(document, origin)
+    return document
+
+
+def validate_submission(document: Any, origin: str = "submission") -> None:
+    """Raises InvalidSubmission listing every schema problem of ``document``; returns None when valid."""
+    problems = schemas.validate("submission", document)
+    if problems:
+        noun = "problem" if len(problems) == 1 else "problems"
+        raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({len(problems)} {noun})",
+                                problems)
+
+
+def submission_digest(document: dict[str, Any]) -> str:
+    """Returns ``sha256:<hex>`` of the RFC 8785 canonical form of a submission."""
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+
+
+def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
+             catalogue: Catalogue | None = None, engine: RuleEngine | None = None,
+             now: datetime | None = None) -> dict[str, Any]:
+    """Returns the evaluation record (schemas/record.schema.json) of a submission under a policy."""
+    validate_submission(submission)
+    policy = policy or default_policy()
+    engine = engine or default_engine()
+    inputs = Inputs(submission, catalogue or load_catalogue())
+    shared: dict[str, Any] = {}
+    gathered: list[tuple[type[Check], Facts, dict[str, Any], Context]] = []
+    for check in engine.checks:
+        ctx = Context(inputs, policy, shared, check)
+        facts = check().gather(ctx)
+        if facts.stage is Stage.DECIDE and ctx.missing:
+            facts = ctx.insufficient(facts.reason, **facts.evidence)
+        thresholds = {name: policy.value(path) for name, path in check.thresholds.items()}
+        gathered.append((check, facts, thresholds, ctx))
+    decided = engine.decide((check, facts, thresholds) for check, facts, thresholds, _ in gathered)
+    results = [_result(check, facts, thresholds, ctx, *decided[check.id]) for check, facts, thresholds, ctx in gathered]
+    return _record(submission, policy, inputs, results, now or datetime.now(UTC))
+
+
+def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: Context,
+            status: Status, rule_name: str) -> dict[str, Any]:
+    evidence = {**facts.evidence, "inputs": ctx.reader.pointers}
+    if facts.stage is Stage.DECIDE:
+        rule = next(r for r in check.rules if r.name == rule_name)
+        message = _render(rule.message, {**facts.evidence, **thresholds}, check.id, rule_name)
+        remediation = _render(rule.remediation, {**facts.evidence, **thresholds}, check.id, rule_name)
+    elif facts.stage is Stage.INSUFFICIENT_DATA:
+        evidence["missing"] = list(ctx.missing)
+        needed = ", ".join(ctx.missing) or "an input"
+        message = f"needs {needed}" + (f": {facts.reason}" if facts.reason else "")
+        remediation = check.insufficient_remediation
+    else:
+        message, remediation = facts.reason, ""
+    return {
+        "id": check.id,
+        "title": check.title,
+        "plan_item": check.plan_item,
+        "status": status.value,
+        "basis": facts.basis.value,
+        "rule": rule_name,
+        "evidence": evidence,
+        "thresholds": thresholds,
+        "assumptions": ctx.reader.assumptions(),
+        "message": message,
+        "remediation": remediation,
+    }
+
+
+class _Evidence(dict):
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(key)
+
+
+def _render(template: str, values: dict[str, Any], check_id: str, rule_name: str) -> str:
+    """Returns ``template`` filled from the evidence; EngineError names a field the template needs."""
+    try:
+        return string.Formatter().vformat(template, (), _Evidence(values))
+    except (KeyError, ValueError, TypeError) as error:
+        raise EngineError(f"message of rule {rule_name} of {check_id} cannot be filled: {error!r}") from None
+
+
+def verdict_of(statuses: list[str]) -> str:
+    """Returns the overall verdict: fail | incomplete | warn | pass.
+
+    Fails closed: an empty plan, or one in which no check was decided (all not-applicable or lacking
+    data), is a failure, never a pass.
+    """
+    decided = [s for s in statuses if s not in (Status.NOT_APPLICABLE, Status.INSUFFICIENT_DATA)]
+    if Status.FAIL in statuses or not decided:
+        return "fail"
+    if Status.INSUFFICIENT_DATA in statuses:
+        return "incomplete"
+    if Status.WARN in statuses:
+        return "warn"
+    return "pass"
+
+
+def _record(submission: dict[str, Any], policy: Policy, inputs: Inputs, results: list[dict[str, Any]],
+            now: datetime) -> dict[str, Any]:
+    statuses = [r["status"] for r in results]
+    quote = submission.get("quote", {})
+    return {
+        "record_version": RECORD_VERSION,
+        "engine": {"name": "quotecheck", "version": engine_version(), "catalogue": inputs.catalogue.version},
+        "evaluated_at": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "submission": {"digest": submission_digest(submission), "schema_version": submission["schema_version"],
+                       "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id")},
+        "policy": {**policy.identity(), "conventions": policy.document["conventions"]},
+        "verdict": verdict_of(statuses),
+        "summary": {s.value: statuses.count(s.value) for s in Status if s is not Status.WAIVED},
+        "checks": results,
+        "inputs": inputs.provenance(),
+        "catalogue_fills": [q.as_dict() for q in inputs.fills],
+        "waivers": [],
+        "decisions": [],
+        "purchase_orders": [],
+    }

@@ -1,0 +1,174 @@
+"""A validated submission with the provenance of every number, filled from the hardware catalogue.
+
+Every number in a submission is either bare (an assumption) or ``{value, source, ref}``. ``Inputs``
+resolves both forms to plain numbers in ``document`` and keeps a ``Quantity`` per JSON Pointer, so each
+check can say which of the inputs it rested on are still assumptions. Values a quote leaves out but the
+catalogue knows (from the GPU or server model) are filled in with source ``vendor_limit`` and the
+datasheet reference.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from rules.catalogue import Catalogue, load_catalogue
+from rules.status import Source
+
+# Fields a GPU model fills in a node group's ``gpu`` object, and fields a server model fills in the group.
+GPU_FIELDS = ("memory_gib", "hbm_tbs", "bf16_tflops", "tdp_w", "nvlink_gbs")
+SERVER_FIELDS = ("max_power_w", "host_memory_gib", "local_nvme_tb", "rack_units")
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number with its provenance: where it sits in the submission and what vouches for it."""
+
+    pointer: str
+    value: float | int
+    source: str
+    ref: str | None = None
+
+    @property
+    def is_assumption(self) -> bool:
+        return self.source == Source.ASSUMPTION
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pointer": self.pointer, "value": self.value, "source": self.source}
+        if self.ref:
+            out["ref"] = self.ref
+        return out
+
+
+def escape(token: str) -> str:
+    """Returns ``token`` escaped for use in a JSON Pointer (RFC 6901 §3)."""
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _split(pointer: str) -> list[str]:
+    if not pointer:
+        return []
+    return [p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/")]
+
+
+class Inputs:
+    """The resolved submission (plain numbers) plus one Quantity per numeric input, catalogue fills included."""
+
+    def __init__(self, submission: dict[str, Any], catalogue: Catalogue | None = None) -> None:
+        self.catalogue = catalogue or load_catalogue()
+        self.quantities: dict[str, Quantity] = {}
+        self.fills: list[Quantity] = []
+        self.document = self._resolve(copy.deepcopy(submission), "")
+        self._fill_from_catalogue()
+
+    def _resolve(self, node: Any, pointer: str) -> Any:
+        if isinstance(node, dict):
+            if "value" in node and isinstance(node["value"], int | float) and not isinstance(node["value"], bool):
+                self.quantities[pointer] = Quantity(pointer, node["value"], node.get("source", Source.ASSUMPTION),
+                                                    node.get("ref"))
+                return node["value"]
+            return {k: self._resolve(v, f"{pointer}/{escape(k)}") for k, v in node.items()}
+        if isinstance(node, list):
+            return [self._resolve(v, f"{pointer}/{i}") for i, v in enumerate(node)]
+        if isinstance(node, int | float) and not isinstance(node, bool):
+            self.quantities[pointer] = Quantity(pointer, node, Source.ASSUMPTION)
+        return node
+
+    def _fill(self, container: dict[str, Any], key: str, value: Any, pointer: str, ref: str | None) -> None:
+        if key in container or value is None:
+            return
+        container[key] = copy.deepcopy(value)
+        quantity = Quantity(pointer, value, Source.VENDOR_LIMIT, ref)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            self.quantities[pointer] = quantity
+        self.fills.append(quantity)
+
+    def _fill_from_catalogue(self) -> None:
+        for index, group in enumerate(self.document.get("quote", {}).get("node_groups", [])):
+            base = f"/quote/node_groups/{index}"
+            server = self.catalogue.server(group.get("server_model"))
+            if server:
+                refs = server.get("refs", {})
+                gpu = group.setdefault("gpu", {})
+                self._fill(gpu, "model", server.get("gpu_model"), f"{base}/gpu/model", refs.get("gpu_model"))
+                self._fill(gpu, "count", server.get("gpu_count"), f"{base}/gpu/count", refs.get("gpu_count"))
+                for key in SERVER_FIELDS:
+                    self._fill(group, key, server.get(key), f"{base}/{key}", refs.get(key))
+                if "cpu" not in group and server.get("cpu"):
+                    self._fill(group, "cpu", server["cpu"], f"{base}/cpu", refs.get("cpu"))
+                if "nics" not in group and server.get("nics"):
+                    self._fill(group, "nics", server["nics"], f"{base}/nics", refs.get("nics"))
+            gpu = group.get("gpu")
+            spec = self.catalogue.gpu(gpu.get("model")) if isinstance(gpu, dict) else None
+            if spec:
+                refs = spec.get("refs", {})
+                for key in GPU_FIELDS:
+                    self._fill(gpu, key, spec.get(key), f"{base}/gpu/{key}", refs.get(key))
+
+    def get(self, pointer: str, default: Any = None) -> Any:
+        """Returns the resolved value at ``pointer`` (numbers plain), or ``default`` when absent."""
+        node: Any = self.document
+        for part in _split(pointer):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return default
+        return node
+
+    def quantity(self, pointer: str) -> Quantity | None:
+        return self.quantities.get(pointer)
+
+    def reader(self) -> Reader:
+        return Reader(self)
+
+    def provenance(self) -> list[dict[str, Any]]:
+        """Returns every numeric input with its source, in pointer order (the record's input appendix)."""
+        return [self.quantities[p].as_dict() for p in sorted(self.quantities)]
+
+
+class Reader:
+    """A view of Inputs that remembers which pointers one check read, for its evidence and assumptions."""
+
+    def __init__(self, inputs: Inputs) -> None:
+        self.inputs = inputs
+        self._read: dict[str, None] = {}
+        self.missing: list[str] = []
+
+    def num(self, pointer: str, default: float | None = None) -> float | None:
+        """Returns the number at ``pointer`` and records it as an input; ``default`` when absent."""
+        value = self.inputs.get(pointer)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            self._read[pointer] = None
+            return value
+        return default
+
+    def need(self, pointer: str) -> float | None:
+        """Returns the number at ``pointer``; records it as missing when absent."""
+        value = self.num(pointer)
+        if value is None and pointer not in self.missing:
+            self.missing.append(pointer)
+        return value
+
+    def get(self, pointer: str, default: Any = None) -> Any:
+        """Returns any value (text, flag, object) at ``pointer`` and records it as read when present."""
+        value = self.inputs.get(pointer, None)
+        if value is None:
+            return default
+        self._read[pointer] = None
+        return value
+
+    @property
+    def pointers(self) -> list[str]:
+        return list(self._read)
+
+    def assumptions(self) -> list[dict[str, Any]]:
+        """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
+        out = []
+        for pointer in self._read:
+            quantity = self.inputs.quantity(pointer)
+            if quantity is not None and quantity.is_assumption:
+                out.append(quantity.as_dict())
+        return out

@@ -1,0 +1,82 @@
+"""The acceptance policy: thresholds and conventions as data, validated by schemas/policy.schema.json."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import schemas
+from rules.errors import InvalidPolicy, Problem
+
+DEFAULT_POLICY_RESOURCE = "data/policy.default.json"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A validated policy document with its identity (id, version, sha256 of the bytes it was read from)."""
+
+    document: dict[str, Any]
+    sha256: str
+    origin: str
+
+    @property
+    def policy_id(self) -> str:
+        return self.document["policy_id"]
+
+    @property
+    def version(self) -> str:
+        return self.document["policy_version"]
+
+    def value(self, path: str) -> Any:
+        """Returns the value at a dotted path such as ``memory.headroom_fraction``; KeyError names the path."""
+        node: Any = self.document
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise KeyError(f"policy {self.policy_id} has no value at {path!r}")
+            node = node[part]
+        return node
+
+    def identity(self) -> dict[str, str]:
+        return {"id": self.policy_id, "version": self.version, "digest": f"sha256:{self.sha256}",
+                "origin": self.origin}
+
+
+def parse_policy(raw: bytes, origin: str) -> Policy:
+    """Returns the Policy in ``raw`` (JSON bytes); InvalidPolicy lists every problem by JSON Pointer."""
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InvalidPolicy(f"{origin} is not valid JSON: {error}") from None
+    problems = schemas.validate("policy", document)
+    if problems:
+        raise InvalidPolicy(f"{origin} does not satisfy the policy schema", problems)
+    return Policy(document=document, sha256=hashlib.sha256(raw).hexdigest(), origin=origin)
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Returns the policy at ``path``, or the bundled default policy when ``path`` is None."""
+    if path is None:
+        raw = resources.files("rules").joinpath(DEFAULT_POLICY_RESOURCE).read_bytes()
+        return parse_policy(raw, origin="bundled:" + DEFAULT_POLICY_RESOURCE)
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise InvalidPolicy(f"cannot read policy file {path}: {error.strerror}",
+                            [Problem("", "pass a readable JSON file to --policy")]) from None
+    return parse_policy(raw, origin=str(path))
+
+
+_DEFAULT: Policy | None = None
+
+
+def default_policy() -> Policy:
+    """Returns the bundled default policy, parsed once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_policy()
+    return _DEFAULT

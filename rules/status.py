@@ -1,0 +1,24 @@
+"""The small result vocabulary of an acceptance check."""
+
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    PASS = "pass"  # the quote meets the requirement with the policy's margin
+    WARN = "warn"  # it meets it, but a margin or a rule of thumb says look again
+    FAIL = "fail"  # it does not meet the requirement
+    INSUFFICIENT_DATA = "insufficient-data"  # an input the check needs is missing
+    NOT_APPLICABLE = "not-applicable"  # the workload does not exercise this check (e.g. no training)
+    WAIVED = "waived"  # set by the approval workflow only, never by a check
+
+
+class Basis(StrEnum):
+    MEASURED = "measured"  # a measurement in the submission decided the check
+    ESTIMATED = "estimated"  # arithmetic from the quote, the catalogue and assumptions decided it
+
+
+class Source(StrEnum):
+    ASSUMPTION = "assumption"
+    MEASUREMENT = "measurement"
+    VENDOR_LIMIT = "vendor_limit"
+    FACILITY_DESIGN = "facility_design"

@@ -1,0 +1,136 @@
+"""The public JSON Schemas (draft 2020-12) and a validator that reports problems by JSON Pointer."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
+
+from rules.errors import Problem
+
+SCHEMA_NAMES = ("submission", "policy", "record", "catalogue")
+
+# A value quoted back in an error message is cut to this many characters, so a 10 MB string field
+# produces a short message rather than echoing itself.
+_QUOTE_LIMIT = 60
+
+
+@cache
+def load_schema(name: str) -> dict[str, Any]:
+    """Returns the parsed schema ``schemas/<name>.schema.json``; KeyError for an unknown name."""
+    if name not in SCHEMA_NAMES:
+        raise KeyError(f"unknown schema {name!r}; known: {', '.join(SCHEMA_NAMES)}")
+    text = resources.files(__package__).joinpath(f"{name}.schema.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    """Returns a cached validator for one of the bundled schemas (format checks on)."""
+    schema = load_schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=FormatChecker())
+
+
+def validate(name: str, document: Any) -> list[Problem]:
+    """Returns the problems of ``document`` against schema ``name``, most specific first; [] if valid."""
+    seen: set[tuple[str, str]] = set()
+    problems: list[Problem] = []
+    for error in validator(name).iter_errors(document):
+        for leaf in _leaves(error):
+            problem = _describe(leaf)
+            key = (problem.pointer, problem.message)
+            if key not in seen:
+                seen.add(key)
+                problems.append(problem)
+    problems.sort(key=lambda p: p.pointer)
+    return problems
+
+
+def _leaves(error: ValidationError) -> list[ValidationError]:
+    # anyOf/if-then errors wrap the specific failures in ``context``; report those, not the wrapper.
+    if error.context:
+        best = [e for e in error.context if not e.context] or list(error.context)
+        return [leaf for e in best for leaf in _leaves(e)]
+    return [error]
+
+
+def _pointer(parts: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def _quote(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= _QUOTE_LIMIT else text[:_QUOTE_LIMIT] + f"… ({len(text):,} characters)"
+
+
+def _known_properties(schema: dict[str, Any]) -> list[str]:
+    return sorted(schema.get("properties", {}))
+
+
+def _describe(error: ValidationError) -> Problem:
+    """Returns a Problem whose message says what was found and what was expected."""
+    pointer = _pointer(error.absolute_path)
+    kind, expected, found = error.validator, error.validator_value, error.instance
+    if kind == "additionalProperties":
+        known = _known_properties(error.schema)
+        extras = [k for k in found if k not in known] if isinstance(found, dict) else []
+        if extras:
+            name = extras[0]
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
+            return Problem(f"{pointer}/{name}", f"unknown field {name!r}{hint}")
+        extra_schema = error.schema.get("additionalProperties")
+        return Problem(pointer, f"invalid property value; expected {extra_schema}")
+    if kind == "required":
+        missing = [k for k in expected if isinstance(found, dict) and k not in found]
+        name = missing[0] if missing else "?"
+        return Problem(f"{pointer}/{name}", f"required field {name!r} is missing")
+    if kind == "type":
+        return Problem(pointer, f"expected {_type_words(expected)}, found {_json_type(found)} {_quote(found)}")
+    if kind == "minimum":
+        return Problem(pointer, f"must be ≥ {expected}, found {_quote(found)}")
+    if kind == "exclusiveMinimum":
+        return Problem(pointer, f"must be > {expected}, found {_quote(found)}")
+    if kind == "maximum":
+        return Problem(pointer, f"must be ≤ {expected}, found {_quote(found)}")
+    if kind == "maxLength":
+        return Problem(pointer, f"text of {len(found):,} characters exceeds the limit of {expected:,}")
+    if kind == "enum":
+        return Problem(pointer, f"{_quote(found)} is not one of {', '.join(map(str, expected))}")
+    if kind == "const":
+        return Problem(pointer, f"must be {_quote(expected)}, found {_quote(found)}")
+    if kind in ("maxItems", "minItems"):
+        word = "at most" if kind == "maxItems" else "at least"
+        return Problem(pointer, f"must have {word} {expected} items, found {len(found)}")
+    if kind in ("minProperties", "maxProperties"):
+        word = "at least" if kind == "minProperties" else "at most"
+        return Problem(pointer, f"must have {word} {expected} fields, found {len(found)}")
+    if kind == "pattern":
+        return Problem(pointer, f"{_quote(found)} does not match the pattern {expected}")
+    if kind == "format":
+        return Problem(pointer, f"{_quote(found)} is not a valid {expected}")
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
+    return Problem(pointer, message)
+
+
+_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "text", "object": "an object",
+               "array": "a list", "boolean": "true or false", "null": "null"}
+
+
+def _type_words(expected: str | list[str]) -> str:
+    names = [expected] if isinstance(expected, str) else list(expected)
+    return " or ".join(_TYPE_WORDS.get(n, n) for n in names)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {dict: "object", list: "list", str: "text", type(None): "null"}.get(type(value), type(value).__name__)
