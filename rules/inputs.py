@@ -157,7 +157,8 @@ class Reader:
         value = self.inputs.get(pointer, None)
         if value is None:
             return default
-        self._read[pointer] = None
+        if not isinstance(value, dict | list):  # containers are looked into, not used as inputs
+            self._read[pointer] = None
         return value
 
     @property

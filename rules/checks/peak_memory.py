@@ -1,0 +1,88 @@
+"""peak-memory: one training step fits in a GPU's memory with the policy's headroom."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.training import T, memory_estimate, spare_fraction
+from rules.status import Basis, Status
+
+# The capacity-planning guide's rough rule (2 + 2 + 8 bytes/param) that this check corrects.
+SEED_RULE_BYTES_PER_PARAM = 12
+
+_WHY = ("model state {model_state_bytes_per_param:g} B/param under the {convention} convention "
+        "({model_state_total_gb:,.1f} GB for the model, {model_state_gb_per_gpu:,.3f} GB per GPU under {sharding})"
+        "{seed_note}")
+
+
+class PeakMemory(Check):
+    id = "peak-memory"
+    title = "Measure peak accelerator memory"
+    plan_item = "Measure peak accelerator memory"
+    thresholds = {"headroom_fraction": "memory.headroom_fraction",
+                  "warn_headroom_fraction": "memory.warn_headroom_fraction"}
+    headline = "{total_gib:.1f} GiB of {usable_gib:.1f} GiB usable per GPU"
+    rules = (
+        Rule(Status.FAIL, "exceeds-usable-memory", lambda m: m.total_gib > m.usable_gib,
+             "{decided_by} peak {total_gib:.1f} GiB per GPU exceeds the usable {usable_gib:.1f} GiB "
+             "({capacity_gib:.1f} GiB less {headroom_fraction:.0%} headroom); " + _WHY,
+             "Shard more (zero3/fsdp-full), add tensor or pipeline parallelism, enable activation "
+             "checkpointing or a smaller micro-batch, or quote GPUs with more memory."),
+        Rule(Status.WARN, "little-headroom",
+             lambda m: (m.total_gib <= m.usable_gib) & (m.spare_fraction < m.warn_headroom_fraction),
+             "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB with less than "
+             "{warn_headroom_fraction:.0%} to spare; " + _WHY,
+             "Measure peak allocated and reserved memory on a representative step before buying; a longer "
+             "sequence or a framework upgrade can tip it over."),
+        Rule(Status.PASS, "fits", lambda m: (m.total_gib <= m.usable_gib) & (m.spare_fraction >= m.warn_headroom_fraction),
+             "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB; " + _WHY),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        estimate = memory_estimate(ctx)
+        if estimate is None:
+            return ctx.insufficient("model state cannot be sized")
+        evidence = {**estimate.evidence(), "sharding": estimate.sharding, "convention": estimate.convention,
+                    "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM}
+        missing_shape = list(ctx.missing)
+        if estimate.activations_bytes is None:
+            # Model state alone already decides a failure; otherwise the activations are needed.
+            if estimate.total_bytes <= estimate.usable_bytes:
+                return ctx.insufficient("activations cannot be estimated without the architecture and batch shape",
+                                        **evidence)
+            ctx.missing.clear()
+            evidence["lower_bound_without"] = ", ".join(missing_shape)
+            evidence["decided_by"] = "model state alone (a lower bound)"
+        evidence["seed_note"] = _seed_note(estimate.state.total_bytes_per_param,
+                                           estimate.state.master_weights_bytes_per_param)
+        basis = Basis.ESTIMATED
+        measured = _measured_peak(ctx, estimate.micro_batch)
+        if measured is not None:
+            estimated_gib = evidence["total_gib"]
+            evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured,
+                            measured_to_estimated_ratio=measured / estimated_gib if estimated_gib else 0.0,
+                            total_gib=measured, decided_by="measured reserved",
+                            spare_fraction=spare_fraction(measured, evidence["usable_gib"]))
+            basis = Basis.MEASURED
+        return Facts(evidence=evidence, basis=basis)
+
+
+def _seed_note(bytes_per_param: float, master_bytes: float) -> str:
+    if master_bytes <= 0 or bytes_per_param <= SEED_RULE_BYTES_PER_PARAM:
+        return ""
+    return (f"; the rough {SEED_RULE_BYTES_PER_PARAM} B/param rule of 004_fd79d6760ce15dd9.txt undercounts because "
+            f"it omits the {master_bytes:g} B/param fp32 master weights that mixed-precision optimizers keep")
+
+
+def _measured_peak(ctx: Context, micro_batch: int | None) -> float | None:
+    """Returns the measured peak (reserved, else allocated) GiB at the planned micro-batch and sequence."""
+    runs = ctx.inputs.get("/measurements/peak_memory") or []
+    sequence_length = ctx.inputs.get(f"{T}/sequence_length")
+    for index, run in enumerate(runs):
+        same_batch = run.get("micro_batch") in (None, micro_batch)
+        same_sequence = run.get("sequence_length") in (None, sequence_length)
+        if same_batch and same_sequence:
+            base = f"/measurements/peak_memory/{index}"
+            return ctx.num(f"{base}/reserved_gib") or ctx.num(f"{base}/allocated_gib")
+    return None

@@ -1,0 +1,241 @@
+"""Training compute: FLOPs, time to train, MFU and the GPU count a schedule needs.
+
+Conventions (all selectable through parameters, none read from configuration):
+
+* FLOPs are counted as in Kaplan et al. 2020 and EleutherAI's "Transformer Math 101": a forward pass
+  costs 2 FLOPs per parameter per token, the backward pass twice that, so training costs 6·N·D.
+* ``parameters`` (N) is the parameter count whose matrix multiplies run once per token, embeddings
+  and output layer included (Narayanan et al. 2021 eq. 3 counts the logit layer as 6·h·V per token,
+  which is 6·N for the output-embedding parameters).
+* The optional attention term is the part that grows with sequence length and is not in N: the
+  ``Q·Kᵀ`` logits and the attention-weighted sum of ``V``, 4·s·h FLOPs per token per layer forward
+  (Chinchilla, Hoffmann et al. 2022, Appendix F; Narayanan et al. 2021 eq. 3; PaLM, Chowdhery et al.
+  2022, Appendix B: 6·N + 12·L·H·Q·T per token). It counts the full s×s score matrix, as those
+  sources do, not the causal half that FlashAttention-style kernels actually compute.
+* "Hardware" FLOPs include recomputation; "model" FLOPs (``recompute="none"``) are what MFU is
+  measured against (PaLM, Appendix B).
+"""
+
+from __future__ import annotations
+
+import math
+
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+SECONDS_PER_DAY = 86_400.0
+
+# Forward-pass equivalents per token for the parameter (dense) FLOPs: forward 1 + backward 2,
+# plus one more forward when every layer is recomputed.
+_DENSE_PASSES = {"none": 3, "selective": 3, "full": 4}
+# Selective recomputation (Korthikanti et al. 2022, arXiv 2205.05198, "selective activation
+# recomputation") recomputes only the attention core (logits, softmax, dropout, weighted sum), so only
+# the attention term gets the extra forward pass.
+_ATTENTION_PASSES = {"none": 3, "selective": 4, "full": 4}
+# Forward attention FLOPs per token per layer, in units of s·h: 2·s·h for Q·Kᵀ + 2·s·h for scores·V.
+_ATTENTION_FORWARD_FLOPS_PER_SH = 4
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require_positive(name: str, value: float) -> None:
+    if not _is_number(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _require_positive_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _require_fraction(name: str, value: float) -> None:
+    """Require 0 < value <= 1."""
+    _require_positive(name, value)
+    if value > 1:
+        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+
+def _require_recompute(recompute: str) -> None:
+    if recompute not in RECOMPUTE_MODES:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
+
+
+def attention_flops_per_token(
+    layers: int, sequence_length: int, hidden: int, recompute: str = "none"
+) -> float:
+    """Return the sequence-length-dependent attention FLOPs per token for one training step.
+
+    Source: Narayanan et al. 2021 (arXiv 2104.04473) eq. 3, whose 96·B·s·l·h²·s/(6h) = 16·B·s²·l·h term
+    is 4·l·s·h per token per forward pass over four passes (full recompute); Chinchilla (Hoffmann et al.
+    2022, arXiv 2203.15556) Appendix F (logits 2·s·h, reduction 2·s·h per layer forward, backward 2×
+    forward); PaLM (arXiv 2204.02311) Appendix B: 12·L·H·Q·T per token for forward + backward.
+    So 12·L·s·h without recompute, 16·L·s·h with selective or full recompute (one more forward of the
+    attention core). ``hidden`` is heads × head dimension.
+    """
+    _require_positive_int("layers", layers)
+    _require_positive_int("sequence_length", sequence_length)
+    _require_positive_int("hidden", hidden)
+    _require_recompute(recompute)
+    passes = _ATTENTION_PASSES[recompute]
+    return float(passes * _ATTENTION_FORWARD_FLOPS_PER_SH * layers * sequence_length * hidden)
+
+
+def training_flops_per_token(
+    parameters: float,
+    recompute: str = "none",
+    layers: int | None = None,
+    sequence_length: int | None = None,
+    hidden: int | None = None,
+) -> float:
+    """Return the training FLOPs per token: 6·N (8·N with full recompute) plus the attention term.
+
+    Source: EleutherAI "Transformer Math 101" (forward 2·N·D, backward 4·N·D; full activation
+    recomputation adds a forward: 8·N·D); Kaplan et al. 2020 (arXiv 2001.08361) §2.1 C ≈ 6·N·D;
+    Narayanan et al. 2021 (arXiv 2104.04473) eq. 3 for the recompute factor 4/3. The attention term
+    (see :func:`attention_flops_per_token`) is added only when ``layers``, ``sequence_length`` and
+    ``hidden`` are all given.
+    """
+    _require_positive("parameters", parameters)
+    _require_recompute(recompute)
+    shape = (layers, sequence_length, hidden)
+    if any(v is not None for v in shape) and any(v is None for v in shape):
+        raise ValueError("layers, sequence_length and hidden must be given together (or none of them)")
+    flops = 2.0 * _DENSE_PASSES[recompute] * parameters
+    if layers is not None and sequence_length is not None and hidden is not None:
+        flops += attention_flops_per_token(layers, sequence_length, hidden, recompute)
+    return flops
+
+
+def training_flops(
+    parameters: float,
+    tokens: float,
+    recompute: str = "none",
+    layers: int | None = None,
+    sequence_length: int | None = None,
+    hidden: int | None = None,
+) -> float:
+    """Return the total training FLOPs: 6·N·D, 8·N·D with full recompute, plus the attention term.
+
+    Source: EleutherAI "Transformer Math 101"; Kaplan et al. 2020 (arXiv 2001.08361) §2.1;
+    Narayanan et al. 2021 (arXiv 2104.04473) eq. 3 (8·T·P with full recompute). ``recompute`` is
+    ``"none"``, ``"selective"`` or ``"full"``; the per-token count is
+    :func:`training_flops_per_token`.
+    """
+    _require_positive("tokens", tokens)
+    return tokens * training_flops_per_token(parameters, recompute, layers, sequence_length, hidden)
+
+
+def training_time_s(total_flops: float, gpus: int, achieved_flops_per_gpu: float) -> float:
+    """Return the failure-free training time in seconds: total FLOPs / (GPUs × achieved FLOP/s per GPU).
+
+    Source: Narayanan et al. 2021 (arXiv 2104.04473) §5.1, end-to-end time ≈ 8·T·P / (n·X), where X is
+    the achieved (measured or assumed, not peak) throughput per GPU at this GPU count.
+    """
+    _require_positive("total_flops", total_flops)
+    _require_positive_int("gpus", gpus)
+    _require_positive("achieved_flops_per_gpu", achieved_flops_per_gpu)
+    return total_flops / (gpus * achieved_flops_per_gpu)
+
+
+def training_days(total_flops: float, gpus: int, achieved_flops_per_gpu: float) -> float:
+    """Return the failure-free training time in days (86,400 s): total FLOPs / (n·X).
+
+    Source: Narayanan et al. 2021 (arXiv 2104.04473) §5.1: GPT-3 175B on 300B tokens, 1024 A100 at
+    140 TFLOP/s → about 34 days; 1T parameters on 450B tokens, 3072 A100 at 163 TFLOP/s → about 84 days.
+    """
+    return training_time_s(total_flops, gpus, achieved_flops_per_gpu) / SECONDS_PER_DAY
+
+
+def tokens_per_s_from_mfu(
+    mfu: float, peak_flops_per_gpu: float, flops_per_token: float, gpus: int = 1
+) -> float:
+    """Return the training tokens/s that ``gpus`` GPUs reach at model-FLOPs utilisation ``mfu``.
+
+    Source: PaLM (Chowdhery et al. 2022, arXiv 2204.02311) Appendix B: MFU = observed tokens/s ×
+    model FLOPs per token / peak FLOP/s. Pass model FLOPs (``training_flops_per_token`` with
+    ``recompute="none"``); hardware FLOPs (with recompute) would make this hardware-FLOPs utilisation.
+    """
+    _require_fraction("mfu", mfu)
+    _require_positive("peak_flops_per_gpu", peak_flops_per_gpu)
+    _require_positive("flops_per_token", flops_per_token)
+    _require_positive_int("gpus", gpus)
+    return mfu * peak_flops_per_gpu * gpus / flops_per_token
+
+
+def mfu_from_tokens_per_s(
+    tokens_per_s: float, peak_flops_per_gpu: float, flops_per_token: float, gpus: int = 1
+) -> float:
+    """Return the model-FLOPs utilisation of ``tokens_per_s`` measured over ``gpus`` GPUs.
+
+    Source: PaLM (Chowdhery et al. 2022, arXiv 2204.02311) Appendix B. A result above 1 means the
+    inputs are inconsistent (wrong peak, FLOPs per token or GPU count); it is returned, not clipped,
+    so that a check can report it.
+    """
+    _require_positive("tokens_per_s", tokens_per_s)
+    _require_positive("peak_flops_per_gpu", peak_flops_per_gpu)
+    _require_positive("flops_per_token", flops_per_token)
+    _require_positive_int("gpus", gpus)
+    return tokens_per_s * flops_per_token / (peak_flops_per_gpu * gpus)
+
+
+def _ceil_count(value: float) -> int:
+    # Absorb floating-point noise so that an exact fit (e.g. 7.999999999) does not round up to 9.
+    return max(1, math.ceil(round(value, 9)))
+
+
+def throughput_min_gpus(
+    window_s: float,
+    *,
+    total_flops: float | None = None,
+    achieved_flops_per_gpu: float | None = None,
+    tokens: float | None = None,
+    tokens_per_s_per_gpu: float | None = None,
+    scaling_efficiency: float = 1.0,
+    goodput: float = 1.0,
+) -> int:
+    """Return the fewest GPUs that finish the work inside ``window_s``: ⌈work / (window·rate·eff·goodput)⌉.
+
+    Give the work either as ``total_flops`` with ``achieved_flops_per_gpu`` (FLOP/s) or as ``tokens``
+    with ``tokens_per_s_per_gpu``, not both. ``scaling_efficiency`` (0, 1] discounts a per-GPU rate
+    measured at a smaller scale (use 1 when the rate was measured at the target scale);
+    ``goodput`` (0, 1] is the fraction of wall time doing useful work after checkpoints, failures and
+    restarts (see ``rules.estimates.reliability.job_goodput``).
+    Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): training time =
+    tokens / (tokens/s per GPU × GPUs); Narayanan et al. 2021 (arXiv 2104.04473) §5.1 for the FLOPs form.
+    """
+    _require_positive("window_s", window_s)
+    _require_fraction("scaling_efficiency", scaling_efficiency)
+    _require_fraction("goodput", goodput)
+    flops_form = total_flops is not None or achieved_flops_per_gpu is not None
+    tokens_form = tokens is not None or tokens_per_s_per_gpu is not None
+    if flops_form == tokens_form:
+        raise ValueError(
+            "give either total_flops with achieved_flops_per_gpu, or tokens with tokens_per_s_per_gpu"
+        )
+    if flops_form:
+        if total_flops is None or achieved_flops_per_gpu is None:
+            raise ValueError("total_flops and achieved_flops_per_gpu must be given together")
+        _require_positive("total_flops", total_flops)
+        _require_positive("achieved_flops_per_gpu", achieved_flops_per_gpu)
+        work, rate = total_flops, achieved_flops_per_gpu
+    else:
+        if tokens is None or tokens_per_s_per_gpu is None:
+            raise ValueError("tokens and tokens_per_s_per_gpu must be given together")
+        _require_positive("tokens", tokens)
+        _require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+        work, rate = tokens, tokens_per_s_per_gpu
+    return _ceil_count(work / (window_s * rate * scaling_efficiency * goodput))
+
+
+def gpus_needed(memory_min_gpus: int, throughput_min_gpus: int, multiple_of: int = 1) -> int:
+    """Return the GPU count a training job needs: max(memory need, throughput need), rounded up.
+
+    Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): "The number of GPUs
+    needed for training = max(memory requirement per GPU, throughput target)". ``multiple_of`` rounds
+    the result up to a whole number of nodes or of model-parallel groups (tensor × pipeline).
+    """
+    _require_positive_int("memory_min_gpus", memory_min_gpus)
+    _require_positive_int("throughput_min_gpus", throughput_min_gpus)
+    _require_positive_int("multiple_of", multiple_of)
+    need = max(memory_min_gpus, throughput_min_gpus)
+    return -(-need // multiple_of) * multiple_of
