@@ -28,17 +28,30 @@ _host: durable_engine.Host | None = None
 _names = itertools.count()
 
 
+class _SynchronousHost(durable_engine.Host):
+    """A durable host without its background dispatcher threads.
+
+    durable's Host polls every ruleset from two timer threads (for timers and queued actions, which no
+    acceptance rule uses). The C engine is not thread-safe, so those threads would race with evaluations;
+    here every call into the engine happens on the caller's thread, under ``_lock``.
+    """
+
+    def _run(self) -> None:
+        return None
+
+
 def _shared_host() -> durable_engine.Host:
-    # One durable host per process: each Host starts two dispatcher threads that never stop.
     global _host
     if _host is None:
-        _host = durable_engine.Host()
+        _host = _SynchronousHost()
     return _host
 
 
 def _stage_rule(stage: Stage, status: Status) -> Rule:
     return Rule(status=status, name=stage.value, when=lambda m: m.stage == stage.value, message="")
 
+
+_SEEN = Rule(status=Status.NOT_APPLICABLE, name="(seen)", when=lambda m: m.check, message="")
 
 SHARED_RULES = (_stage_rule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
                 _stage_rule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA))
@@ -64,6 +77,9 @@ class RuleEngine:
         definition = lang.ruleset(self.ruleset)
         with definition:
             for check in self.checks:
+                # Every fact of a check is acknowledged by this rule, so durable never meets an unhandled fact:
+                # deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
+                lang.when_all(lang.m.check == check.id)(self._recorder(check.id, _SEEN))
                 for rule in SHARED_RULES:
                     lang.when_all((lang.m.check == check.id) & rule.when(lang.m))(self._recorder(check.id, rule))
                 for rule in check.rules:
@@ -89,12 +105,12 @@ class RuleEngine:
         """
         sid = uuid.uuid4().hex
         host = _shared_host()
-        expected: list[str] = []
+        posted: dict[str, dict[str, Any]] = {}
         with _lock:
             try:
                 for check, facts, thresholds in items:
-                    expected.append(check.id)
-                    self._assert(host, check, fact_for(check, facts, thresholds, sid))
+                    posted[check.id] = fact_for(check, facts, thresholds, sid)
+                    self._assert(host, check, posted[check.id])
                 found = self._verdicts.pop(sid, {})
             finally:
                 self._verdicts.pop(sid, None)
@@ -103,8 +119,13 @@ class RuleEngine:
                 except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
                     pass
         decided: dict[str, tuple[Status, str]] = {}
-        for check_id in expected:
-            verdicts = found.get(check_id, [])
+        for check_id, fact in posted.items():
+            seen = found.get(check_id, [])
+            if (_SEEN.status, _SEEN.name) not in seen:
+                raise EngineError(f"durable_rules did not see the facts of check {check_id}")
+            verdicts = [v for v in seen if v[1] != _SEEN.name]
+            if not verdicts:
+                raise EngineError(f"no rule of check {check_id} matches its facts: {_short(fact)}")
             if len(verdicts) != 1:
                 names = ", ".join(name for _, name in verdicts) or "none"
                 raise EngineError(f"check {check_id} must be decided by exactly one rule; matched: {names}")
@@ -114,8 +135,6 @@ class RuleEngine:
     def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
         try:
             state = host.assert_fact(self.ruleset, fact)
-        except durable_engine.MessageNotHandledException:
-            raise EngineError(f"no rule of check {check.id} matches its facts: {_short(fact)}") from None
         except Exception as error:  # durable raises plain Exception for engine-level faults
             raise EngineError(f"durable_rules rejected the facts of check {check.id}: {error}") from None
         if isinstance(state, dict) and state.get("exception"):

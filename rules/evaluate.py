@@ -6,6 +6,7 @@ import hashlib
 import json
 import string
 from datetime import UTC, datetime
+from functools import cache
 from importlib import metadata
 from typing import Any
 
@@ -28,6 +29,7 @@ MAX_SUBMISSION_BYTES = 2 * 1024 * 1024
 _engine: RuleEngine | None = None
 
 
+@cache
 def engine_version() -> str:
     """Returns the installed quotecheck version (the record names the engine that decided it)."""
     try:

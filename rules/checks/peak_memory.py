@@ -33,7 +33,8 @@ class PeakMemory(Check):
              "{warn_headroom_fraction:.0%} to spare; " + _WHY,
              "Measure peak allocated and reserved memory on a representative step before buying; a longer "
              "sequence or a framework upgrade can tip it over."),
-        Rule(Status.PASS, "fits", lambda m: (m.total_gib <= m.usable_gib) & (m.spare_fraction >= m.warn_headroom_fraction),
+        Rule(Status.PASS, "fits",
+             lambda m: (m.total_gib <= m.usable_gib) & (m.spare_fraction >= m.warn_headroom_fraction),
              "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB; " + _WHY),
     )
 

@@ -105,12 +105,9 @@ def test_throughput_min_gpus_flops_form_with_efficiency_and_goodput():
     flops = training_flops(175e9, 300e9, "full")
     window = 34 * 86_400
     assert throughput_min_gpus(window, total_flops=flops, achieved_flops_per_gpu=140e12) == 1022
-    assert (
-        throughput_min_gpus(
-            window, total_flops=flops, achieved_flops_per_gpu=140e12, scaling_efficiency=0.9, goodput=0.9
-        )
-        == math.ceil(flops / (window * 140e12 * 0.81))
-    )
+    assert throughput_min_gpus(
+        window, total_flops=flops, achieved_flops_per_gpu=140e12, scaling_efficiency=0.9, goodput=0.9
+    ) == math.ceil(flops / (window * 140e12 * 0.81))
 
 
 def test_throughput_min_gpus_exact_fit_does_not_round_up():

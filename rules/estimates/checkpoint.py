@@ -1,0 +1,157 @@
+"""Checkpoint size, save time and the Young/Daly checkpoint interval."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# Bytes per parameter of the model weights as trained.
+WEIGHT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+# Bytes per parameter of optimizer state (EleutherAI cookbook / Hugging Face "model training anatomy"):
+# Adam/AdamW keep fp32 m and v (8); 8-bit Adam keeps them in 1 byte each (2); SGD with momentum one fp32
+# buffer (4); plain SGD none.
+OPTIMIZER_STATE_BYTES: dict[str, int] = {"adamw": 8, "adam": 8, "adam-8bit": 2, "sgd-momentum": 4, "sgd": 0}
+MASTER_WEIGHT_BYTES = 4  # fp32 master copy kept by mixed-precision training
+YOUNG_DALY_ORDERS: tuple[str, ...] = ("first", "daly")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require_positive(name: str, value: float) -> None:
+    if not _is_number(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _require_positive_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _require_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class CheckpointSize:
+    """A full training checkpoint's size, term by term (bytes; GB = 1e9 bytes)."""
+
+    parameters: float
+    weights_bytes: float  # model weights in the training precision
+    master_weights_bytes: float  # fp32 master copy (mixed precision only)
+    optimizer_bytes: float  # optimizer state (Adam m and v, …)
+    gradients_bytes: float  # 0 unless gradients are saved (they usually are not)
+    total_bytes: float
+
+    @property
+    def bytes_per_parameter(self) -> float:
+        """Total bytes per parameter (14 for bf16 + fp32 master + Adam)."""
+        return self.total_bytes / self.parameters
+
+    @property
+    def total_gb(self) -> float:
+        """Total size in GB (1e9 bytes), the unit of the ``checkpoint_gb`` evidence."""
+        return self.total_bytes / 1e9
+
+
+def checkpoint_size(
+    parameters: float,
+    precision: str = "bf16",
+    optimizer: str = "adamw",
+    *,
+    master_weights: bool | None = None,
+    save_gradients: bool = False,
+    gradient_bytes_per_parameter: float | None = None,
+) -> CheckpointSize:
+    """Return the size of a full (resumable) training checkpoint with its breakdown.
+
+    bf16/fp16 mixed precision with Adam: weights 2 + fp32 master 4 + Adam m and v 8 = 14 bytes/param
+    (the reference table in ``shared/reference/README.md``; ZeRO, arXiv 1910.02054 §3.1, for the
+    states: 2Ψ fp16 weights, 12Ψ fp32 master + momentum + variance). Pure fp32 AdamW: 4 + 8 = 12.
+    ``master_weights`` defaults to True for bf16/fp16 and must not be True for fp32 (the weights are
+    the master copy). Gradients are not part of a resumable checkpoint unless ``save_gradients``
+    (e.g. mid-accumulation saves); their bytes per parameter default to the weight precision (pass 4
+    for frameworks that keep fp32 gradients, such as Megatron-LM).
+    ``precision``: bf16, fp16, fp32. ``optimizer``: adamw, adam, adam-8bit, sgd-momentum, sgd.
+    """
+    _require_positive("parameters", parameters)
+    _require_choice("precision", precision, tuple(WEIGHT_BYTES))
+    _require_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))
+    weight_bytes = WEIGHT_BYTES[precision]
+    mixed = weight_bytes < MASTER_WEIGHT_BYTES
+    if master_weights is None:
+        master_weights = mixed
+    elif master_weights and not mixed:
+        raise ValueError("fp32 training keeps no separate master copy: master_weights must be False or None")
+    if gradient_bytes_per_parameter is None:
+        gradient_bytes_per_parameter = weight_bytes
+    _require_positive("gradient_bytes_per_parameter", gradient_bytes_per_parameter)
+    weights = parameters * weight_bytes
+    master = parameters * MASTER_WEIGHT_BYTES if master_weights else 0.0
+    optimizer_bytes = parameters * OPTIMIZER_STATE_BYTES[optimizer]
+    gradients = parameters * gradient_bytes_per_parameter if save_gradients else 0.0
+    total = weights + master + optimizer_bytes + gradients
+    return CheckpointSize(parameters, weights, master, optimizer_bytes, gradients, total)
+
+
+@dataclass(frozen=True)
+class CheckpointSave:
+    """How long one checkpoint takes to write, and what bounds it."""
+
+    save_s: float
+    write_gbs: float  # effective write bandwidth: min of the two below
+    storage_write_gbs: float  # the storage system's sustained write bandwidth
+    node_nics_gbs: float  # writing nodes × storage-NIC GB/s per node
+    bound_by: str  # "storage" or "node-nics"
+
+
+def checkpoint_save(
+    checkpoint_bytes: float,
+    storage_write_gbs: float,
+    writing_nodes: int,
+    storage_nic_gbs_per_node: float,
+) -> CheckpointSave:
+    """Return the checkpoint save time: bytes / min(storage write GB/s, nodes × storage-NIC GB/s per node).
+
+    A sharded checkpoint (PyTorch DCP, Megatron distributed checkpointing) is written by every node
+    at once, so the write is bounded by the storage system's aggregate write bandwidth or by the sum of
+    the writing nodes' storage-network bandwidth, whichever is lower. ``writing_nodes`` is the nodes
+    that write (all nodes for a sharded checkpoint; one for a rank-0 ``torch.save``). Source: the
+    acceptance plan's "Design checkpoint bandwidth" (seed ``000_69a9208a79ba23b6.txt``: "calculate
+    checkpoint size and frequency, define maximum acceptable save time and test the storage system at
+    that burst rate"); use measured write bandwidth (e.g. fio/IOR at the burst size) where available.
+    """
+    _require_positive("checkpoint_bytes", checkpoint_bytes)
+    _require_positive("storage_write_gbs", storage_write_gbs)
+    _require_positive_int("writing_nodes", writing_nodes)
+    _require_positive("storage_nic_gbs_per_node", storage_nic_gbs_per_node)
+    nics = writing_nodes * storage_nic_gbs_per_node
+    if nics < storage_write_gbs:
+        write, bound = nics, "node-nics"
+    else:
+        write, bound = storage_write_gbs, "storage"
+    return CheckpointSave(checkpoint_bytes / (write * 1e9), write, storage_write_gbs, nics, bound)
+
+
+def young_daly_interval_s(save_s: float, mtbf_s: float, order: str = "first") -> float:
+    """Return the checkpoint interval (compute time between checkpoints) that minimises lost time.
+
+    ``order="first"``: τ = √(2·δ·M) (Young 1974, "A first order approximation to the optimum
+    checkpoint interval", CACM 17(9); Daly 2006, "A higher order estimate of the optimum checkpoint
+    interval for restart dumps", FGCS 22(3), first-order form). ``order="daly"``: Daly 2006's
+    higher-order estimate τ = √(2δM)·[1 + ⅓·√(δ/(2M)) + (1/9)·δ/(2M)] − δ for δ < 2M, else τ = M.
+    δ = ``save_s`` (time to write one checkpoint), M = ``mtbf_s`` (mean time between failures of the
+    whole job, not of one node). Example: δ = 60 s, M = 3 h → τ = √(2·60·10 800) = 1138.4 s ≈ 19 min.
+    """
+    _require_positive("save_s", save_s)
+    _require_positive("mtbf_s", mtbf_s)
+    _require_choice("order", order, YOUNG_DALY_ORDERS)
+    first = math.sqrt(2.0 * save_s * mtbf_s)
+    if order == "first":
+        return first
+    if save_s >= 2.0 * mtbf_s:
+        return mtbf_s
+    ratio = save_s / (2.0 * mtbf_s)
+    return first * (1.0 + math.sqrt(ratio) / 3.0 + ratio / 9.0) - save_s

@@ -1,0 +1,116 @@
+"""Input pipeline: storage read bandwidth and CPU cores needed to keep the GPUs fed."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require_positive(name: str, value: float) -> None:
+    if not _is_number(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _require_non_negative(name: str, value: float) -> None:
+    if not _is_number(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+
+
+def _require_positive_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _require_non_negative_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+def cluster_tokens_per_s(tokens_per_s_per_gpu: float, gpus: int) -> float:
+    """Return the cluster's training throughput in tokens/s: tokens/s per GPU × GPUs.
+
+    Source: step 2 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): "Multiply by number of
+    GPUs to get total throughput". Use the per-GPU rate at this GPU count (measured scaling included).
+    """
+    _require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+    _require_positive_int("gpus", gpus)
+    return tokens_per_s_per_gpu * gpus
+
+
+def required_read_gbs(cluster_tokens_per_s: float, bytes_per_token: float) -> float:
+    """Return the storage read bandwidth in GB/s (1e9 B/s) that training consumes: tokens/s × bytes/token.
+
+    ``bytes_per_token`` is what is read per training token: 2 for pre-tokenised uint16 ids (vocabulary
+    < 65,536, e.g. Megatron-LM ``.bin`` indexed datasets), 4 for int32 ids, about 4 for raw English
+    UTF-8 text (OpenAI's tokenizer guidance: one token ≈ 4 characters), more for compressed multimodal
+    samples. Source: the acceptance plan's "Feed the GPUs consistently" (seed
+    ``000_69a9208a79ba23b6.txt``). This is the steady-state average; epochs re-read, shuffles and cold
+    caches can need more.
+    """
+    _require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
+    _require_positive("bytes_per_token", bytes_per_token)
+    return cluster_tokens_per_s * bytes_per_token / 1e9
+
+
+@dataclass(frozen=True)
+class DecodeCores:
+    """CPU cores needed to decode / tokenise / augment the input stream."""
+
+    cluster_cores: float  # cluster tokens/s ÷ tokens/s one core sustains
+    cores_per_node: int  # ⌈cluster_cores / nodes⌉
+
+
+def decode_cores_needed(cluster_tokens_per_s: float, tokens_per_s_per_core: float, nodes: int) -> DecodeCores:
+    """Return the CPU cores the input pipeline needs: cluster tokens/s ÷ tokens/s per core, and per node.
+
+    ``tokens_per_s_per_core`` is a measured (or assumed) rate of one dataloader core for this data
+    path (read + decode + tokenise/augment + collate). Source: the acceptance plan's "Feed the GPUs
+    consistently" (seed ``000_69a9208a79ba23b6.txt``: "measure accelerator idle time and dataloader
+    queue behavior"); the per-node figure assumes an even split across nodes.
+    """
+    _require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
+    _require_positive("tokens_per_s_per_core", tokens_per_s_per_core)
+    _require_positive_int("nodes", nodes)
+    cluster = cluster_tokens_per_s / tokens_per_s_per_core
+    return DecodeCores(cluster, max(1, math.ceil(round(cluster / nodes, 9))))
+
+
+@dataclass(frozen=True)
+class CoreBudget:
+    """A node's CPU cores after the dataloader workers and reserved processes."""
+
+    cores_per_node: int
+    dataloader_worker_cores: float  # GPUs × workers per GPU × cores per worker
+    reserved_cores: float  # trainer processes, OS, NIC/IRQ handling, …
+    cores_left: float  # max(0, cores − workers − reserved)
+    shortfall_cores: float  # max(0, workers + reserved − cores): oversubscription
+
+
+def cores_left_after_workers(
+    cores_per_node: int,
+    gpus_per_node: int,
+    workers_per_gpu: int,
+    *,
+    reserved_cores: float = 0.0,
+    cores_per_worker: float = 1.0,
+) -> CoreBudget:
+    """Return the node's cores left after dataloader workers (and reserved cores), or the shortfall.
+
+    PyTorch ``DataLoader(num_workers=k)`` runs k worker processes per training process, i.e. per GPU
+    (torch.utils.data docs, "Multi-process data loading"), each busy up to one core when the input is
+    the bottleneck. ``reserved_cores`` covers the training processes themselves (one per GPU is a
+    common floor), the OS and interrupt handling. Count physical or logical cores consistently with
+    ``tokens_per_s_per_core`` in :func:`decode_cores_needed`.
+    """
+    _require_positive_int("cores_per_node", cores_per_node)
+    _require_positive_int("gpus_per_node", gpus_per_node)
+    _require_non_negative_int("workers_per_gpu", workers_per_gpu)
+    _require_non_negative("reserved_cores", reserved_cores)
+    _require_positive("cores_per_worker", cores_per_worker)
+    workers = gpus_per_node * workers_per_gpu * cores_per_worker
+    balance = cores_per_node - workers - reserved_cores
+    return CoreBudget(cores_per_node, workers, reserved_cores, max(0.0, balance), max(0.0, -balance))

@@ -1,0 +1,170 @@
+"""Rack power draw against the facility budget, the PDUs (derated, with redundancy) and cooling."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+REDUNDANCY_MODES: tuple[str, ...] = ("N", "N+1", "2N")
+# US NEC 210.20(A): the overcurrent device must be rated ≥ 125 % of the continuous load (one lasting
+# 3 h or more, Art. 100), i.e. a continuous load may use at most 80 % of the rating.
+NEC_CONTINUOUS_LOAD_FACTOR = 0.8
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require_positive(name: str, value: float) -> None:
+    if not _is_number(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _require_positive_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NodePower:
+    """Nodes of one model in a rack and their power figures."""
+
+    count: int
+    max_w: float  # nameplate maximum input (e.g. DGX H100: 10.2 kW, NVIDIA DGX H100 user guide)
+    sustained_w: float | None = None  # measured long-run draw under training, if known
+
+    @property
+    def basis(self) -> str:
+        """Return "measured" when a sustained figure is given, else "nameplate"."""
+        return "measured" if self.sustained_w is not None else "nameplate"
+
+    @property
+    def watts(self) -> float:
+        """Per-node watts used for the draw: sustained measured if given, else nameplate maximum."""
+        return self.sustained_w if self.sustained_w is not None else self.max_w
+
+
+@dataclass(frozen=True)
+class PduGroup:
+    """PDUs of one rating in a rack."""
+
+    count: int
+    rating_kw: float  # rated capacity, e.g. 17.3 kW for 3-phase 208 V 48 A (√3 × 208 V × 48 A)
+
+
+@dataclass(frozen=True)
+class RackPower:
+    """A rack's draw against each of its limits, and the limit that binds."""
+
+    draw_kw: float
+    basis: str  # "measured", "nameplate" or "mixed": where the per-node watts came from
+    budget_kw: float | None  # facility power budget for the rack, if given
+    pdu_derated_kw: float  # PDU capacity usable for a continuous load under the redundancy mode
+    cooling_kw: float | None  # rack cooling capacity, if given (all electrical draw becomes heat)
+    limit_kw: float  # the lowest of the limits above
+    binding_limit: str  # "budget", "pdu" or "cooling"
+    headroom_kw: float  # max(0, limit − draw)
+    shortfall_kw: float  # max(0, draw − limit)
+
+
+def _validate_nodes(nodes: Iterable[NodePower]) -> list[NodePower]:
+    groups = list(nodes)
+    if not groups:
+        raise ValueError("a rack needs at least one node group")
+    for g in groups:
+        _require_positive_int("node count", g.count)
+        _require_positive("max_w", g.max_w)
+        if g.sustained_w is not None:
+            _require_positive("sustained_w", g.sustained_w)
+    return groups
+
+
+def rack_draw_kw(nodes: Iterable[NodePower]) -> float:
+    """Return the rack draw in kW: Σ nodes × per-node watts (sustained measured, else nameplate max).
+
+    Source: the acceptance plan's "Calculate power at sustained utilization" (seed
+    ``000_69a9208a79ba23b6.txt``: "use measured long-run server power … to validate rack capacity");
+    nameplate maxima from the vendor guides (DGX H100/H200 10.2 kW, DGX B200 14.3 kW, DGX A100 6.5 kW).
+    """
+    return sum(g.count * g.watts for g in _validate_nodes(nodes)) / 1000.0
+
+
+def pdu_capacity_kw(
+    pdus: Iterable[PduGroup],
+    redundancy: str,
+    continuous_load_factor: float = NEC_CONTINUOUS_LOAD_FACTOR,
+) -> float:
+    """Return the PDU capacity (kW) a continuous load may use under the redundancy mode, after derating.
+
+    Redundancy: "N" counts every PDU; "N+1" all but one (the largest is assumed lost); "2N" one feed
+    of the A/B pair, i.e. half the PDUs (the smaller half when ratings differ), must carry the whole
+    rack. The result is multiplied by ``continuous_load_factor`` (0.8 per US NEC Art. 100 / 210.20(A):
+    a continuous load ≤ 80 % of the rating; other codes or listed-100 % equipment may differ).
+    """
+    if redundancy not in REDUNDANCY_MODES:
+        raise ValueError(f"redundancy must be one of {', '.join(REDUNDANCY_MODES)}; got {redundancy!r}")
+    _require_positive("continuous_load_factor", continuous_load_factor)
+    if continuous_load_factor > 1:
+        raise ValueError(f"continuous_load_factor must be in (0, 1], got {continuous_load_factor!r}")
+    ratings: list[float] = []
+    for group in pdus:
+        _require_positive_int("PDU count", group.count)
+        _require_positive("rating_kw", group.rating_kw)
+        ratings.extend([group.rating_kw] * group.count)
+    if not ratings:
+        raise ValueError("a rack needs at least one PDU")
+    ratings.sort()
+    if redundancy == "N":
+        usable = ratings
+    elif len(ratings) < 2:
+        raise ValueError(f"{redundancy} redundancy needs at least two PDUs, got {len(ratings)}")
+    elif redundancy == "N+1":
+        usable = ratings[:-1]
+    else:  # 2N: the weaker feed carries everything
+        usable = ratings[: len(ratings) // 2]
+    return sum(usable) * continuous_load_factor
+
+
+def rack_power(
+    nodes: Iterable[NodePower],
+    pdus: Iterable[PduGroup],
+    redundancy: str,
+    *,
+    continuous_load_factor: float = NEC_CONTINUOUS_LOAD_FACTOR,
+    budget_kw: float | None = None,
+    cooling_kw: float | None = None,
+) -> RackPower:
+    """Return the rack's draw against its power budget, derated PDU capacity and cooling, and which binds.
+
+    Draw: :func:`rack_draw_kw`; PDUs: :func:`pdu_capacity_kw` (NEC 80 % continuous-load rule and the
+    redundancy mode); cooling: essentially all electrical input leaves the rack as heat, so the
+    cooling capacity (kW of heat) is compared with the draw directly. Budget and cooling are limits only
+    when given. Ties bind in the order budget, pdu, cooling. Sources: NVIDIA DGX user guides (maximum
+    input); US NEC Art. 100 and 210.20(A).
+    """
+    groups = _validate_nodes(nodes)
+    draw = rack_draw_kw(groups)
+    bases = {g.basis for g in groups}
+    basis = bases.pop() if len(bases) == 1 else "mixed"
+    pdu = pdu_capacity_kw(pdus, redundancy, continuous_load_factor)
+    limits: list[tuple[float, str]] = []
+    if budget_kw is not None:
+        _require_positive("budget_kw", budget_kw)
+        limits.append((budget_kw, "budget"))
+    limits.append((pdu, "pdu"))
+    if cooling_kw is not None:
+        _require_positive("cooling_kw", cooling_kw)
+        limits.append((cooling_kw, "cooling"))
+    limit, binding = min(limits, key=lambda item: item[0])
+    return RackPower(
+        draw_kw=draw,
+        basis=basis,
+        budget_kw=budget_kw,
+        pdu_derated_kw=pdu,
+        cooling_kw=cooling_kw,
+        limit_kw=limit,
+        binding_limit=binding,
+        headroom_kw=max(0.0, limit - draw),
+        shortfall_kw=max(0.0, draw - limit),
+    )

@@ -1,0 +1,186 @@
+"""The service's errors (subclasses of rules.errors.QuotecheckError) and the one problem+json renderer.
+
+Every error the API returns, whether raised by the domain, by the service or by Werkzeug for an HTTP
+condition, goes through ``render_problem`` so clients see one shape (RFC 9457).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, Response, current_app, json, request
+from werkzeug.exceptions import HTTPException
+
+from rules.errors import Problem, QuotecheckError
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+
+@dataclass(frozen=True)
+class ParameterProblem(Problem):
+    """A problem with a query parameter rather than the body; ``pointer`` stays empty."""
+
+    parameter: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "parameter": self.parameter, "message": self.message}
+
+
+class InvalidRequest(QuotecheckError):
+    """A request body or query parameter does not satisfy the operation's contract."""
+
+    title = "Invalid request"
+    http_status = 422
+    type_slug = "invalid-request"
+
+
+class MalformedRequest(QuotecheckError):
+    """The body is not parseable JSON (or not UTF-8)."""
+
+    title = "Malformed request body"
+    http_status = 400
+    type_slug = "malformed-request"
+
+
+class UnsupportedMediaType(QuotecheckError):
+    """The body is not declared as JSON."""
+
+    title = "Unsupported media type"
+    http_status = 415
+    type_slug = "unsupported-media-type"
+
+
+@dataclass
+class Unauthorized(QuotecheckError):
+    """No valid API token; the response carries ``WWW-Authenticate: Bearer`` (RFC 6750)."""
+
+    # True when a token was presented but is unknown, malformed or revoked.
+    invalid_token: bool = False
+
+    title = "Authentication required"
+    http_status = 401
+    type_slug = "unauthorized"
+
+    def headers(self) -> dict[str, str]:
+        challenge = 'Bearer realm="quotecheck"'
+        if self.invalid_token:
+            challenge += ', error="invalid_token"'
+        return {"WWW-Authenticate": challenge}
+
+
+class Forbidden(QuotecheckError):
+    """The token is valid but its role, or the four-eyes rule, does not allow this action."""
+
+    title = "Forbidden"
+    http_status = 403
+    type_slug = "forbidden"
+
+
+class NotFound(QuotecheckError):
+    """The addressed submission, check, record or schema does not exist."""
+
+    title = "Not found"
+    http_status = 404
+    type_slug = "not-found"
+
+
+class WorkflowConflict(QuotecheckError):
+    """The submission's state does not allow this transition (e.g. it is already approved)."""
+
+    title = "Workflow conflict"
+    http_status = 409
+    type_slug = "workflow-conflict"
+
+
+class ApprovalBlocked(WorkflowConflict):
+    """Approval is not possible yet: failed or incomplete checks lack a valid waiver."""
+
+    title = "Approval blocked"
+    type_slug = "approval-blocked"
+
+
+class PreconditionFailed(QuotecheckError):
+    """If-Match does not name the current ETag: someone changed the submission since it was read."""
+
+    title = "Precondition failed"
+    http_status = 412
+    type_slug = "precondition-failed"
+
+
+class PreconditionRequired(QuotecheckError):
+    """A transition was sent without If-Match; lost updates are refused rather than guessed at."""
+
+    title = "Precondition required"
+    http_status = 428
+    type_slug = "precondition-required"
+
+
+class IdempotencyKeyReused(QuotecheckError):
+    """An Idempotency-Key was sent again with a different body."""
+
+    title = "Idempotency key reused"
+    http_status = 422
+    type_slug = "idempotency-key-reused"
+
+
+class ServiceUnavailable(QuotecheckError):
+    """A dependency (the database) cannot be reached."""
+
+    title = "Service unavailable"
+    http_status = 503
+    type_slug = "service-unavailable"
+
+
+def problem_type(slug: str) -> str:
+    """Returns the problem type URI for ``slug`` under the configured base."""
+    return current_app.config["PROBLEM_TYPE_BASE"] + slug
+
+
+def render_problem(status: int, type_uri: str, title: str, detail: str, problems: list[Problem] | None = None,
+                   headers: dict[str, str] | None = None, **extra: Any) -> Response:
+    """Returns an ``application/problem+json`` response with the RFC 9457 members and ``errors``."""
+    body: dict[str, Any] = {"type": type_uri, "title": title, "status": status, "detail": detail,
+                            "instance": request.path}
+    if problems:
+        body["errors"] = [p.as_dict() for p in problems]
+    body.update(extra)
+    response = current_app.response_class(json.dumps(body), status=status, mimetype=PROBLEM_MEDIA_TYPE)
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def _quotecheck_error(error: QuotecheckError) -> Response:
+    headers = error.headers() if callable(getattr(error, "headers", None)) else None
+    if error.http_status >= 500:
+        current_app.logger.error("%s: %s", type(error).__name__, error)
+    return render_problem(error.http_status, problem_type(error.type_slug), error.title, error.detail,
+                          error.problems, headers)
+
+
+def _http_error(error: HTTPException) -> Response:
+    # Werkzeug's own errors have no problem type of their own: "about:blank" with the status phrase
+    # as title is what RFC 9457 prescribes for them.
+    status = error.code or 500
+    headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
+    detail = error.description or error.name
+    if status == 413:
+        limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        detail = f"the request body exceeds the limit of {limit:,} bytes" if limit else detail
+    return render_problem(status, "about:blank", error.name, detail, headers=headers)
+
+
+def _unexpected(error: Exception) -> Response:
+    if isinstance(error, HTTPException):
+        return _http_error(error)
+    current_app.logger.exception("unhandled error")
+    return render_problem(500, problem_type("internal-error"), "Internal server error",
+                          "the server failed to handle the request; the error was logged")
+
+
+def init_app(app: Flask) -> None:
+    """Registers the problem+json handler for every QuotecheckError, HTTP error and anything unexpected."""
+    app.register_error_handler(QuotecheckError, _quotecheck_error)
+    app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(Exception, _unexpected)

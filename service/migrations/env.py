@@ -1,0 +1,48 @@
+"""Alembic environment: runs on the connection service.db hands over, or on ``sqlalchemy.url``."""
+
+from __future__ import annotations
+
+from alembic import context
+from sqlalchemy import Connection, create_engine, pool, text
+from sqlmodel import SQLModel
+
+import service.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+
+target_metadata = SQLModel.metadata
+
+# Any constant works; it only has to be the same in every process that migrates this database.
+MIGRATION_LOCK_ID = 0x71C0DE
+
+
+def _run(connection: Connection) -> None:
+    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
+                      render_as_batch=connection.dialect.name == "sqlite")
+    with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # Several API processes may start at once; the first migrates, the others wait and find
+            # nothing left to do.
+            connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+        context.run_migrations()
+
+
+def run_offline() -> None:
+    context.configure(url=context.config.get_main_option("sqlalchemy.url"), target_metadata=target_metadata,
+                      literal_binds=True, dialect_opts={"paramstyle": "named"})
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    connection = context.config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+        return
+    engine = create_engine(context.config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
+    with engine.begin() as connection:
+        _run(connection)
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,197 @@
+"""The SQLModel tables of the service; service/migrations holds the schema history that creates them.
+
+Times are naive UTC (``timestamp without time zone``): SQLite keeps no zone, and one convention on
+both databases makes the audit hash chain serialise the same values whichever database stored them.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Column, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+# Deterministic constraint names, so Alembic can compare and alter them on every database.
+SQLModel.metadata.naming_convention = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SUBMISSION_FK = "submission.id"
+DIGEST_LENGTH = 71  # "sha256:" + 64 hex digits
+HEX_HASH_LENGTH = 64
+
+
+class ApiToken(SQLModel, table=True):
+    """An API token: only the SHA-256 of the secret is kept; ``prefix`` finds the row without it."""
+
+    __tablename__ = "api_token"
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200, unique=True)
+    role: str = Field(max_length=32)
+    prefix: str = Field(max_length=16, unique=True)
+    token_hash: str = Field(max_length=HEX_HASH_LENGTH)
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class Submission(SQLModel, table=True):
+    """A vendor quote under review; ``version`` is the optimistic-lock counter behind the ETag."""
+
+    id: str = Field(primary_key=True, max_length=36)
+    state: str = Field(max_length=32, index=True)
+    version: int = 1
+    revision: int = 1
+    vendor: str | None = Field(default=None, max_length=200, index=True)
+    quote_id: str | None = Field(default=None, max_length=100)
+    verdict: str | None = Field(default=None, max_length=16, index=True)
+    submitter: str = Field(max_length=200)
+    submitter_token_id: int = Field(foreign_key="api_token.id")
+    created_at: datetime = Field(index=True)
+    updated_at: datetime
+
+
+class Revision(SQLModel, table=True):
+    """One submitted document of a submission; revision 1 is the original."""
+
+    __table_args__ = (UniqueConstraint("submission_id", "number"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    number: int
+    document: dict[str, Any] = Field(sa_type=JSON)
+    digest: str = Field(max_length=DIGEST_LENGTH)
+    author: str = Field(max_length=200)
+    author_token_id: int = Field(foreign_key="api_token.id")
+    created_at: datetime
+
+
+class Evaluation(SQLModel, table=True):
+    """The engine's verdict on one revision; the full record lives in ``record``."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    revision_id: int = Field(foreign_key="revision.id")
+    revision: int
+    verdict: str = Field(max_length=16)
+    engine_version: str = Field(max_length=64)
+    policy_id: str = Field(max_length=64)
+    policy_version: str = Field(max_length=64)
+    policy_digest: str = Field(max_length=DIGEST_LENGTH)
+    created_at: datetime
+
+
+class CheckResult(SQLModel, table=True):
+    """One check of an evaluation; ``digest`` is what a waiver binds to."""
+
+    __tablename__ = "check_result"
+    __table_args__ = (UniqueConstraint("evaluation_id", "check_id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    evaluation_id: int = Field(foreign_key="evaluation.id", index=True)
+    check_id: str = Field(max_length=64)
+    status: str = Field(max_length=32)
+    basis: str = Field(max_length=16)
+    digest: str = Field(max_length=DIGEST_LENGTH)
+    evidence: dict[str, Any] = Field(sa_type=JSON)
+
+
+class Record(SQLModel, table=True):
+    """A record document as issued: one per evaluation (kind ``evaluation``) and one per final decision."""
+
+    id: str = Field(primary_key=True, max_length=36)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    evaluation_id: int = Field(foreign_key="evaluation.id", index=True)
+    kind: str = Field(max_length=16)
+    document: dict[str, Any] = Field(sa_type=JSON)
+    digest: str = Field(max_length=DIGEST_LENGTH)
+    created_at: datetime
+
+
+class Waiver(SQLModel, table=True):
+    """A reviewer's waiver of one check result, bound to that result's digest."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    check_id: str = Field(max_length=64)
+    result_digest: str = Field(max_length=DIGEST_LENGTH)
+    revision: int
+    justification: str = Field(sa_type=Text)
+    expires: date | None = None
+    author: str = Field(max_length=200)
+    author_token_id: int = Field(foreign_key="api_token.id")
+    created_at: datetime
+
+
+class Decision(SQLModel, table=True):
+    """An approve, reject or request-changes decision on one revision."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    revision: int
+    action: str = Field(max_length=32)
+    comment: str | None = Field(default=None, sa_type=Text)
+    actor: str = Field(max_length=200)
+    actor_role: str = Field(max_length=32)
+    actor_token_id: int = Field(foreign_key="api_token.id")
+    created_at: datetime
+
+
+class AuditEvent(SQLModel, table=True):
+    """An append-only event; ``hash`` covers the event and ``prev_hash``, chaining every event before it.
+
+    ``id`` is assigned under the chain lock (see service.audit), not by the database, so ids are
+    gapless and a missing event shows as a gap.
+    """
+
+    __tablename__ = "audit_event"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    occurred_at: datetime
+    submission_id: str | None = Field(default=None, foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    action: str = Field(max_length=64)
+    actor: str | None = Field(default=None, max_length=200)
+    actor_role: str | None = Field(default=None, max_length=32)
+    token_prefix: str | None = Field(default=None, max_length=16)
+    input_digest: str | None = Field(default=None, max_length=DIGEST_LENGTH)
+    engine_version: str | None = Field(default=None, max_length=64)
+    policy_version: str | None = Field(default=None, max_length=64)
+    before_state: str | None = Field(default=None, max_length=32)
+    after_state: str | None = Field(default=None, max_length=32)
+    detail: dict[str, Any] = Field(sa_type=JSON)
+    prev_hash: str = Field(max_length=HEX_HASH_LENGTH)
+    hash: str = Field(max_length=HEX_HASH_LENGTH)
+
+
+class AuditChainHead(SQLModel, table=True):
+    """The single row (id 1) that serialises appends to the chain and remembers its length and last hash.
+
+    Updating this row first is the lock: concurrent writers queue on it on PostgreSQL and on the
+    database write lock on SQLite, so two events can never claim the same predecessor.
+    """
+
+    __tablename__ = "audit_chain_head"
+
+    id: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
+    length: int = 0
+    last_hash: str = Field(max_length=HEX_HASH_LENGTH)
+
+
+class IdempotencyKey(SQLModel, table=True):
+    """A client's Idempotency-Key for creating a submission, with the response it got, per token."""
+
+    __tablename__ = "idempotency_key"
+    __table_args__ = (UniqueConstraint("token_id", "key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    token_id: int = Field(foreign_key="api_token.id")
+    key: str = Field(max_length=255)
+    request_digest: str = Field(max_length=DIGEST_LENGTH)
+    submission_id: str = Field(sa_column=Column(String(36), ForeignKey(SUBMISSION_FK), nullable=False))
+    response: dict[str, Any] = Field(sa_type=JSON)
+    created_at: datetime

@@ -1,0 +1,83 @@
+"""Tests for rules.estimates.checkpoint: each quotes the published figure it reproduces."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rules.estimates.checkpoint import checkpoint_save, checkpoint_size, young_daly_interval_s
+
+
+def test_bf16_adam_checkpoint_is_14_bytes_per_param_reference_table():
+    # shared/reference: bf16 weights (2) + fp32 master (4) + Adam m and v (8) = 14 B/param; no gradients.
+    size = checkpoint_size(70e9, "bf16", "adamw")
+    assert size.bytes_per_parameter == pytest.approx(14.0)
+    assert (size.weights_bytes, size.master_weights_bytes, size.optimizer_bytes, size.gradients_bytes) == (
+        140e9,
+        280e9,
+        560e9,
+        0.0,
+    )
+    assert size.total_gb == pytest.approx(980.0)
+
+
+def test_saving_gradients_adds_their_bytes():
+    assert checkpoint_size(1e9, save_gradients=True).bytes_per_parameter == pytest.approx(16.0)
+    # Megatron-LM keeps fp32 gradients (theoretical_memory_usage.py counts 18 B/param in memory).
+    fp32_grads = checkpoint_size(1e9, save_gradients=True, gradient_bytes_per_parameter=4)
+    assert fp32_grads.bytes_per_parameter == pytest.approx(18.0)
+
+
+def test_other_optimizers_and_pure_fp32_per_eleutherai_cookbook():
+    # Pure fp32 AdamW: 4 weights + 8 moments (gradients not saved) = 12.
+    assert checkpoint_size(1e9, "fp32", "adamw").bytes_per_parameter == pytest.approx(12.0)
+    # SGD with momentum in mixed precision: 2 + 4 master + 4 momentum = 10; 8-bit Adam: 2 + 4 + 2 = 8.
+    assert checkpoint_size(1e9, "bf16", "sgd-momentum").bytes_per_parameter == pytest.approx(10.0)
+    assert checkpoint_size(1e9, "bf16", "adam-8bit").bytes_per_parameter == pytest.approx(8.0)
+    # Weights-only export (no master): 2 + Adam 8 = 10 when master_weights is switched off.
+    assert checkpoint_size(1e9, master_weights=False).bytes_per_parameter == pytest.approx(10.0)
+    with pytest.raises(ValueError):
+        checkpoint_size(1e9, "fp32", master_weights=True)
+
+
+def test_invalid_enums_name_allowed_values():
+    with pytest.raises(ValueError, match="bf16, fp16, fp32"):
+        checkpoint_size(1e9, "fp8")
+    with pytest.raises(ValueError, match="adamw, adam, adam-8bit, sgd-momentum, sgd"):
+        checkpoint_size(1e9, optimizer="lion")
+    with pytest.raises(ValueError, match="first, daly"):
+        young_daly_interval_s(60, 10_800, order="third")
+
+
+def test_save_time_bound_by_storage_or_node_nics():
+    # 980 GB to storage that writes 50 GB/s, from 16 nodes with 25 GB/s storage NICs (400 GB/s): 19.6 s.
+    save = checkpoint_save(980e9, storage_write_gbs=50.0, writing_nodes=16, storage_nic_gbs_per_node=25.0)
+    assert save.save_s == pytest.approx(19.6) and save.bound_by == "storage"
+    # The same from one writer node (rank-0 torch.save): bounded by its 25 GB/s NIC: 39.2 s.
+    single = checkpoint_save(980e9, 50.0, 1, 25.0)
+    assert single.save_s == pytest.approx(39.2) and single.bound_by == "node-nics"
+
+
+def test_young_daly_60s_save_3h_mtbf_is_1138_s():
+    # Young 1974 / Daly 2006 first order: τ = √(2·δ·M); δ = 60 s, M = 3 h = 10 800 s.
+    tau = young_daly_interval_s(60.0, 3 * 3600.0)
+    assert tau == pytest.approx(math.sqrt(2 * 60 * 10_800))
+    assert tau == pytest.approx(1138.4, abs=0.05)
+    assert tau / 60 == pytest.approx(19.0, abs=0.1)
+
+
+def test_daly_2006_higher_order_estimate():
+    # Daly 2006: τ = √(2δM)·[1 + (1/3)√(δ/2M) + (1/9)(δ/2M)] − δ for δ < 2M; τ = M otherwise.
+    delta, m = 60.0, 10_800.0
+    r = delta / (2 * m)
+    expected = math.sqrt(2 * delta * m) * (1 + math.sqrt(r) / 3 + r / 9) - delta
+    assert young_daly_interval_s(delta, m, order="daly") == pytest.approx(expected)
+    assert expected == pytest.approx(1098.8, abs=0.1)
+    assert young_daly_interval_s(5000.0, 2000.0, order="daly") == 2000.0
+
+
+@given(save=st.floats(1e-3, 1e6), mtbf=st.floats(1e-3, 1e9), order=st.sampled_from(["first", "daly"]))
+def test_interval_is_finite_and_positive(save, mtbf, order):
+    tau = young_daly_interval_s(save, mtbf, order)
+    assert math.isfinite(tau) and tau > 0
