@@ -55,7 +55,8 @@ def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, 
     if size > MAX_SUBMISSION_BYTES:
         raise InvalidSubmission(f"{origin} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES:,} bytes")
     try:
-        document = json.loads(raw)
+        # RFC 8259 §8.1: JSON exchanged between systems is UTF-8; other encodings are refused, not guessed.
+        document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except UnicodeDecodeError as error:
         raise InvalidSubmission(f"{origin} is not UTF-8 text: {error.reason} at byte {error.start}") from None
     except json.JSONDecodeError as error:

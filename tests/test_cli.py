@@ -1,0 +1,191 @@
+"""The command line: exit codes, clear errors for bad input, the table and the record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from service.cli import main
+
+ROOT = Path(__file__).parent.parent
+EXAMPLE = ROOT / "examples" / "dgx-h100-70b-finetune.json"
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def _write(tmp_path: Path, document: object | str, name: str = "submission.json") -> str:
+    path = tmp_path / name
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return str(path)
+
+
+@pytest.fixture
+def submission() -> dict:
+    return json.loads(EXAMPLE.read_text())
+
+
+def test_validate_accepts_the_example() -> None:
+    code, output = _run("validate", str(EXAMPLE))
+
+    assert code == 0 and "valid submission" in output
+
+
+def test_a_misspelt_field_is_named_with_the_closest_known_one(tmp_path: Path, submission: dict) -> None:
+    group = submission["quote"]["node_groups"][0]
+    group["host_memory_gb"] = group.pop("host_memory_gib")
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2
+    assert "/quote/node_groups/0/host_memory_gb" in output
+    assert "did you mean 'host_memory_gib'?" in output
+
+
+def test_a_negative_gpu_count_names_its_pointer_and_the_minimum(tmp_path: Path, submission: dict) -> None:
+    submission["quote"]["node_groups"][0]["gpu"]["count"] = -8
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2
+    assert "/quote/node_groups/0/gpu/count: must be ≥ 1, found -8" in output
+
+
+def test_a_negative_quantity_in_sourced_form_names_the_value_pointer(tmp_path: Path, submission: dict) -> None:
+    submission["workload"]["training"]["gpus"] = {"value": -1, "source": "assumption"}
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2 and "/workload/training/gpus/value: must be ≥ 1, found -1" in output
+
+
+def test_truncated_json_is_a_clear_error(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()[:500]
+
+    code, output = _run("validate", _write(tmp_path, text))
+
+    assert code == 2
+    assert "is not valid JSON" in output and "line" in output and "Traceback" not in output
+
+
+@pytest.mark.parametrize(("pointer", "value", "expected"), [
+    ("/quote/node_groups/0/count", "sixteen", "expected an integer, found text 'sixteen'"),
+    ("/workload/training/sequence_length", 8192.5, "expected an integer, found number 8192.5"),
+    ("/workload/training/flash_attention", "yes", "expected true or false, found text 'yes'"),
+    ("/quote/node_groups", {}, "expected a list, found object"),
+    ("/workload/training/parallelism/sharding", "zero4", "'zero4' is not one of ddp, zero1"),
+])
+def test_wrong_types_name_pointer_and_expectation(tmp_path: Path, submission: dict, pointer: str, value: object,
+                                                  expected: str) -> None:
+    *parents, leaf = pointer.strip("/").split("/")
+    node = submission
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[leaf] = value
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2 and f"{pointer}: {expected}" in output
+
+
+def test_a_ten_megabyte_string_field_is_rejected_without_echoing_it(tmp_path: Path, submission: dict) -> None:
+    submission["quote"]["vendor"] = "x" * (10 * 1024 * 1024)
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2
+    assert "bytes; the limit is" in output
+    assert len(output) < 1000
+
+
+def test_a_long_string_under_the_size_limit_names_the_field_and_its_limit(tmp_path: Path, submission: dict) -> None:
+    submission["quote"]["vendor"] = "x" * 100_000
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2
+    assert "/quote/vendor: text of 100,000 characters exceeds the limit of 200" in output
+    assert len(output) < 1000
+
+
+def test_a_missing_file_and_a_non_utf8_file_are_input_errors(tmp_path: Path) -> None:
+    assert _run("validate", str(tmp_path / "nope.json"))[0] == 2
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+
+    code, output = _run("validate", str(binary))
+
+    assert code == 2 and "not UTF-8" in output
+
+
+def test_evaluate_prints_one_row_per_check_and_writes_the_record(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "record.json"
+
+    code, output = _run("evaluate", str(EXAMPLE), "--out", str(out))
+
+    record = json.loads(out.read_text())
+    assert code == (1 if record["verdict"] == "fail" else 0)
+    for check in record["checks"]:
+        assert check["id"] in output
+    assert f"verdict: {record['verdict'].upper()}" in output
+
+
+def test_evaluate_json_output_is_the_record_and_satisfies_its_schema() -> None:
+    import schemas
+
+    code, output = _run("evaluate", str(EXAMPLE), "--format", "json")
+
+    record = json.loads(output)
+    assert schemas.validate("record", record) == []
+    assert record["policy"]["digest"].startswith("sha256:")
+
+
+def test_a_failed_check_exits_1(tmp_path: Path) -> None:
+    fixture = ROOT / "tests" / "checks" / "peak_memory" / "fail_dgx_h100_7b_ddp.json"
+
+    code, output = _run("evaluate", str(fixture))
+
+    assert code == 1 and "FAIL" in output
+
+
+def test_an_invalid_policy_exits_2(tmp_path: Path) -> None:
+    policy = json.loads((ROOT / "rules" / "data" / "policy.default.json").read_text())
+    policy["memory"]["headroom_fraction"] = 1.5
+
+    code, output = _run("evaluate", str(EXAMPLE), "--policy", _write(tmp_path, policy, "policy.json"))
+
+    assert code == 2 and "/memory/headroom_fraction: must be ≤ 1, found 1.5" in output
+
+
+def test_a_custom_policy_is_named_with_its_digest(tmp_path: Path) -> None:
+    policy = json.loads((ROOT / "rules" / "data" / "policy.default.json").read_text())
+    policy["policy_id"] = "acme-strict"
+    path = _write(tmp_path, policy, "policy.json")
+
+    code, output = _run("evaluate", str(EXAMPLE), "--policy", path, "--format", "json")
+
+    import hashlib
+    record = json.loads(output)
+    assert record["policy"]["id"] == "acme-strict"
+    assert record["policy"]["digest"] == "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_help_documents_the_exit_codes() -> None:
+    for command in ([], ["evaluate"], ["validate"]):
+        code, output = _run(*command, "--help")
+        assert code == 0 and "Exit codes" in output and "2  the input is invalid" in output
+
+
+def test_the_console_script_runs_as_a_process() -> None:
+    result = subprocess.run([sys.executable, "-m", "service.cli", "validate", str(EXAMPLE)],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+    assert result.returncode == 0, result.stderr
