@@ -89,14 +89,19 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
     engine = engine or default_engine()
     inputs = Inputs(submission, catalogue or load_catalogue())
     shared: dict[str, Any] = {}
-    gathered: list[tuple[type[Check], Facts, dict[str, Any], Context]] = []
-    for check in engine.checks:
+    by_id: dict[str, tuple[type[Check], Facts, dict[str, Any], Context]] = {}
+    missing: dict[str, list[str]] = {}
+    for check in sorted(engine.checks, key=lambda c: c.gathers_last):
         ctx = Context(inputs, policy, shared, check)
+        ctx.peer_missing = missing
         facts = check().gather(ctx)
         if facts.stage is Stage.DECIDE and ctx.missing:
             facts = ctx.insufficient(facts.reason, **facts.evidence)
+        if facts.stage is Stage.INSUFFICIENT_DATA:
+            missing[check.id] = list(ctx.missing)
         thresholds = {name: policy.value(path) for name, path in check.thresholds.items()}
-        gathered.append((check, facts, thresholds, ctx))
+        by_id[check.id] = (check, facts, thresholds, ctx)
+    gathered = [by_id[check.id] for check in engine.checks]
     decided = engine.decide((check, facts, thresholds) for check, facts, thresholds, _ in gathered)
     results = [_result(check, facts, thresholds, ctx, *decided[check.id]) for check, facts, thresholds, ctx in gathered]
     return _record(submission, policy, inputs, results, now or datetime.now(UTC))

@@ -54,6 +54,7 @@ class Context:
         self.reader: Reader = inputs.reader()
         self._shared = shared
         self._check = check
+        self.peer_missing: dict[str, list[str]] = {}
 
     # ---- inputs -------------------------------------------------------------------------------
     def num(self, pointer: str, default: float | None = None) -> float | None:
@@ -109,6 +110,9 @@ class Check:
     thresholds: ClassVar[dict[str, str]] = {}  # fact name → dotted policy path
     rules: ClassVar[tuple[Rule, ...]] = ()
     headline: ClassVar[str] = ""  # the deciding figure for one-line summaries, a format string over evidence
+    # A check that reports on the others (training-objective lists what they lack) gathers after them and
+    # reads their missing inputs from ``Context.peer_missing``.
+    gathers_last: ClassVar[bool] = False
     insufficient_remediation: ClassVar[str] = "Add the missing inputs to the submission and evaluate again."
 
     def gather(self, ctx: Context) -> Facts:  # pragma: no cover - every check overrides it

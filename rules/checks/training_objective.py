@@ -19,21 +19,27 @@ PLAN_INPUTS = (
     f"{T}/completion_window_days",
 )
 
+_DEFINED = ("{objective} of {model_name} ({parameters:,.0f} parameters, {trainable_parameters:,.0f} trainable) "
+            "with {optimizer} in {precision}, sequence {sequence_length}, global batch {global_batch}, within "
+            "{completion_window_days} days")
+
 
 class TrainingObjective(Check):
     id = "training-objective"
     title = "Define the training objective"
     plan_item = "Define the training objective"
-    headline = "{defined_count}/{required_count} plan inputs"
+    headline = "{defined_count}/{required_count} plan inputs; {checks_lacking_inputs} checks lack inputs"
+    gathers_last = True
     rules = (
         Rule(Status.FAIL, "objective-undefined", lambda m: m.missing_count > 0,
              "the training objective is not fully defined; missing: {missing_list}",
              "State {missing_list} in /workload/training: the memory, throughput and schedule checks "
              "rest on them."),
-        Rule(Status.PASS, "objective-defined", lambda m: m.missing_count == 0,
-             "{objective} of {model_name} ({parameters:,.0f} parameters, {trainable_parameters:,.0f} "
-             "trainable) with {optimizer} in {precision}, sequence {sequence_length}, global batch "
-             "{global_batch}, within {completion_window_days} days"),
+        Rule(Status.WARN, "other-checks-lack-inputs", lambda m: (m.missing_count == 0) & (m.checks_lacking_inputs > 0),
+             _DEFINED + "; but {checks_lacking_inputs} checks still lack inputs: {lacking_list}",
+             "Add the inputs listed for each check; until then those checks cannot pass."),
+        Rule(Status.PASS, "objective-defined", lambda m: (m.missing_count == 0) & (m.checks_lacking_inputs == 0),
+             _DEFINED + "; no check lacks an input"),
     )
 
     def gather(self, ctx: Context) -> Facts:
@@ -44,6 +50,7 @@ class TrainingObjective(Check):
             # An adapter run trains a small parameter set; without it optimizer state cannot be sized.
             required.append(f"{T}/model/trainable_parameters")
         missing = [p for p in required if ctx.get(p) is None]
+        lacking = {check: pointers for check, pointers in ctx.peer_missing.items() if pointers}
         parameters = ctx.num(f"{T}/model/parameters", 0)
         return Facts(evidence={
             "objective": ctx.get(f"{T}/objective", "unspecified objective"),
@@ -60,4 +67,7 @@ class TrainingObjective(Check):
             "missing_count": len(missing),
             "missing_list": ", ".join(p.removeprefix(T + "/") for p in missing),
             "missing_inputs": missing,
+            "checks_lacking_inputs": len(lacking),
+            "lacking_list": "; ".join(f"{check} needs {', '.join(pointers)}" for check, pointers in lacking.items()),
+            "missing_by_check": lacking,
         })
