@@ -10,6 +10,7 @@ EngineError, and every fact must be matched by exactly one rule of its check.
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import uuid
 from collections import defaultdict
@@ -57,12 +58,33 @@ SHARED_RULES = (_stage_rule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
                 _stage_rule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA))
 
 
+_INT64 = 2**63
+
+
+def durable_number(value: int | float) -> int | float:
+    """Returns ``value`` in a form durable_rules 2.0.28 parses and compares correctly.
+
+    Its C JSON parser rejects a float written with an exponent but no decimal point (json.dumps gives
+    "1e-05", "1e+16"; error code 204) and wraps integers beyond int64. Such integers become floats, and
+    such floats move one ulp away from zero, whose shortest form has a decimal point ("1.0000000000000001e-05").
+    Equal values stay equal, order is kept (two values could meet only if one lay exactly one ulp above the other).
+    """
+    if isinstance(value, int) and not -_INT64 <= value < _INT64:
+        value = float(value)
+    if isinstance(value, float) and math.isfinite(value):
+        while "e" in repr(value) and "." not in repr(value):
+            value = math.nextafter(value, math.copysign(math.inf, value))
+    return value
+
+
 def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: str) -> dict[str, Any]:
     """Returns the flat fact durable_rules sees: scalar evidence, named thresholds, check id and stage."""
     fact: dict[str, Any] = {}
     for key, value in {**facts.evidence, **thresholds}.items():
-        if isinstance(value, bool | int | float | str):
+        if isinstance(value, bool | str):
             fact[key] = value
+        elif isinstance(value, int | float):
+            fact[key] = durable_number(value)
     fact.update({"sid": sid, "check": check.id, "stage": facts.stage.value})
     return fact
 
@@ -123,7 +145,8 @@ class RuleEngine:
             seen = found.get(check_id, [])
             if (_SEEN.status, _SEEN.name) not in seen:
                 raise EngineError(f"durable_rules did not see the facts of check {check_id}")
-            verdicts = [v for v in seen if v[1] != _SEEN.name]
+            # durable fires a rule once per matching branch of an `|`; one rule is still one verdict.
+            verdicts = list(dict.fromkeys(v for v in seen if v[1] != _SEEN.name))
             if not verdicts:
                 raise EngineError(f"no rule of check {check_id} matches its facts: {_short(fact)}")
             if len(verdicts) != 1:

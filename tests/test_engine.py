@@ -156,3 +156,16 @@ def test_context_memo_shares_inputs_between_checks() -> None:
     value = second.memo("k", lambda c: pytest.fail("computed twice"))
 
     assert value == 16 and second.reader.pointers == ["/quote/node_groups/0/count"]
+
+
+@pytest.mark.parametrize(("value", "limit", "status"), [
+    (1e-05, 0.0, Status.PASS), (5e-324, 0.0, Status.PASS), (1e16, 1e15, Status.PASS), (1e16, 1e17, Status.FAIL),
+    (10**20, 10**21, Status.FAIL), (10**21, 10**20, Status.PASS), (1e-05, 1e-05, Status.PASS)])
+def test_numbers_durable_cannot_parse_are_posted_in_a_form_it_compares_correctly(value, limit, status) -> None:
+    # durable_rules 2.0.28 rejects "1e-05" (an exponent without a decimal point, error code 204) and wraps
+    # integers beyond int64; the adapter rewrites both without changing any comparison.
+    check = _check("number-check", Rule(Status.PASS, "at-least", lambda m: m.value >= m.limit, ""),
+                   Rule(Status.FAIL, "below", lambda m: m.value < m.limit, ""))
+    engine = RuleEngine([check])
+
+    assert engine.decide([(check, _facts(value=value), {"limit": limit})])["number-check"][0] == status

@@ -1,14 +1,36 @@
 """The acceptance-check catalogue, in the order of the acceptance plan; one module per check id."""
 
 from rules.checks.base import Check
+from rules.checks.checkpoint_bandwidth import CheckpointBandwidth
+from rules.checks.data_feed import DataFeed
+from rules.checks.gpu_nic_topology import GpuNicTopology
+from rules.checks.gradient_accumulation import GradientAccumulation
+from rules.checks.host_ram import HostRam
+from rules.checks.inference_capacity import InferenceCapacity
+from rules.checks.inference_memory import InferenceMemory
+from rules.checks.interconnect_scaling import InterconnectScaling
 from rules.checks.peak_memory import PeakMemory
 from rules.checks.rack_power import RackPower
+from rules.checks.restart_behavior import RestartBehavior
+from rules.checks.sharding import Sharding
+from rules.checks.time_to_result import TimeToResult
 from rules.checks.training_objective import TrainingObjective
 
 CATALOGUE: tuple[type[Check], ...] = (
     TrainingObjective,
     PeakMemory,
+    Sharding,
+    GradientAccumulation,
+    InterconnectScaling,
+    DataFeed,
+    CheckpointBandwidth,
+    HostRam,
+    GpuNicTopology,
+    RestartBehavior,
     RackPower,
+    TimeToResult,
+    InferenceMemory,
+    InferenceCapacity,
 )
 
 CHECK_IDS = tuple(check.id for check in CATALOGUE)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rules.estimates.memory import model_state_bytes_per_param
+
 # Bytes per parameter of the model weights as trained.
 WEIGHT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 # Bytes per parameter of optimizer state (EleutherAI cookbook / Hugging Face "model training anatomy"):
@@ -155,3 +157,67 @@ def young_daly_interval_s(save_s: float, mtbf_s: float, order: str = "first") ->
         return mtbf_s
     ratio = save_s / (2.0 * mtbf_s)
     return first * (1.0 + math.sqrt(ratio) / 3.0 + ratio / 9.0) - save_s
+
+
+def training_checkpoint_size(
+    parameters: float,
+    precision: str,
+    optimizer: str,
+    *,
+    trainable_parameters: float | None = None,
+    save_gradients: bool = False,
+    save_frozen_weights: bool = True,
+    convention: str = "zero-paper",
+) -> CheckpointSize:
+    """Return the resumable checkpoint size for a submission's precision and optimizer names.
+
+    Takes the submission vocabulary (``bf16-mixed``, ``fp16-mixed``, ``fp32``, ``bf16-pure``; ``adamw``,
+    ``adamw-8bit``, ``adafactor``, …) and the per-parameter bytes of
+    :func:`rules.estimates.memory.model_state_bytes_per_param`, so a checkpoint and the GPU memory
+    estimate agree on the optimizer state: weights of every saved parameter + the optimizer state of the
+    trainable ones (fp32 master copy and moments) + their gradients when ``save_gradients``. For
+    bf16-mixed AdamW that is 2 + 4 + 8 = 14 bytes/param (``shared/reference/README.md``; ZeRO,
+    arXiv 1910.02054 §3.1), equal to :func:`checkpoint_size`; gradients add 2 (ZeRO paper) or 4
+    (Megatron-LM) as ``convention`` counts them. ``save_frozen_weights=False`` leaves the frozen base
+    weights out (adapter fine-tuning: PEFT's ``save_pretrained`` writes the adapter only; the base model
+    is re-read from its own files on restart).
+    """
+    _require_positive("parameters", parameters)
+    trainable = parameters if trainable_parameters is None else trainable_parameters
+    if not _is_number(trainable) or trainable < 0 or trainable > parameters:
+        raise ValueError(f"trainable_parameters must be in [0, parameters], got {trainable_parameters!r}")
+    state = model_state_bytes_per_param(precision, optimizer, convention)
+    saved_weights = parameters if save_frozen_weights else trainable
+    weights = saved_weights * state.weights_bytes_per_param
+    master = trainable * state.master_weights_bytes_per_param
+    optimizer_bytes = trainable * (state.optimizer_bytes_per_param - state.master_weights_bytes_per_param)
+    gradients = trainable * state.gradients_bytes_per_param if save_gradients else 0.0
+    total = weights + master + optimizer_bytes + gradients
+    if total <= 0:
+        raise ValueError("the checkpoint would be empty: nothing trainable and frozen weights not saved")
+    return CheckpointSize(parameters, weights, master, optimizer_bytes, gradients, total)
+
+
+def interval_deviation_ratio(interval_s: float, optimal_s: float) -> float:
+    """Return how many times a checkpoint interval is off the optimum, either way: max(τ/τ*, τ*/τ) ≥ 1.
+
+    The first-order lost-time fraction δ/τ + τ/(2M) is symmetric in log τ around τ* = √(2δM) (Young
+    1974; Daly 2006, FGCS 22(3)): at τ = r·τ* or τ*/r it is (r + 1/r)/2 times the minimum, so one ratio
+    describes checkpointing too often and too rarely alike (r = 2 costs 1.25× the minimum overhead).
+    """
+    _require_positive("interval_s", interval_s)
+    _require_positive("optimal_s", optimal_s)
+    return max(interval_s / optimal_s, optimal_s / interval_s)
+
+
+def checkpoint_overhead_fraction(interval_s: float, save_s: float, mtbf_s: float) -> float:
+    """Return the first-order share of wall time lost to checkpointing and rework: δ/τ + τ/(2M).
+
+    Young, "A first order approximation to the optimum checkpoint interval", CACM 17(9), 1974: saving
+    every τ seconds costs δ/τ of the time, and a failure (mean time between failures M) loses on average
+    half an interval, τ/(2M). Minimised at τ* = √(2δM) (:func:`young_daly_interval_s`).
+    """
+    _require_positive("interval_s", interval_s)
+    _require_positive("save_s", save_s)
+    _require_positive("mtbf_s", mtbf_s)
+    return save_s / interval_s + interval_s / (2 * mtbf_s)

@@ -146,6 +146,21 @@ def training_days(total_flops: float, gpus: int, achieved_flops_per_gpu: float) 
     return training_time_s(total_flops, gpus, achieved_flops_per_gpu) / SECONDS_PER_DAY
 
 
+def tokens_time_s(tokens: float, tokens_per_s_per_gpu: float, gpus: int, scaling_efficiency: float = 1.0) -> float:
+    """Return the seconds ``gpus`` GPUs need for ``tokens``: tokens / (tokens/s per GPU × GPUs × efficiency).
+
+    Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): training time = tokens /
+    (tokens/s per GPU × GPUs); ``scaling_efficiency`` (0, 1] discounts a per-GPU rate that excludes the
+    communication of a larger job (see ``rules.estimates.interconnect.scaling_efficiency``). Used for one
+    optimizer step (its tokens) as well as for a whole run (dataset tokens × epochs).
+    """
+    _require_positive("tokens", tokens)
+    _require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+    _require_positive_int("gpus", gpus)
+    _require_fraction("scaling_efficiency", scaling_efficiency)
+    return tokens / (tokens_per_s_per_gpu * gpus * scaling_efficiency)
+
+
 def tokens_per_s_from_mfu(
     mfu: float, peak_flops_per_gpu: float, flops_per_token: float, gpus: int = 1
 ) -> float:

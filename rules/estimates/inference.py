@@ -469,6 +469,7 @@ def serving_plan(
     context_tokens: int | None = None,
     block_size_tokens: int = 16,
     max_num_seqs: int = 256,
+    prefill_flops_efficiency: float | None = None,
 ) -> ServingPlan:
     """Return the serving plan of one model on replicas of ``tp`` GPUs: best batch, rps, replicas, GPUs.
 
@@ -491,6 +492,10 @@ def serving_plan(
        ceil(rps × peak_factor × (1 + headroom) / rps per replica) (:func:`replicas_needed`), GPUs =
        replicas × tp.
 
+    ``flops_efficiency`` applies to the decode step's compute time and, unless
+    ``prefill_flops_efficiency`` is given, to the prefill as well (prefill runs large matrix products and
+    usually reaches a higher share of peak than decode does).
+
     When no batch meets the SLOs (or not even one sequence fits) the plan says so: ``feasible`` False,
     batch 0, rps 0, replicas and GPUs None, and ``reason`` explains.
     """
@@ -503,6 +508,9 @@ def serving_plan(
     _require_positive("weight_bytes", weight_bytes)
     if context_tokens is None:
         context_tokens = prompt_tokens + output_tokens
+    if prefill_flops_efficiency is None:
+        prefill_flops_efficiency = flops_efficiency
+    _require_fraction("prefill_flops_efficiency", prefill_flops_efficiency)
     # Validate the demand side up front, so an infeasible plan still rejects bad inputs.
     _require_non_negative("rps", rps)
     _require_positive("peak_factor", peak_factor)
@@ -522,7 +530,7 @@ def serving_plan(
 
     points: list[BatchPoint] = []
     for batch in range(1, min(concurrency.max_sequences, max_num_seqs) + 1):
-        prefill_s = prefill_time_s(parameters, prompt_tokens, batch, tp, bf16_tflops, flops_efficiency)
+        prefill_s = prefill_time_s(parameters, prompt_tokens, batch, tp, bf16_tflops, prefill_flops_efficiency)
         ttft_s = max(prefill_s, weight_read_s)
         step = decode_step(
             weight_bytes,

@@ -68,6 +68,41 @@ def gbps_to_gbs(gbps: float) -> float:
     return gbps / 8.0
 
 
+def nvlink_busbw_gbs(nvlink_gbs: float, busbw_fraction: float) -> float:
+    """Return the intra-node busbw (GB/s) NVLink reaches: the per-direction rate (nameplate / 2) × fraction.
+
+    NVIDIA quotes NVLink as the total of both directions (H100 SXM "900 GB/s" = 18 links × 25 GB/s × 2
+    directions; A100 "600 GB/s" = 12 × 25 × 2), while nccl-tests busbw is compared with one direction of
+    the bottleneck link (nccl-tests ``doc/PERFORMANCE.md``). NCCL maintainers quote, in nccl-tests issues
+    (e.g. #212), about 370 GB/s all-reduce busbw on 8 × H100 (450 GB/s per direction: 0.82) and about
+    230 GB/s on 8 × A100 (300 GB/s per direction: 0.77); so a fraction near 0.8 of the per-direction rate
+    reproduces them (NVLS on NVSwitch systems can reach about 480 GB/s on H100).
+    """
+    _require_positive("nvlink_gbs", nvlink_gbs)
+    _require_positive("busbw_fraction", busbw_fraction)
+    if busbw_fraction > 1:
+        raise ValueError(f"busbw_fraction must be in (0, 1], got {busbw_fraction!r}")
+    return nvlink_gbs / 2.0 * busbw_fraction
+
+
+# Per-direction bandwidth of a x16 link after line encoding, GB/s: PCI-SIG base specifications
+# (Gen3 8 GT/s and Gen4 16 GT/s and Gen5 32 GT/s with 128b/130b; Gen6 64 GT/s PAM4 with 242/256 FLIT).
+_PCIE_X16_GBS: dict[int, float] = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
+
+
+def pcie_x16_gbs(generation: int) -> float:
+    """Return the per-direction bandwidth in GB/s of a PCIe x16 link of the given generation (3 to 6).
+
+    Source: PCI-SIG PCI Express Base Specifications 3.0 to 6.0: 8, 16, 32, 64 GT/s per lane, 128b/130b
+    encoding (Gen3 to Gen5) and 242/256 FLIT efficiency (Gen6): Gen4 x16 = 16 × 16 × 128/130 / 8 =
+    31.5 GB/s. GPUs without NVLink (L40S, L4) exchange data over this link, usually through the host's
+    PCIe switches and, across sockets, the CPU interconnect, so their achieved busbw is a fraction of it.
+    """
+    if generation not in _PCIE_X16_GBS:
+        raise ValueError(f"PCIe generation must be one of {', '.join(map(str, _PCIE_X16_GBS))}; got {generation!r}")
+    return _PCIE_X16_GBS[generation]
+
+
 def algbw_gbs(size_bytes: float, time_s: float) -> float:
     """Return the algorithm bandwidth in GB/s: S / t.
 
@@ -195,6 +230,24 @@ def hierarchical_busbw_gbs(
     return HierarchicalBandwidth(node_busbw_gbs, node_busbw_gbs, network, "node")
 
 
+def group_nic_share(group_ranks_per_node: int, gpus_per_node: int) -> float:
+    """Return the share of a node's cross-node bandwidth one data-parallel group gets: its ranks / GPUs per node.
+
+    With tensor (or pipeline) parallelism inside a node, each of the node's gpus_per_node / r model-parallel
+    ranks belongs to its own data-parallel group, and those groups run their gradient collectives at the
+    same time (Megatron-LM orders ranks tensor-first, so a node holds whole tensor groups); NCCL drives
+    each GPU's traffic through its nearest NIC (rail-optimised DGX/HGX nodes pair one NIC with each
+    GPU), so a group with r ranks on the node uses r of its NICs. Source: NCCL's ring/tree channel per
+    NIC (NVIDIA/nccl issue #412 discussion, as in :func:`hierarchical_busbw_gbs`); Narayanan et al. 2021
+    (arXiv 2104.04473) §3.3 on data-parallel communication crossing nodes when tensor parallelism fills them.
+    """
+    _require_positive_int("group_ranks_per_node", group_ranks_per_node)
+    _require_positive_int("gpus_per_node", gpus_per_node)
+    if group_ranks_per_node > gpus_per_node:
+        raise ValueError(f"group_ranks_per_node ({group_ranks_per_node}) exceeds gpus_per_node ({gpus_per_node})")
+    return group_ranks_per_node / gpus_per_node
+
+
 # --------------------------------------------------------------------------------------------------
 # Communication per optimizer step by sharding strategy
 # --------------------------------------------------------------------------------------------------
@@ -210,21 +263,22 @@ class Collective:
     ranks: int  # ranks in one group
     scope: str  # "node": inside one node (NVLink); "cluster": crosses nodes
     parallel_groups: int = 1  # identical groups running side by side and sharing the node's NICs
+    times: int = 1  # how often it runs per optimizer step (once per micro-batch when it cannot be deferred)
 
     @property
     def bus_bytes_per_gpu(self) -> float:
-        """Bytes each GPU moves over its bottleneck link: busbw factor × S."""
-        return busbw_factor(self.kind, self.ranks) * self.size_bytes
+        """Bytes each GPU moves over its bottleneck link per optimizer step: times × busbw factor × S."""
+        return self.times * busbw_factor(self.kind, self.ranks) * self.size_bytes
 
 
 @dataclass(frozen=True)
 class StepCommunication:
-    """The collectives of one optimizer step (one micro-batch, no gradient accumulation)."""
+    """The collectives of one optimizer step (every micro-batch of it when there is gradient accumulation)."""
 
     strategy: str
-    gradient_bytes: float  # Ψ × bytes per element: the size of one full gradient (or parameter) buffer
+    gradient_bytes: float  # trainable Ψ × bytes per element: the size of one full gradient buffer
     collectives: tuple[Collective, ...]
-    bus_bytes_per_gpu: float  # Σ busbw factor × S over the collectives
+    bus_bytes_per_gpu: float  # Σ times × busbw factor × S over the collectives
     allreduce_equivalents: float  # bus bytes relative to one all-reduce of the gradients on the same ranks
 
 
@@ -234,6 +288,8 @@ def communication_bytes_per_step(
     data_parallel_ranks: int,
     ranks_per_node: int,
     bytes_per_element: float = 2.0,
+    accumulation_steps: int = 1,
+    trainable_parameters: float | None = None,
 ) -> StepCommunication:
     """Return the collectives and bus bytes per GPU of one training step for a sharding strategy.
 
@@ -248,29 +304,44 @@ def communication_bytes_per_step(
       groups run side by side and share the node's NICs.
     ``parameters`` is what one data-parallel replica holds: with tensor or pipeline parallelism pass
     the parameters of one model-parallel shard and the data-parallel group size, and in
-    ``ranks_per_node`` the data-parallel ranks that share a node. With gradient accumulation ZeRO-3 /
-    FSDP repeat the parameter all-gathers every micro-batch; this counts one micro-batch per step.
+    ``ranks_per_node`` the data-parallel ranks that share a node.
+
+    ``accumulation_steps`` (micro-batches per optimizer step) repeats what cannot wait for the last
+    micro-batch: DDP (``no_sync``) and ZeRO-1 accumulate full local gradients and communicate once per
+    step; ZeRO-2 keeps only its gradient shard, so it reduce-scatters after every micro-batch (DeepSpeed
+    ``stage_1_and_2.py`` reduces in every backward) and all-gathers the updated parameters once; ZeRO-3
+    and FSDP (FULL_SHARD, HYBRID_SHARD without ``no_sync``) gather the parameters for every forward and
+    backward and reduce-scatter every micro-batch (ZeRO §7.2.2; PyTorch FSDP docs on ``no_sync``).
+    ``trainable_parameters`` (default: all) sizes the gradient collectives and the ZeRO-1/2 parameter
+    all-gather (only updated parameters change); frozen parameters are still gathered under ZeRO-3/FSDP.
     """
     _require_choice("strategy", strategy, SHARDING_STRATEGIES)
     _require_positive("parameters", parameters)
     _require_positive_int("data_parallel_ranks", data_parallel_ranks)
     _require_positive_int("ranks_per_node", ranks_per_node)
     _require_positive("bytes_per_element", bytes_per_element)
+    _require_positive_int("accumulation_steps", accumulation_steps)
+    if trainable_parameters is None:
+        trainable_parameters = parameters
+    _require_positive("trainable_parameters", trainable_parameters)
+    if trainable_parameters > parameters:
+        raise ValueError(f"trainable_parameters ({trainable_parameters!r}) exceeds parameters ({parameters!r})")
     s = parameters * bytes_per_element
-    n = data_parallel_ranks
+    grads = trainable_parameters * bytes_per_element
+    n, k = data_parallel_ranks, accumulation_steps
     flat_scope = "node" if n <= ranks_per_node else "cluster"
     if strategy == "ddp":
-        collectives: tuple[Collective, ...] = (Collective("all-reduce", "gradients", s, n, flat_scope),)
+        collectives: tuple[Collective, ...] = (Collective("all-reduce", "gradients", grads, n, flat_scope),)
     elif strategy in ("zero1", "zero2"):
         collectives = (
-            Collective("reduce-scatter", "gradients", s, n, flat_scope),
-            Collective("all-gather", "updated parameters", s, n, flat_scope),
+            Collective("reduce-scatter", "gradients", grads, n, flat_scope, times=k if strategy == "zero2" else 1),
+            Collective("all-gather", "updated parameters", grads, n, flat_scope),
         )
     elif strategy in ("zero3", "fsdp-full") or n <= ranks_per_node:
         collectives = (
-            Collective("all-gather", "parameters (forward)", s, n, flat_scope),
-            Collective("all-gather", "parameters (backward)", s, n, flat_scope),
-            Collective("reduce-scatter", "gradients", s, n, flat_scope),
+            Collective("all-gather", "parameters (forward)", s, n, flat_scope, times=k),
+            Collective("all-gather", "parameters (backward)", s, n, flat_scope, times=k),
+            Collective("reduce-scatter", "gradients", grads, n, flat_scope, times=k),
         )
     else:  # fsdp-hybrid across nodes
         if n % ranks_per_node:
@@ -280,15 +351,15 @@ def communication_bytes_per_step(
             )
         g, nodes = ranks_per_node, n // ranks_per_node
         collectives = (
-            Collective("all-gather", "parameters (forward)", s, g, "node"),
-            Collective("all-gather", "parameters (backward)", s, g, "node"),
-            Collective("reduce-scatter", "gradients", s, g, "node"),
-            Collective("all-reduce", "gradient shard across nodes", s / g, nodes, "cluster", g),
+            Collective("all-gather", "parameters (forward)", s, g, "node", times=k),
+            Collective("all-gather", "parameters (backward)", s, g, "node", times=k),
+            Collective("reduce-scatter", "gradients", grads, g, "node", times=k),
+            Collective("all-reduce", "gradient shard across nodes", grads / g, nodes, "cluster", g, times=k),
         )
     bus_bytes = sum(c.bus_bytes_per_gpu for c in collectives)
-    reference = busbw_factor("all-reduce", n) * s
+    reference = busbw_factor("all-reduce", n) * grads
     equivalents = bus_bytes / reference if reference > 0 else 0.0
-    return StepCommunication(strategy, s, collectives, bus_bytes, equivalents)
+    return StepCommunication(strategy, grads, collectives, bus_bytes, equivalents)
 
 
 def communication_time_s(step: StepCommunication, node_busbw_gbs: float, cluster_busbw_gbs: float) -> float:
@@ -305,7 +376,7 @@ def communication_time_s(step: StepCommunication, node_busbw_gbs: float, cluster
     total = 0.0
     for c in step.collectives:
         busbw = node_busbw_gbs if c.scope == "node" else cluster_busbw_gbs / c.parallel_groups
-        total += collective_time_s(c.kind, c.size_bytes, c.ranks, busbw)
+        total += c.times * collective_time_s(c.kind, c.size_bytes, c.ranks, busbw)
     return total
 
 

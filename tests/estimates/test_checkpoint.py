@@ -6,7 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.checkpoint import checkpoint_save, checkpoint_size, young_daly_interval_s
+from rules.estimates.checkpoint import (
+    checkpoint_save,
+    checkpoint_size,
+    interval_deviation_ratio,
+    training_checkpoint_size,
+    young_daly_interval_s,
+)
 
 
 def test_bf16_adam_checkpoint_is_14_bytes_per_param_reference_table():
@@ -81,3 +87,62 @@ def test_daly_2006_higher_order_estimate():
 def test_interval_is_finite_and_positive(save, mtbf, order):
     tau = young_daly_interval_s(save, mtbf, order)
     assert math.isfinite(tau) and tau > 0
+
+
+def test_training_checkpoint_of_llama3_70b_bf16_adamw_is_14_bytes_per_param_reference_table():
+    # shared/reference: bf16 weights 2 + fp32 master 4 + Adam m and v 8 = 14 B/param; 70,553,706,496 params
+    # (Llama-3-70B) → 987.75 GB, the same as checkpoint_size in its own vocabulary.
+    size = training_checkpoint_size(70_553_706_496, "bf16-mixed", "adamw")
+    assert size.bytes_per_parameter == pytest.approx(14.0)
+    assert size.total_gb == pytest.approx(987.751891, abs=1e-6)
+    assert size.total_bytes == checkpoint_size(70_553_706_496, "bf16", "adamw").total_bytes
+
+
+def test_training_checkpoint_gradients_follow_the_memory_convention():
+    # Gradients are saved at the width the convention keeps them: 2 B (ZeRO paper), 4 B (Megatron-LM).
+    assert training_checkpoint_size(1e9, "bf16-mixed", "adamw", save_gradients=True).bytes_per_parameter == 16.0
+    megatron = training_checkpoint_size(1e9, "bf16-mixed", "adamw", save_gradients=True, convention="megatron")
+    assert megatron.bytes_per_parameter == 18.0
+    # Pure fp32 AdamW (4 + 8) and pure bf16 AdamW, whose moments torch.optim keeps in bf16 (2 + 4).
+    assert training_checkpoint_size(1e9, "fp32", "adamw").bytes_per_parameter == 12.0
+    assert training_checkpoint_size(1e9, "bf16-pure", "adamw").bytes_per_parameter == 6.0
+
+
+def test_adapter_checkpoint_leaves_the_frozen_base_out():
+    # LoRA on a 70B base with 0.2B trainable: without the base, 0.2B × 14 = 2.8 GB; with it, 140 GB more.
+    adapter = training_checkpoint_size(70e9, "bf16-mixed", "adamw", trainable_parameters=0.2e9,
+                                       save_frozen_weights=False)
+    assert adapter.total_gb == pytest.approx(2.8)
+    full = training_checkpoint_size(70e9, "bf16-mixed", "adamw", trainable_parameters=0.2e9)
+    assert full.total_gb == pytest.approx(2.8 + 69.8 * 2)
+    with pytest.raises(ValueError):
+        training_checkpoint_size(1e9, "bf16-mixed", "adamw", trainable_parameters=2e9)
+    with pytest.raises(ValueError):
+        training_checkpoint_size(1e9, "bf16", "adamw")  # the submission's name is bf16-mixed
+
+
+def test_interval_deviation_is_symmetric_around_the_young_daly_optimum():
+    # Lost-time fraction δ/τ + τ/(2M) is (r + 1/r)/2 times its minimum at τ = r·τ* or τ*/r: one ratio for both.
+    optimum = young_daly_interval_s(60.0, 3 * 3600.0)
+    assert interval_deviation_ratio(2 * optimum, optimum) == pytest.approx(2.0)
+    assert interval_deviation_ratio(optimum / 2, optimum) == pytest.approx(2.0)
+    assert interval_deviation_ratio(optimum, optimum) == 1.0
+
+    def lost(tau: float) -> float:
+        return 60.0 / tau + tau / (2 * 3 * 3600.0)
+
+    assert lost(2 * optimum) == pytest.approx(lost(optimum / 2))
+    assert lost(2 * optimum) / lost(optimum) == pytest.approx(1.25)
+
+
+def test_overhead_at_the_young_optimum_is_the_published_minimum() -> None:
+    # Young 1974: at τ* = √(2δM) the first-order overhead δ/τ* + τ*/(2M) equals √(2δ/M).
+    from rules.estimates.checkpoint import checkpoint_overhead_fraction, young_daly_interval_s
+
+    save_s, mtbf_s = 60.0, 3 * 3600.0
+    optimum_s = young_daly_interval_s(save_s, mtbf_s)
+
+    assert checkpoint_overhead_fraction(optimum_s, save_s, mtbf_s) == pytest.approx(math.sqrt(2 * save_s / mtbf_s))
+    # an interval twice the optimum costs (2 + 1/2)/2 = 1.25× the minimum (Daly 2006)
+    assert checkpoint_overhead_fraction(2 * optimum_s, save_s, mtbf_s) == pytest.approx(
+        1.25 * math.sqrt(2 * save_s / mtbf_s))

@@ -12,6 +12,7 @@ from rules.estimates.compute import (
     mfu_from_tokens_per_s,
     throughput_min_gpus,
     tokens_per_s_from_mfu,
+    tokens_time_s,
     training_days,
     training_flops,
     training_flops_per_token,
@@ -165,3 +166,19 @@ def test_outputs_are_finite_and_positive(params, tokens, gpus, rate, mode):
     days = training_days(flops, gpus, rate)
     assert math.isfinite(days) and days > 0
     assert throughput_min_gpus(86_400.0, total_flops=flops, achieved_flops_per_gpu=rate) >= 1
+
+
+def test_tokens_time_reproduces_narayanan_gpt3_34_days():
+    # Narayanan et al. 2021 (arXiv 2104.04473) §5.1: GPT-3 175B, 300B tokens, 1024 A100 at 140 TFLOP/s
+    # with full recompute (8 FLOPs per parameter per token) → about 34 days.
+    tokens_per_s_per_gpu = 140e12 / (8 * 175e9)  # 100 tokens/s per GPU
+    days = tokens_time_s(300e9, tokens_per_s_per_gpu, 1024) / 86_400
+    assert days == pytest.approx(33.9, abs=0.05)
+    assert tokens_time_s(300e9, tokens_per_s_per_gpu, 1024, scaling_efficiency=0.5) / 86_400 == pytest.approx(2 * days)
+
+
+def test_tokens_time_rejects_bad_inputs():
+    with pytest.raises(ValueError, match="scaling_efficiency"):
+        tokens_time_s(1e9, 1000.0, 8, scaling_efficiency=1.5)
+    with pytest.raises(ValueError, match="gpus"):
+        tokens_time_s(1e9, 1000.0, 0)

@@ -408,3 +408,17 @@ def test_serving_estimates_never_nan_or_negative_for_valid_inputs(
         assert plan.gpus_needed == plan.replicas_needed * tp
     else:
         assert plan.batch == 0 and plan.rps_per_replica == 0 and plan.gpus_needed is None
+
+
+def test_serving_plan_prefill_efficiency_defaults_to_flops_efficiency_and_can_differ() -> None:
+    # Prefill runs large matrix products and reaches a higher share of peak than decode; the policy says how much.
+    same = serving_plan(**LLAMA3_70B_ON_H100_TP8)
+    explicit = serving_plan(**LLAMA3_70B_ON_H100_TP8,
+                            prefill_flops_efficiency=LLAMA3_70B_ON_H100_TP8["flops_efficiency"])
+    faster = serving_plan(**{**LLAMA3_70B_ON_H100_TP8, "flops_efficiency": 0.25}, prefill_flops_efficiency=0.5)
+    assert explicit == same
+    prefill_ms = prefill_time_s(70e9, 1024, 4, 8, 989.0, 0.5) * 1e3
+    assert faster.points[3].ttft_ms == pytest.approx(max(prefill_ms, same.points[3].ttft_ms))
+    assert faster.points[-1].tpot_ms >= same.points[-1].tpot_ms  # decode compute slowed by the 0.25 efficiency
+    with pytest.raises(ValueError, match="prefill_flops_efficiency"):
+        serving_plan(**LLAMA3_70B_ON_H100_TP8, prefill_flops_efficiency=0.0)

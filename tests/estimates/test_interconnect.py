@@ -15,10 +15,13 @@ from rules.estimates.interconnect import (
     communication_bytes_per_step,
     communication_time_s,
     gbps_to_gbs,
+    group_nic_share,
     hierarchical_busbw_gbs,
     measured_scaling_efficiency,
+    nvlink_busbw_gbs,
     parse_nccl_tests_avg_busbw_gbs,
     parse_nccl_tests_output,
+    pcie_x16_gbs,
     peak_busbw_gbs,
     reduce_scatter_time_s,
     scaling_efficiency,
@@ -256,3 +259,61 @@ def test_times_are_finite_and_non_negative(size, ranks, busbw, strategy):
     step = communication_bytes_per_step(strategy, size, ranks * 8, ranks_per_node=8)
     t = communication_time_s(step, busbw, busbw)
     assert math.isfinite(t) and t >= 0
+
+
+def test_nvlink_busbw_at_80_percent_of_one_direction_matches_measured_h100_and_a100():
+    # NVIDIA quotes NVLink bidirectionally (H100 SXM 900 GB/s, A100 600 GB/s); NCCL maintainers measure
+    # about 370 GB/s (H100, nccl-tests issue #212) and 230 GB/s (A100) all-reduce busbw on 8 GPUs.
+    assert nvlink_busbw_gbs(900, 0.8) == pytest.approx(360.0)
+    assert nvlink_busbw_gbs(900, 0.8) == pytest.approx(370, rel=0.03)
+    assert nvlink_busbw_gbs(600, 0.8) == pytest.approx(230, rel=0.05)
+    with pytest.raises(ValueError, match="busbw_fraction"):
+        nvlink_busbw_gbs(900, 1.2)
+
+
+def test_pcie_x16_rates_match_pci_sig_generations():
+    # PCI-SIG: Gen4 16 GT/s × 16 lanes × 128/130 / 8 = 31.5 GB/s per direction; Gen5 twice that.
+    assert pcie_x16_gbs(4) == pytest.approx(16 * 16 * 128 / 130 / 8, rel=1e-3)
+    assert pcie_x16_gbs(5) == pytest.approx(2 * pcie_x16_gbs(4))
+    with pytest.raises(ValueError, match="PCIe generation"):
+        pcie_x16_gbs(2)
+
+
+def test_gradient_accumulation_repeats_what_cannot_wait_for_the_last_micro_batch():
+    # ZeRO §7.2.2 and PyTorch FSDP: ZeRO-3/FSDP gather parameters for every micro-batch's forward and
+    # backward and reduce-scatter every micro-batch; DDP (no_sync) and ZeRO-1 communicate once per step;
+    # ZeRO-2 reduce-scatters every micro-batch (DeepSpeed stage_1_and_2.py) and gathers once.
+    psi, n, k = 7e9, 64, 8
+    one = {s: communication_bytes_per_step(s, psi, n, 8) for s in ("ddp", "zero1", "zero2", "zero3", "fsdp-full")}
+    acc = {s: communication_bytes_per_step(s, psi, n, 8, accumulation_steps=k) for s in one}
+    assert acc["ddp"].bus_bytes_per_gpu == pytest.approx(one["ddp"].bus_bytes_per_gpu)
+    assert acc["zero1"].bus_bytes_per_gpu == pytest.approx(one["zero1"].bus_bytes_per_gpu)
+    assert acc["zero2"].bus_bytes_per_gpu == pytest.approx((k + 1) / 2 * one["zero2"].bus_bytes_per_gpu)
+    assert acc["zero3"].bus_bytes_per_gpu == pytest.approx(k * one["zero3"].bus_bytes_per_gpu)
+    assert acc["fsdp-full"].allreduce_equivalents == pytest.approx(1.5 * k)
+    t1 = communication_time_s(one["zero3"], 370.0, 370.0)
+    assert communication_time_s(acc["zero3"], 370.0, 370.0) == pytest.approx(k * t1)
+
+
+def test_adapter_training_communicates_only_trainable_gradients():
+    # A LoRA run on a 7B base with 40M trainable parameters: DDP all-reduces 40M gradients, while
+    # ZeRO-3 still gathers all 7B frozen and trainable weights forward and backward.
+    psi, trainable, n = 7e9, 4e7, 8
+    ddp = communication_bytes_per_step("ddp", psi, n, 8, trainable_parameters=trainable)
+    zero3 = communication_bytes_per_step("zero3", psi, n, 8, trainable_parameters=trainable)
+    assert ddp.bus_bytes_per_gpu == pytest.approx(2 * 7 / 8 * 2 * trainable)
+    assert zero3.bus_bytes_per_gpu == pytest.approx(7 / 8 * (2 * 2 * psi + 2 * trainable))
+    with pytest.raises(ValueError, match="exceeds"):
+        communication_bytes_per_step("ddp", psi, n, 8, trainable_parameters=2 * psi)
+
+
+def test_tensor_parallel_groups_share_the_node_nics():
+    # TP 8 on an 8-GPU DGX H100: eight data-parallel groups (one per TP rank) each own one of the eight
+    # NDR NICs (Narayanan et al. 2021 §3.3): one NIC at 46 GB/s instead of the node's 368 GB/s.
+    share = group_nic_share(1, 8)
+    assert share == pytest.approx(1 / 8)
+    tiers = hierarchical_busbw_gbs(360.0, 46.0, 8 * share, nodes=32)
+    assert tiers.busbw_gbs == pytest.approx(46.0) and tiers.bound_by == "network"
+    assert group_nic_share(8, 8) == 1.0
+    with pytest.raises(ValueError, match="exceeds"):
+        group_nic_share(16, 8)

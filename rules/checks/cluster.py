@@ -1,0 +1,313 @@
+"""Facts about the cluster a training job runs on that several checks share: throughput, checkpoints, failures.
+
+Like rules/checks/training.py, nothing here decides: each function reads inputs through a check's
+Context (so every input read is recorded as that check's evidence, and every missing one as missing) and
+calls the estimators. The expensive or widely used facts are memoised per evaluation with ``ctx.memo``,
+so data-feed, checkpoint-bandwidth, host-ram, restart-behavior and time-to-result see the same numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules.checks.base import Context
+from rules.checks.training import A, P, T, layout
+from rules.estimates import checkpoint, compute, data_feed, memory, reliability, topology
+from rules.status import Basis
+from rules.units import GB, SECONDS_PER_HOUR, TFLOPS
+
+MEASURED_READ = "/measurements/storage/read_gbs"
+MEASURED_WRITE = "/measurements/storage/write_gbs"
+RESTORE = "/measurements/restore_test"
+
+
+def nics(ctx: Context, group: str, purpose: str) -> topology.NicBandwidth:
+    """Returns the node's NICs of one purpose (compute, storage) and their share per GPU of the node."""
+    lines = []
+    for index, nic in enumerate(ctx.inputs.get(f"{group}/nics") or []):
+        if nic.get("purpose") == purpose:
+            count = ctx.num(f"{group}/nics/{index}/count", 0)
+            gbps = ctx.num(f"{group}/nics/{index}/gbps")
+            if gbps:
+                lines.append((count, gbps))
+    return topology.nic_bandwidth(lines, int(ctx.num(f"{group}/gpu/count", 1)))
+
+
+def cpu_cores_per_node(ctx: Context, group: str) -> int | None:
+    """Returns sockets × cores per socket of the group's servers (quote, else catalogue), recording gaps."""
+    sockets = ctx.need(f"{group}/cpu/sockets")
+    per_socket = ctx.need(f"{group}/cpu/cores_per_socket")
+    if sockets is None or per_socket is None:
+        return None
+    return int(sockets) * int(per_socket)
+
+
+# ---- throughput ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Throughput:
+    """Training tokens/s of the job, and where the figure came from."""
+
+    tokens_per_s_per_gpu: float
+    cluster_tokens_per_s: float
+    source: str  # "tokens_per_s_per_gpu" (measured or assumed) or "mfu"
+    mfu: float | None = None
+    model_flops_per_token: float | None = None
+    peak_tflops: float | None = None
+
+    def evidence(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+                               "cluster_tokens_per_s": self.cluster_tokens_per_s, "throughput_from": self.source}
+        if self.mfu is not None:
+            out.update(mfu=self.mfu, model_flops_per_token=self.model_flops_per_token,
+                       peak_bf16_tflops=self.peak_tflops)
+        return out
+
+
+def throughput_facts(ctx: Context) -> Throughput | None:
+    """Returns the job's tokens/s: the stated tokens/s per GPU, else MFU × peak bf16 FLOP/s ÷ FLOPs per token."""
+    return ctx.memo("cluster.throughput", _throughput)
+
+
+def _throughput(ctx: Context) -> Throughput | None:
+    plan = layout(ctx)
+    if plan is None:
+        return None
+    per_gpu = ctx.num(f"{T}/throughput/tokens_per_s_per_gpu")
+    if per_gpu is not None:
+        return Throughput(per_gpu, data_feed.cluster_tokens_per_s(per_gpu, plan.gpus), "tokens_per_s_per_gpu")
+    mfu = ctx.num(f"{T}/throughput/mfu")
+    if mfu is None:
+        ctx.need(f"{T}/throughput/tokens_per_s_per_gpu")
+        return None
+    parameters = ctx.need(f"{T}/model/parameters")
+    peak_tflops = ctx.need(f"{plan.group}/gpu/bf16_tflops")
+    if parameters is None or peak_tflops is None:
+        return None
+    layers, hidden = ctx.num(f"{A}/layers"), ctx.num(f"{A}/hidden")
+    sequence_length = ctx.num(f"{T}/sequence_length")
+    # MFU counts model FLOPs (no recompute); the attention term joins when the shape is known (PaLM App. B).
+    if layers and hidden and sequence_length:
+        flops = compute.training_flops_per_token(parameters, "none", int(layers), int(sequence_length), int(hidden))
+    else:
+        flops = compute.training_flops_per_token(parameters)
+    per_gpu = compute.tokens_per_s_from_mfu(mfu, peak_tflops * TFLOPS, flops)
+    return Throughput(per_gpu, data_feed.cluster_tokens_per_s(per_gpu, plan.gpus), "mfu", mfu, flops, peak_tflops)
+
+
+# ---- checkpoints -----------------------------------------------------------------------------------
+def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
+    """Returns the size of one resumable checkpoint of the job (weights, optimizer state, gradients if saved)."""
+    return ctx.memo("cluster.checkpoint_size", _checkpoint_size)
+
+
+def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
+    parameters = ctx.need(f"{T}/model/parameters")
+    precision, optimizer = ctx.get(f"{T}/precision"), ctx.get(f"{T}/optimizer")
+    for pointer, value in ((f"{T}/precision", precision), (f"{T}/optimizer", optimizer)):
+        if value is None and pointer not in ctx.missing:
+            ctx.missing.append(pointer)
+    if parameters is None or precision is None or optimizer is None:
+        return None
+    return checkpoint.training_checkpoint_size(
+        parameters, precision, optimizer,
+        trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters),
+        save_gradients=bool(ctx.get(f"{T}/checkpoint/include_gradients", False)),
+        # An adapter run saves the adapter and its optimizer state; the frozen base is re-read from its files.
+        save_frozen_weights=ctx.get(f"{T}/objective") != "adapter",
+        convention=ctx.setting("conventions.model_state_bytes"))
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """One checkpoint of the job: its size and how long all nodes take to write it."""
+
+    size: checkpoint.CheckpointSize
+    save: checkpoint.CheckpointSave
+    storage_write_gbs: float  # measured, else quoted nameplate (before the write efficiency)
+    write_efficiency: float  # applied to a quoted figure; 1 for a measured one
+    basis: Basis
+    storage_path: str
+    nodes: int
+    include_gradients: bool
+
+    @property
+    def checkpoint_gb(self) -> float:
+        return self.size.total_gb
+
+    @property
+    def save_s(self) -> float:
+        return self.save.save_s
+
+    def evidence(self) -> dict[str, Any]:
+        """Returns checkpoint-bandwidth's stable names (checkpoint_gb, save_s) and the breakdown behind them."""
+        return {
+            "checkpoint_gb": self.checkpoint_gb,
+            "checkpoint_weights_gb": self.size.weights_bytes / GB,
+            "checkpoint_master_weights_gb": self.size.master_weights_bytes / GB,
+            "checkpoint_optimizer_gb": self.size.optimizer_bytes / GB,
+            "checkpoint_gradients_gb": self.size.gradients_bytes / GB,
+            "checkpoint_bytes_per_param": self.size.bytes_per_parameter,
+            "include_gradients": self.include_gradients,
+            "save_s": self.save_s,
+            "write_gbs": self.save.write_gbs,
+            "storage_write_gbs": self.storage_write_gbs,
+            "write_efficiency": self.write_efficiency,
+            "storage_write_from": "measured" if self.basis is Basis.MEASURED else "quoted",
+            "node_nics_gbs": self.save.node_nics_gbs,
+            "storage_path": self.storage_path,
+            "writing_nodes": self.nodes,
+            "save_bound_by": self.save.bound_by,
+        }
+
+
+def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
+    """Returns the checkpoint size and save time: bytes / min(storage write × efficiency, nodes × storage NICs)."""
+    return ctx.memo("cluster.checkpoint", _checkpoint)
+
+
+def _checkpoint(ctx: Context) -> CheckpointFacts | None:
+    plan = layout(ctx)
+    size = checkpoint_size_facts(ctx)
+    measured = ctx.num(MEASURED_WRITE)
+    quoted = None if measured is not None else ctx.need("/quote/storage/write_gbs")
+    if plan is None or size is None or (measured is None and quoted is None):
+        return None
+    path = nics(ctx, plan.group, "storage")
+    storage_path = "storage NICs"
+    if path.gbps <= 0:
+        # Without a storage network the checkpoint travels over the compute fabric (a converged network).
+        path, storage_path = nics(ctx, plan.group, "compute"), "compute NICs (no storage NIC quoted)"
+    if path.gbps <= 0:
+        ctx.reader.missing.append(f"{plan.group}/nics")
+        return None
+    if measured is not None:
+        write, efficiency, basis = measured, 1.0, Basis.MEASURED
+    else:
+        write, efficiency, basis = quoted, ctx.setting("checkpoint.write_efficiency"), Basis.ESTIMATED
+    save = checkpoint.checkpoint_save(size.total_bytes, write * efficiency, plan.nodes, path.gbs)
+    return CheckpointFacts(size=size, save=save, storage_write_gbs=write, write_efficiency=efficiency, basis=basis,
+                           storage_path=storage_path, nodes=plan.nodes,
+                           include_gradients=bool(ctx.get(f"{T}/checkpoint/include_gradients", False)))
+
+
+# ---- failures and goodput --------------------------------------------------------------------------
+def job_mtbf_h(ctx: Context) -> float | None:
+    """Returns the job's mean time between failures, h: node MTBF ÷ nodes (independent node failures)."""
+    return ctx.memo("cluster.job_mtbf_h", _job_mtbf_h)
+
+
+def _job_mtbf_h(ctx: Context) -> float | None:
+    plan = layout(ctx)
+    node_mtbf_h = ctx.need(f"{T}/reliability/node_mtbf_h")
+    if plan is None or node_mtbf_h is None:
+        return None
+    return reliability.job_mtbf_h(node_mtbf_h, plan.nodes)
+
+
+def restore_test(ctx: Context) -> str:
+    """Returns "passed", "failed" or "not recorded" for /measurements/restore_test."""
+    passed = ctx.get(f"{RESTORE}/passed")
+    if passed is None:
+        return "not recorded"
+    return "passed" if passed else "failed"
+
+
+@dataclass(frozen=True)
+class GoodputFacts:
+    """Expected share of wall time doing new work, after checkpoint saves, lost work and restarts."""
+
+    goodput: float
+    job_mtbf_h: float
+    save_s: float
+    interval_s: float
+    restart_s: float
+    lost_per_failure_s: float
+    save_overhead: float
+    failure_overhead: float
+    failures_per_day: float
+    young_daly_interval_s: float
+    restart_from: str  # "restore test", "submission" or "policy default"
+    restore_test: str  # "passed", "failed" or "not recorded"
+    basis: Basis  # measured once a restore test passed
+    checkpoint: CheckpointFacts
+    assumed_defaults: list[str] = field(default_factory=list)
+
+    def evidence(self) -> dict[str, Any]:
+        """Returns restart-behavior's stable names (cluster_mtbf_h, goodput) and the terms behind them."""
+        return {
+            "goodput": self.goodput,
+            "cluster_mtbf_h": self.job_mtbf_h,
+            "failures_per_day": self.failures_per_day,
+            "interval_min": self.interval_s / 60,
+            "save_s": self.save_s,
+            "restart_min": self.restart_s / 60,
+            "restart_from": self.restart_from,
+            "lost_per_failure_min": self.lost_per_failure_s / 60,
+            "save_overhead": self.save_overhead,
+            "failure_overhead": self.failure_overhead,
+            "young_daly_interval_min": self.young_daly_interval_s / 60,
+            "restore_test": self.restore_test,
+            "assumed_defaults": list(self.assumed_defaults),
+        }
+
+
+def goodput_facts(ctx: Context) -> GoodputFacts | None:
+    """Returns the job's first-order goodput (Daly 2006) with its MTBF, save, interval and restart times."""
+    return ctx.memo("cluster.goodput", _goodput)
+
+
+def _goodput(ctx: Context) -> GoodputFacts | None:
+    saved = checkpoint_facts(ctx)
+    mtbf_h = job_mtbf_h(ctx)
+    interval_min = ctx.need(f"{T}/checkpoint/interval_min")
+    outcome = restore_test(ctx)
+    restart_min, restart_from, assumed = None, "submission", []
+    if outcome == "passed":
+        restart_min = ctx.num(f"{RESTORE}/restore_min")
+        restart_from = "restore test"
+    if restart_min is None:
+        restart_min, restart_from = ctx.num(f"{T}/reliability/restart_min"), "submission"
+    if restart_min is None:
+        restart_min, restart_from = ctx.setting("restart.default_restart_min"), "policy default"
+        assumed.append(f"{T}/reliability/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
+    if saved is None or mtbf_h is None or interval_min is None:
+        return None
+    mtbf_s = mtbf_h * SECONDS_PER_HOUR
+    interval_s, restart_s = interval_min * 60, restart_min * 60
+    result = reliability.job_goodput(interval_s, saved.save_s, restart_s, mtbf_s,
+                                     save_lost_fraction=ctx.setting("restart.save_lost_fraction"))
+    return GoodputFacts(
+        goodput=result.goodput, job_mtbf_h=mtbf_h, save_s=saved.save_s, interval_s=interval_s, restart_s=restart_s,
+        lost_per_failure_s=result.lost_per_failure_s, save_overhead=result.save_overhead,
+        failure_overhead=result.failure_overhead, failures_per_day=result.failures_per_day,
+        young_daly_interval_s=checkpoint.young_daly_interval_s(saved.save_s, mtbf_s),
+        restart_from=restart_from, restore_test=outcome,
+        basis=Basis.MEASURED if outcome == "passed" else Basis.ESTIMATED, checkpoint=saved, assumed_defaults=assumed)
+
+
+# ---- host memory -----------------------------------------------------------------------------------
+def host_offload_bytes_per_gpu(ctx: Context) -> float | None:
+    """Returns the model state one rank offloads to host RAM (ZeRO-Offload / FSDP CPU offload), bytes; 0 if none."""
+    plan = layout(ctx)
+    offload = ctx.get(f"{P}/offload", "none")
+    if plan is None:
+        return None
+    if offload == "none":
+        return 0.0
+    parameters = ctx.need(f"{T}/model/parameters")
+    precision, optimizer = ctx.get(f"{T}/precision"), ctx.get(f"{T}/optimizer")
+    if parameters is None or precision is None or optimizer is None:
+        return None
+    convention = ctx.setting("conventions.model_state_bytes")
+    sharding = plan.sharding
+    if convention == "megatron-distributed-optimizer" and sharding == "ddp":
+        sharding = "zero1"  # as training.memory_estimate: Megatron's distributed optimizer is ZeRO-1
+    per_gpu = memory.model_state_per_gpu_bytes(
+        parameters=parameters, trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters),
+        bytes_per_param=memory.model_state_bytes_per_param(precision, optimizer, convention),
+        sharding=sharding, data_parallel=plan.data_parallel, tensor_parallel=plan.tensor,
+        pipeline_parallel=plan.pipeline, shard_group=plan.shard_group if sharding == "fsdp-hybrid" else None,
+        offload_optimizer=offload in ("optimizer", "optimizer+parameters") and sharding != "ddp",
+        offload_parameters=offload == "optimizer+parameters" and sharding in ("zero3", "fsdp-full", "fsdp-hybrid"))
+    return per_gpu.host_offload_bytes

@@ -1,0 +1,95 @@
+"""data-feed: storage and host CPUs deliver training input as fast as the GPUs consume it."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.cluster import MEASURED_READ, cpu_cores_per_node, throughput_facts
+from rules.checks.training import T, layout, spare_fraction
+from rules.estimates import data_feed
+from rules.status import Basis, Status
+
+_FEED = ("{cluster_tokens_per_s:,.0f} tokens/s ({tokens_per_s_per_gpu:,.0f} per GPU from {throughput_from}) × "
+         "{bytes_per_token:g} B/token")
+_CORES = ("decoding at {tokens_per_s_per_core:,.0f} tokens/s per core needs {decode_cores_per_node} core(s) per node; "
+          "{cores_left_per_node:g} of {cores_per_node} are left after {worker_cores_per_node:g} dataloader-worker "
+          "and {reserved_cores_per_node:g} reserved cores")
+
+
+class DataFeed(Check):
+    id = "data-feed"
+    title = "Feed the GPUs consistently"
+    plan_item = "Feed the GPUs consistently"
+    thresholds = {"storage_headroom_fraction": "data_feed.storage_headroom_fraction"}
+    headline = "{required_read_gbs:.3g} of {storage_read_gbs:.1f} GB/s read, {decode_cores_per_node} of " \
+               "{cores_left_per_node:g} spare cores per node"
+    rules = (
+        Rule(Status.FAIL, "storage-too-slow", lambda m: m.required_read_gbs > m.storage_read_gbs,
+             "training reads {required_read_gbs:.2f} GB/s (" + _FEED + ") but the {storage_read_from} storage read "
+             "bandwidth is {storage_read_gbs:.2f} GB/s; " + _CORES,
+             "Quote storage that reads at least {required_read_gbs:.2f} GB/s plus {storage_headroom_fraction:.0%} "
+             "headroom, stage the dataset on local NVMe, or store it pre-tokenised (2-4 B/token)."),
+        Rule(Status.FAIL, "cpu-short",
+             lambda m: (m.required_read_gbs <= m.storage_read_gbs) & (m.decode_cores_per_node > m.cores_left_per_node),
+             "storage keeps up ({required_read_gbs:.3g} of {storage_read_gbs:.3g} GB/s), but the CPUs fall short: "
+             + _CORES,
+             "Quote CPUs with more cores per node, run fewer dataloader workers per GPU, pre-tokenise or "
+             "pre-decode the dataset offline, or decode on the GPU (e.g. NVIDIA DALI)."),
+        Rule(Status.WARN, "storage-within-headroom",
+             lambda m: _ok(m) & (m.storage_spare_fraction < m.storage_headroom_fraction),
+             "training reads {required_read_gbs:.2f} GB/s (" + _FEED + ") of {storage_read_gbs:.2f} GB/s "
+             "{storage_read_from} storage, leaving {storage_spare_fraction:.0%} spare, less than the "
+             "{storage_headroom_fraction:.0%} headroom; " + _CORES,
+             "Measure accelerator idle time and dataloader queue depth at full scale; add a local NVMe cache or "
+             "faster storage if the trace shows starvation (epoch re-reads and shuffles need more than the average)."),
+        Rule(Status.PASS, "fed",
+             lambda m: _ok(m) & (m.storage_spare_fraction >= m.storage_headroom_fraction),
+             "training reads {required_read_gbs:.3g} GB/s (" + _FEED + ") of {storage_read_gbs:.2f} GB/s "
+             "{storage_read_from} storage; " + _CORES),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        plan = layout(ctx)
+        rate = throughput_facts(ctx)
+        bytes_per_token = ctx.need(f"{T}/data/bytes_per_token")
+        measured = ctx.num(MEASURED_READ)
+        storage_read = measured if measured is not None else ctx.need("/quote/storage/read_gbs")
+        workers_per_gpu = ctx.need(f"{T}/dataloader/workers_per_gpu")
+        cores = cpu_cores_per_node(ctx, plan.group) if plan else None
+        assumed = []
+        per_core = ctx.num(f"{T}/data/tokens_per_s_per_core")
+        if per_core is None:
+            per_core = ctx.setting("data_feed.tokens_per_s_per_core")
+            assumed.append(f"{T}/data/tokens_per_s_per_core = {per_core:,} (policy data_feed.tokens_per_s_per_core)")
+        if None in (plan, rate, bytes_per_token, storage_read, workers_per_gpu, cores):
+            return ctx.insufficient("the input feed cannot be sized")
+        required = data_feed.required_read_gbs(rate.cluster_tokens_per_s, bytes_per_token)
+        decode = data_feed.decode_cores_needed(rate.cluster_tokens_per_s, per_core, plan.nodes)
+        budget = data_feed.cores_left_after_workers(
+            cores, min(plan.gpus, plan.gpus_per_node), int(workers_per_gpu),
+            reserved_cores=ctx.setting("data_feed.reserved_cores_per_node"))
+        evidence = {
+            **rate.evidence(),
+            "bytes_per_token": bytes_per_token,
+            "required_read_gbs": required,
+            "storage_read_gbs": storage_read,
+            "storage_read_from": "measured" if measured is not None else "quoted",
+            "storage_spare_fraction": spare_fraction(required, storage_read),
+            "tokens_per_s_per_core": per_core,
+            "decode_cores_cluster": decode.cluster_cores,
+            "decode_cores_per_node": decode.cores_per_node,
+            "cores_per_node": budget.cores_per_node,
+            "worker_cores_per_node": budget.dataloader_worker_cores,
+            "reserved_cores_per_node": budget.reserved_cores,
+            "cores_left_per_node": budget.cores_left,
+            "oversubscribed_cores_per_node": budget.shortfall_cores,
+            "nodes": plan.nodes,
+            "assumed_defaults": assumed,
+        }
+        return Facts(evidence=evidence, basis=Basis.MEASURED if measured is not None else Basis.ESTIMATED)
+
+
+def _ok(m):
+    """Storage keeps up and the CPUs have the decode cores (the condition the warn and pass rules share)."""
+    return (m.required_read_gbs <= m.storage_read_gbs) & (m.decode_cores_per_node <= m.cores_left_per_node)

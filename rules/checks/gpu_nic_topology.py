@@ -1,0 +1,103 @@
+"""gpu-nic-topology: every GPU of a multi-node job has compute network bandwidth and a NIC on its own PCIe switch."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.cluster import nics
+from rules.checks.training import T, layout
+from rules.estimates import topology
+from rules.status import Status
+
+_NICS = ("{compute_nics_per_node:g} compute NICs ({compute_gbps_per_node:,.0f} Gb/s) for {gpus_per_node} GPUs per "
+         "node: {compute_nics_per_gpu:.2f} NICs and {compute_gbps_per_gpu:,.0f} Gb/s per GPU")
+
+
+def _nics_ok(m):
+    return (m.compute_nics_per_gpu >= m.min_compute_nics_per_gpu) & (
+        m.compute_gbps_per_gpu >= m.min_compute_gbps_per_gpu)
+
+
+class GpuNicTopology(Check):
+    id = "gpu-nic-topology"
+    title = "Map GPUs and NICs to the topology"
+    plan_item = "Map GPUs and NICs to the topology"
+    thresholds = {"min_compute_nics_per_gpu": "topology.min_compute_nics_per_gpu",
+                  "min_compute_gbps_per_gpu": "topology.min_compute_gbps_per_gpu"}
+    headline = "{compute_nics_per_gpu:.2f} NICs, {compute_gbps_per_gpu:,.0f} Gb/s per GPU; {gpus_cross_cpu} off-switch"
+    rules = (
+        Rule(Status.FAIL, "too-little-compute-network",
+             # Disjoint branches: durable_rules fires an | condition once per branch that matches.
+             lambda m: (m.compute_nics_per_gpu < m.min_compute_nics_per_gpu)
+             | ((m.compute_nics_per_gpu >= m.min_compute_nics_per_gpu)
+                & (m.compute_gbps_per_gpu < m.min_compute_gbps_per_gpu)),
+             "a {nodes}-node job needs at least {min_compute_nics_per_gpu:g} compute NIC and "
+             "{min_compute_gbps_per_gpu:g} Gb/s per GPU; the quote has " + _NICS,
+             "Quote one compute NIC per GPU at {min_compute_gbps_per_gpu:g} Gb/s or more (rail-optimised, as in "
+             "DGX/HGX H100 with eight 400 Gb/s ConnectX-7), or keep the job on one node."),
+        Rule(Status.FAIL, "nic-across-cpu",
+             lambda m: _nics_ok(m) & (m.gpus_cross_cpu > 0),
+             _NICS + ", but {gpus_cross_cpu} GPU(s) reach their compute NIC through the CPU ({cross_cpu_list}); "
+             "NCCL then disables GPUDirect RDMA (default NCCL_NET_GDR_LEVEL = PXB) and stages traffic in host memory",
+             "Ask the vendor for a PCIe layout that puts each GPU and its compute NIC under the same PCIe switch "
+             "(PIX or PXB in nvidia-smi topo -m), or re-map the NICs of {cross_cpu_list}."),
+        Rule(Status.WARN, "placement-incomplete",
+             lambda m: _nics_ok(m) & (m.gpus_cross_cpu == 0) & (m.gpus_unmapped > 0),
+             _NICS + "; the stated PCIe layout leaves {gpus_unmapped} GPU(s) without a located compute NIC",
+             "State nic, nic_numa_node and nic_pcie_switch for every GPU in pcie_topology, or record "
+             "nvidia-smi topo -m from the quoted server."),
+        Rule(Status.PASS, "mapped",
+             lambda m: _nics_ok(m) & (m.gpus_cross_cpu == 0) & (m.gpus_unmapped == 0),
+             _NICS + "; {placement_note}"),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        plan = layout(ctx)
+        if plan is None:
+            return ctx.insufficient("the job cannot be placed on the quote's nodes")
+        if plan.nodes <= 1:
+            return ctx.not_applicable(
+                f"single-node job ({plan.gpus} GPUs on one node): GPUs exchange gradients over NVLink/PCIe inside "
+                "the node and the compute NICs carry no training traffic, so neither their count nor their PCIe "
+                "placement applies")
+        if not ctx.inputs.get(f"{plan.group}/nics"):
+            ctx.need(f"{plan.group}/nics")
+            return ctx.insufficient("the quote lists no NICs for the training nodes")
+        compute = nics(ctx, plan.group, "compute")
+        gpus, cross_cpu, located = [], [], 0
+        entries = ctx.inputs.get(f"{plan.group}/pcie_topology") or []
+        for index in range(len(entries)):
+            base = f"{plan.group}/pcie_topology/{index}"
+            gpu, nic = ctx.get(f"{base}/gpu"), ctx.get(f"{base}/nic")
+            nic_numa = ctx.get(f"{base}/nic_numa_node")
+            link = "unknown"
+            if nic is not None and nic_numa is not None:
+                link = topology.pcie_path(ctx.get(f"{base}/numa_node"), ctx.get(f"{base}/pcie_switch"),
+                                          nic_numa, ctx.get(f"{base}/nic_pcie_switch"))
+                located += 1
+                if topology.crosses_cpu(link):
+                    cross_cpu.append(f"GPU{gpu}→{nic} {link}")
+            gpus.append({"gpu": gpu, "nic": nic, "link": link})
+        unmapped = max(0, plan.gpus_per_node - located) if entries else 0
+        if not entries:
+            placement_note = ("the quote states no PCIe layout: confirm with nvidia-smi topo -m at acceptance that "
+                              "each GPU's compute NIC is PIX or PXB")
+        elif cross_cpu or unmapped:
+            placement_note = "the stated PCIe layout does not give every GPU a compute NIC under its own switch"
+        else:
+            placement_note = "every GPU's compute NIC sits under the GPU's PCIe switch (PIX/PXB)"
+        return Facts(evidence={
+            "nodes": plan.nodes,
+            "gpus_per_node": plan.gpus_per_node,
+            "compute_nics_per_node": compute.nics,
+            "compute_gbps_per_node": compute.gbps,
+            "compute_nics_per_gpu": compute.nics_per_gpu,
+            "compute_gbps_per_gpu": compute.gbps_per_gpu,
+            "gpus": gpus,
+            "gpus_cross_cpu": len(cross_cpu),
+            "cross_cpu_list": ", ".join(cross_cpu) or "none",
+            "gpus_unmapped": unmapped,
+            "placement_stated": bool(entries),
+            "placement_note": placement_note,
+        })

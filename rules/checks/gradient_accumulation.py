@@ -1,0 +1,140 @@
+"""gradient-accumulation: global batch = micro-batch × accumulation steps × data-parallel size, and it fits."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.training import (
+    T,
+    accumulation,
+    largest_fitting_micro_batch,
+    layout,
+    measured_peak_gib,
+    memory_estimate,
+)
+from rules.estimates import batch
+from rules.status import Basis, Status
+from rules.units import GIB
+
+_SPLIT = ("global batch {global_batch} = micro-batch {micro_batch} × {accumulation_steps:g} accumulation steps × "
+          "{data_parallel} data-parallel ranks")
+
+
+class GradientAccumulation(Check):
+    id = "gradient-accumulation"
+    title = "Account for gradient accumulation"
+    plan_item = "Account for gradient accumulation"
+    thresholds = {"max_accumulation_steps": "gradient_accumulation.max_accumulation_steps"}
+    headline = ("{accumulation_steps:g} steps of micro-batch {micro_batch} on {data_parallel} ranks; largest "
+                "fitting micro-batch {largest_fitting_micro_batch}")
+    rules = (
+        Rule(Status.FAIL, "not-a-whole-number", lambda m: m.remainder_sequences > 0,
+             "global batch {global_batch} is not a whole number of rounds of micro-batch {micro_batch} × "
+             "{data_parallel} data-parallel ranks ({sequences_per_round} sequences): accumulation would be "
+             "{accumulation_steps:.3g} steps, which DeepSpeed and Megatron-LM refuse; {nearest}",
+             "{fix}"),
+        Rule(Status.FAIL, "micro-batch-does-not-fit",
+             lambda m: (m.remainder_sequences == 0) & (m.micro_batch > m.largest_fitting_micro_batch),
+             _SPLIT + ", but micro-batch {micro_batch} does not fit usable GPU memory; the largest that fits is "
+             "{largest_fitting_micro_batch}{at_largest}",
+             "{fix}"),
+        Rule(Status.WARN, "many-accumulation-steps",
+             lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
+             & (m.accumulation_steps > m.max_accumulation_steps),
+             _SPLIT + ": more than {max_accumulation_steps} micro-batches per optimizer step; the largest micro-batch "
+             "that fits is {largest_fitting_micro_batch}{at_largest}",
+             "{fix}"),
+        Rule(Status.PASS, "accumulation-fits",
+             lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
+             & (m.accumulation_steps <= m.max_accumulation_steps),
+             _SPLIT + "; the largest micro-batch that fits is {largest_fitting_micro_batch}{at_largest}"),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        plan = layout(ctx)
+        split = accumulation(ctx)
+        if plan is None or split is None:
+            return ctx.insufficient("the batch split needs the global batch, the micro-batch and the GPU layout")
+        dp = split.data_parallel
+        per_rank = max(1, -(-split.global_batch // dp))  # an accumulation below 1 step is meaningless
+        largest = largest_fitting_micro_batch(ctx, per_rank)
+        planned = memory_estimate(ctx)
+        if largest is None or planned is None:
+            return ctx.insufficient("activation memory, which bounds the micro-batch, cannot be estimated")
+        # A measured peak at the planned micro-batch overrides the estimate for that micro-batch (as in peak-memory).
+        measured = measured_peak_gib(ctx, split.micro_batch)
+        basis, largest_from = Basis.ESTIMATED, "estimated"
+        if measured is not None:
+            basis = Basis.MEASURED
+            if measured <= planned.usable_bytes / GIB:
+                largest, largest_from = max(largest, split.micro_batch), "estimated, at least the measured micro-batch"
+            else:
+                largest, largest_from = min(largest, split.micro_batch - 1), "estimated, below the measured micro-batch"
+        divisors = batch.valid_micro_batches(split.global_batch, dp, largest or None)
+        suggested = divisors[-1] if divisors and largest else None
+        below, above = batch.nearest_global_batches(split.global_batch, split.micro_batch, dp)
+        evidence = {
+            "global_batch": split.global_batch,
+            "micro_batch": split.micro_batch,
+            "data_parallel": dp,
+            "accumulation_steps": split.split.accumulation_steps,
+            "accumulation_whole": split.split.whole,
+            "sequences_per_round": split.split.sequences_per_round,
+            "remainder_sequences": split.split.remainder_sequences,
+            "largest_fitting_micro_batch": largest,
+            "largest_fitting_from": largest_from,
+            "measured_peak_gib": measured,
+            "usable_gib": planned.usable_bytes / GIB,
+            "valid_micro_batches": divisors,
+            "suggested_micro_batch": suggested,
+            "suggested_accumulation_steps": split.global_batch // (suggested * dp) if suggested else None,
+            "nearest_global_batches": sorted({b for b in (below, above) if b}),
+        }
+        evidence["at_largest"] = _at_largest(evidence)
+        evidence["nearest"] = _nearest(evidence)
+        evidence["fix"] = _fix(evidence, ctx.threshold("max_accumulation_steps"))
+        return Facts(evidence=evidence, basis=basis)
+
+
+def _at_largest(e: dict) -> str:
+    if e["suggested_micro_batch"] is None:
+        return ""
+    steps = e["suggested_accumulation_steps"]
+    return (f" (micro-batch {e['suggested_micro_batch']}, the largest fitting one that divides the batch, "
+            f"implies {steps} accumulation step{'' if steps == 1 else 's'})")
+
+
+def _nearest(e: dict) -> str:
+    globals_ = " or ".join(str(b) for b in e["nearest_global_batches"])
+    text = f"with micro-batch {e['micro_batch']} the nearest valid global batches are {globals_}"
+    fitting = [m for m in e["valid_micro_batches"] if m <= e["largest_fitting_micro_batch"]]
+    if fitting:
+        return text + f"; global batch {e['global_batch']} works with micro-batch {', '.join(map(str, fitting))}"
+    if e["global_batch"] % e["data_parallel"]:
+        return text + (f"; no micro-batch divides {e['global_batch']} sequences over {e['data_parallel']} ranks, "
+                       f"so keeping it needs a GPU count whose data-parallel size divides it")
+    return text
+
+
+def _fix(e: dict, max_steps: int) -> str:
+    if e["remainder_sequences"]:
+        nearest = " or ".join(str(b) for b in e["nearest_global_batches"])
+        fitting = [m for m in e["valid_micro_batches"] if m <= e["largest_fitting_micro_batch"]]
+        other = (f", or keep {e['global_batch']} and set micro_batch to {fitting[-1]}" if fitting else
+                 ", or change the GPU count so that the data-parallel size divides the global batch")
+        return f"Set global_batch to {nearest} (with micro_batch {e['micro_batch']}){other}."
+    if e["largest_fitting_micro_batch"] == 0:
+        return ("Not even micro-batch 1 fits: shard more, add tensor or pipeline parallelism, enable activation "
+                "checkpointing, or quote GPUs with more memory (see peak-memory).")
+    if e["micro_batch"] > e["largest_fitting_micro_batch"]:
+        target = e["suggested_micro_batch"] or e["largest_fitting_micro_batch"]
+        return (f"Set micro_batch to {target} with {e['global_batch'] // (target * e['data_parallel'])} "
+                f"accumulation steps, or enable activation checkpointing.")
+    if e["accumulation_steps"] > max_steps:
+        target = e["suggested_micro_batch"]
+        larger = (f"Raise micro_batch to {target} ({e['suggested_accumulation_steps']} steps), quote"
+                  if target and target > e["micro_batch"] else "Quote")
+        return (f"{larger} more GPUs (more data-parallel ranks), or benchmark the optimizer at this "
+                f"accumulation: long accumulation lengthens each step and delays every update.")
+    return ""

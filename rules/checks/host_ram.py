@@ -1,0 +1,95 @@
+"""host-ram: a node's host RAM holds the input pipeline, pinned buffers, offloaded state and checkpoint staging."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.cluster import checkpoint_size_facts, host_offload_bytes_per_gpu
+from rules.checks.training import T, layout, spare_fraction
+from rules.estimates import host_memory
+from rules.status import Status
+from rules.units import GIB
+
+DL = f"{T}/dataloader"
+
+_NEED = ("{required_gib:,.0f} GiB per node (dataloader workers {dataloader_workers_gib:,.0f} = {gpus_on_node} GPUs × "
+         "{workers_per_gpu:g} workers × {worker_rss_gib:g} GiB, pinned buffers {pinned_buffers_gib:,.0f}, offloaded "
+         "model state {offload_gib:,.0f}, checkpoint staging {checkpoint_staging_gib:,.0f}, OS {os_reserve_gib:g})")
+_RATIO = ("{host_to_gpu_memory_ratio:.2f}× the node's {gpu_memory_per_node_gib:,.0f} GiB of GPU memory")
+
+
+def _enough(m):
+    """The need fits with the policy's margin (the condition the rule-of-thumb warning and the pass share)."""
+    return (m.required_gib <= m.host_memory_gib) & (m.spare_fraction >= m.margin_fraction)
+
+
+class HostRam(Check):
+    id = "host-ram"
+    title = "Give host RAM room for preprocessing"
+    plan_item = "Give host RAM room for preprocessing"
+    thresholds = {"margin_fraction": "host_ram.margin_fraction",
+                  "gpu_memory_ratio_rule_of_thumb": "host_ram.gpu_memory_ratio_rule_of_thumb"}
+    headline = "{required_gib:,.0f} of {host_memory_gib:,.0f} GiB host RAM per node"
+    rules = (
+        Rule(Status.FAIL, "exceeds-host-ram", lambda m: m.required_gib > m.host_memory_gib,
+             "the node needs " + _NEED + ", more than its {host_memory_gib:,.0f} GiB of host RAM",
+             "Quote more host RAM per node (at least {required_gib:,.0f} GiB plus {margin_fraction:.0%} margin), or "
+             "cut dataloader workers per GPU, pinned buffers or CPU offload (shard over more GPUs instead)."),
+        Rule(Status.WARN, "little-margin",
+             lambda m: (m.required_gib <= m.host_memory_gib) & (m.spare_fraction < m.margin_fraction),
+             "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB, leaving {spare_fraction:.0%} spare, "
+             "less than the {margin_fraction:.0%} margin kept for process restarts and page cache",
+             "Measure resident and pinned memory at the intended worker count; quote more RAM or run fewer "
+             "workers so that a restarted worker or the page cache does not trigger the OOM killer."),
+        Rule(Status.WARN, "below-rule-of-thumb",
+             lambda m: _enough(m) & (m.host_to_gpu_memory_ratio < m.gpu_memory_ratio_rule_of_thumb),
+             "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB ({spare_fraction:.0%} spare), but host "
+             "RAM is " + _RATIO + ", below the {gpu_memory_ratio_rule_of_thumb:g}× rule of thumb; it is only a rule "
+             "of thumb (NVIDIA's DGX H200 ships 2 TB for 1.13 TB of GPU memory, 1.8×), so this is a warning",
+             "No change is needed if the sizing above holds: confirm it by measuring resident and pinned memory at "
+             "the intended worker count, and quote more RAM if the pipeline caches samples in memory."),
+        Rule(Status.PASS, "room-to-spare",
+             lambda m: _enough(m) & (m.host_to_gpu_memory_ratio >= m.gpu_memory_ratio_rule_of_thumb),
+             "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB ({spare_fraction:.0%} spare); host RAM is "
+             + _RATIO),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        plan = layout(ctx)
+        host_gib = ctx.need(f"{plan.group}/host_memory_gib") if plan else None
+        gpu_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
+        workers_per_gpu = ctx.need(f"{DL}/workers_per_gpu")
+        worker_rss_gib = ctx.need(f"{DL}/worker_rss_gib")
+        pinned_gib = ctx.need(f"{DL}/pinned_gib_per_gpu")
+        offload_per_gpu = host_offload_bytes_per_gpu(ctx)
+        size = checkpoint_size_facts(ctx)
+        if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, offload_per_gpu, size):
+            return ctx.insufficient("host RAM cannot be sized")
+        gpus_on_node = min(plan.gpus, plan.gpus_per_node)
+        os_reserve_gib = ctx.setting("host_ram.os_reserve_gib")
+        need = host_memory.host_memory_per_node(
+            gpus_on_node, int(workers_per_gpu), worker_rss_gib * GIB, pinned_gib * GIB, os_reserve_gib * GIB,
+            offload_bytes_per_node=offload_per_gpu * gpus_on_node,
+            # Asynchronous checkpointing stages this node's shard of the checkpoint in host memory.
+            checkpoint_staging_bytes_per_node=host_memory.checkpoint_staging_bytes_per_node(
+                size.total_bytes, plan.nodes))
+        gpu_per_node_gib = gpu_gib * plan.gpus_per_node
+        evidence = {
+            "required_gib": need.total_gib,
+            "host_memory_gib": host_gib,
+            "spare_fraction": spare_fraction(need.total_gib, host_gib),
+            "dataloader_workers_gib": need.dataloader_workers_bytes / GIB,
+            "pinned_buffers_gib": need.pinned_buffers_bytes / GIB,
+            "offload_gib": need.offload_bytes / GIB,
+            "checkpoint_staging_gib": need.checkpoint_staging_bytes / GIB,
+            "os_reserve_gib": os_reserve_gib,
+            "gpus_on_node": gpus_on_node,
+            "workers_per_gpu": workers_per_gpu,
+            "worker_rss_gib": worker_rss_gib,
+            "pinned_gib_per_gpu": pinned_gib,
+            "offload": ctx.get(f"{T}/parallelism/offload", "none"),
+            "gpu_memory_per_node_gib": gpu_per_node_gib,
+            "host_to_gpu_memory_ratio": host_memory.host_to_gpu_memory_ratio(host_gib * GIB, gpu_per_node_gib * GIB),
+        }
+        return Facts(evidence=evidence)

@@ -1,0 +1,68 @@
+"""interconnect-scaling: communication leaves the job its scaling efficiency, measured or modelled per step."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.training import T, scaling
+from rules.status import Basis, Status
+
+_REMEDY = ("Quote more or faster compute NICs (one 400 Gb/s NIC per GPU), a non-blocking fabric, or NVLink GPUs; "
+           "reduce communication (fsdp-hybrid or zero1/zero2 instead of zero3, a larger micro-batch, fewer "
+           "accumulation steps under zero3/FSDP); or run fewer GPUs at higher efficiency. Then run scaling tests at "
+           "two or more GPU counts (measurements.scaling) before buying the next tier.")
+
+
+class InterconnectScaling(Check):
+    id = "interconnect-scaling"
+    title = "Size interconnect from scaling efficiency"
+    plan_item = "Size interconnect from scaling efficiency"
+    thresholds = {"min_scaling_efficiency": "interconnect.min_scaling_efficiency",
+                  "warn_scaling_efficiency": "interconnect.warn_scaling_efficiency"}
+    headline = "scaling efficiency {efficiency:.1%} ({decided_by})"
+    rules = (
+        Rule(Status.FAIL, "below-minimum", lambda m: m.efficiency < m.min_scaling_efficiency,
+             "scaling efficiency {efficiency:.1%} is below the minimum {min_scaling_efficiency:.0%}; {detail}",
+             _REMEDY),
+        Rule(Status.WARN, "below-target",
+             lambda m: (m.efficiency >= m.min_scaling_efficiency) & (m.efficiency < m.warn_scaling_efficiency),
+             "scaling efficiency {efficiency:.1%} is above the minimum {min_scaling_efficiency:.0%} but below "
+             "{warn_scaling_efficiency:.0%}; {detail}",
+             _REMEDY),
+        Rule(Status.PASS, "efficient", lambda m: m.efficiency >= m.warn_scaling_efficiency,
+             "scaling efficiency {efficiency:.1%} (at least {warn_scaling_efficiency:.0%}); {detail}"),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        result = scaling(ctx)
+        if result is None:
+            return ctx.insufficient("the step cannot be modelled without its throughput, batch shape and links; "
+                                    "or give two or more measurements.scaling points")
+        evidence = dict(result.evidence)
+        if result.basis is Basis.MEASURED:
+            evidence["decided_by"] = f"measured at {evidence['measured_gpus']} GPUs"
+            reach = ("" if evidence["measured_gpus"] >= evidence["gpus"] else
+                     f"; the job uses {evidence['gpus']} GPUs, beyond the largest measurement, so measure there too")
+            evidence["detail"] = (
+                f"measured {evidence['tokens_per_s_per_gpu_at_largest']:,.0f} tokens/s per GPU at "
+                f"{evidence['measured_gpus']} GPUs against {evidence['tokens_per_s_per_gpu_at_base']:,.0f} at "
+                f"{evidence['base_gpus']}{reach}")
+        else:
+            evidence["decided_by"] = "modelled"
+            evidence["detail"] = _modelled_detail(evidence)
+        return Facts(evidence=evidence, basis=result.basis)
+
+
+def _modelled_detail(e: dict) -> str:
+    network = (f", network tier {e['network_busbw_gbs']:.0f} GB/s" if e.get("network_busbw_gbs") is not None else "")
+    bound = "measured" if e["busbw_bound_by"] == "measured" else f"bound by the {e['busbw_bound_by']} tier"
+    return (f"modelled step on {e['gpus']} GPUs ({e['nodes']} nodes): compute {e['compute_s_per_step']:.2f} s, "
+            f"{e['sharding']} communication {e['communication_s_per_step']:.2f} s ({e['comm_gb_per_step']:,.0f} GB per "
+            f"GPU per optimizer step of {e['accumulation_steps']} micro-batches), {e['overlap_fraction']:.0%} of "
+            f"compute overlappable, "
+            f"{e['exposed_communication_s_per_step']:.2f} s exposed; busbw {e['node_busbw_gbs']:.0f} GB/s in a node "
+            f"({e['intra_node_link']}), {e['cluster_busbw_gbs']:.0f} GB/s across the job{network} "
+            f"({bound}); bandwidths from {e['bandwidth_source']}; throughput "
+            f"{e['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU from {e['throughput_from']}, taken as the rate "
+            f"without communication")

@@ -1,0 +1,117 @@
+"""sharding: the chosen sharding strategy fits, and no less aggressive one would fit with less communication."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.training import (
+    SHARDING_ORDER,
+    ShardingOption,
+    T,
+    accumulation,
+    fraction_of,
+    layout,
+    least_communication,
+    sharding_options,
+)
+from rules.status import Status
+
+_RECOMMENDED = ("{recommended} needs {recommended_total_gib:.1f} GiB ({recommended_spare_fraction:.0%} spare) and "
+                "moves {recommended_comm_gb_per_step:,.0f} GB per GPU per step ({recommended_comm_s_per_step:.2f} s)")
+
+
+class Sharding(Check):
+    id = "sharding"
+    title = "Choose sharding deliberately"
+    plan_item = "Choose sharding deliberately"
+    thresholds = {"comfortable_headroom_fraction": "sharding.comfortable_headroom_fraction",
+                  "max_communication_ratio": "sharding.max_communication_ratio"}
+    headline = ("{sharding}: {chosen_total_gib:.1f} of {usable_gib:.1f} GiB, {chosen_comm_s_per_step:.2f} s "
+                "communication per step; recommended {recommended}")
+    rules = (
+        Rule(Status.FAIL, "nothing-fits", lambda m: m.fitting_count == 0,
+             "no sharding strategy fits {data_parallel} data-parallel ranks of {capacity_gib:.1f} GiB GPUs: the "
+             "leanest, {leanest}, needs {leanest_total_gib:.1f} GiB per GPU of {usable_gib:.1f} GiB usable",
+             "Quote more GPUs (more data-parallel ranks shard the state further), add tensor or pipeline "
+             "parallelism, offload the optimizer state (parallelism.offload: optimizer), enable activation "
+             "checkpointing, or quote GPUs with more memory."),
+        Rule(Status.FAIL, "chosen-does-not-fit", lambda m: (m.fitting_count > 0) & (m.chosen_fits == False),  # noqa: E712
+             "{sharding} needs {chosen_total_gib:.1f} GiB per GPU, above the usable {usable_gib:.1f} GiB, while "
+             "{fitting_list} fit; " + _RECOMMENDED,
+             "Set parallelism.sharding to {recommended}."),
+        Rule(Status.WARN, "other-strategy-preferred",
+             lambda m: (m.chosen_fits == True) & ((m.chosen_spare_fraction < m.comfortable_headroom_fraction)  # noqa: E712
+                                                  | (m.chosen_comm_ratio > m.max_communication_ratio)),
+             "{sharding} fits ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB, {chosen_spare_fraction:.0%} spare, "
+             "{chosen_comm_gb_per_step:,.0f} GB per GPU per step in {chosen_comm_s_per_step:.2f} s) but {why}",
+             "Set parallelism.sharding to {recommended}, or measure both on a representative step: the most "
+             "aggressive sharding is not automatically the fastest."),
+        Rule(Status.PASS, "chosen-is-recommended",
+             lambda m: (m.chosen_fits == True) & (m.chosen_spare_fraction >= m.comfortable_headroom_fraction)  # noqa: E712
+             & (m.chosen_comm_ratio <= m.max_communication_ratio),
+             "{sharding} fits with {chosen_spare_fraction:.0%} spare ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB) "
+             "and communicates least among the strategies that fit with {comfortable_headroom_fraction:.0%} "
+             "spare ({chosen_comm_gb_per_step:,.0f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
+             "fitting: {fitting_list}"),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        plan = layout(ctx)
+        options = sharding_options(ctx)
+        split = accumulation(ctx)
+        if plan is None or options is None or split is None:
+            return ctx.insufficient("the strategies cannot be sized without the model, batch shape and hardware")
+        chosen = next(o for o in options if o.strategy == plan.sharding)
+        fitting = [o for o in options if o.fits]
+        comfortable = [o for o in fitting if o.comfortable]
+        best = least_communication(comfortable or fitting) or chosen
+        ratio = _ratio(chosen, best)
+        recommended = chosen if chosen.comfortable and ratio <= ctx.threshold("max_communication_ratio") else best
+        leanest = min((o for o in options if o.total_gib is not None), key=lambda o: o.total_gib or 0.0)
+        return Facts(evidence={
+            "strategies": [o.row() for o in options],
+            "sharding": chosen.strategy,
+            "chosen_fits": chosen.fits,
+            "chosen_total_gib": chosen.total_gib or 0.0,
+            "chosen_spare_fraction": chosen.spare_fraction,
+            "chosen_comm_gb_per_step": chosen.comm_gb_per_step or 0.0,
+            "chosen_comm_s_per_step": chosen.comm_s_per_step or 0.0,
+            "chosen_comm_ratio": ratio,
+            "usable_gib": chosen.usable_gib,
+            "capacity_gib": ctx.num(f"{plan.group}/gpu/memory_gib", 0),
+            "fitting_count": len(fitting),
+            "fitting_list": ", ".join(o.strategy for o in fitting) or "none",
+            "comfortable_list": ", ".join(o.strategy for o in comfortable) or "none",
+            "recommended": recommended.strategy,
+            "recommended_total_gib": recommended.total_gib or 0.0,
+            "recommended_spare_fraction": recommended.spare_fraction,
+            "recommended_comm_gb_per_step": recommended.comm_gb_per_step or 0.0,
+            "recommended_comm_s_per_step": recommended.comm_s_per_step or 0.0,
+            "leanest": leanest.strategy,
+            "leanest_total_gib": leanest.total_gib or 0.0,
+            "why": _why(chosen, recommended, comfortable, ctx.threshold("comfortable_headroom_fraction")),
+            "data_parallel": plan.data_parallel,
+            "accumulation_steps": split.steps,
+            "aggressiveness_order": ", ".join(SHARDING_ORDER),
+        })
+
+
+def _ratio(chosen: ShardingOption, best: ShardingOption) -> float:
+    """Returns the chosen strategy's communication time relative to the best one (1 when neither communicates)."""
+    if not chosen.comm_s_per_step or not best.comm_s_per_step:
+        return 1.0
+    return fraction_of(chosen.comm_s_per_step, best.comm_s_per_step)
+
+
+def _why(chosen: ShardingOption, recommended: ShardingOption, comfortable: list[ShardingOption],
+         headroom: float) -> str:
+    """Returns the reason another strategy is preferred, in words (for the warn message); empty when none is."""
+    if recommended.strategy == chosen.strategy and chosen.comfortable:
+        return ""
+    if recommended.strategy == chosen.strategy:
+        return f"no strategy leaves {headroom:.0%} of usable memory spare; {chosen.strategy} is the best that fits"
+    tight = "" if chosen.comfortable else f"leaves less than {headroom:.0%} spare, and "
+    return (f"{tight}{recommended.strategy} fits with {recommended.spare_fraction:.0%} spare "
+            f"({recommended.total_gib:.1f} GiB) and moves {recommended.comm_gb_per_step:,.0f} GB per GPU per step "
+            f"({recommended.comm_s_per_step:.2f} s){'' if comfortable else ' (nothing fits comfortably)'}")

@@ -1,0 +1,79 @@
+"""time-to-result: the run finishes inside its completion window, failures and restarts included."""
+
+from __future__ import annotations
+
+from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.cluster import goodput_facts, throughput_facts
+from rules.checks.training import T, quote_cost, scaling, schedule
+from rules.estimates import cost
+from rules.status import Basis, Status
+
+_WHY = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
+        "{efficiency:.1%} scaling efficiency ({efficiency_basis}) = {compute_days:.2f} days without failures; goodput "
+        "{goodput:.1%} (job MTBF {cluster_mtbf_h:.1f} h, checkpoint every {interval_min:g} min, save {save_s:.0f} s, "
+        "restart {restart_min:g} min); the window needs {gpus_needed} GPUs ({memory_need} for memory, "
+        "{throughput_need} for throughput); {cost_note}")
+
+
+class TimeToResult(Check):
+    id = "time-to-result"
+    title = "Optimize for time-to-result"
+    plan_item = "Optimize for time-to-result"
+    thresholds = {"warn_fraction_of_window": "time_to_result.warn_fraction_of_window"}
+    headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
+    rules = (
+        Rule(Status.FAIL, "misses-window", lambda m: m.days > m.window_days,
+             "expected {days:.1f} days exceeds the {window_days:g}-day window; " + _WHY,
+             "Quote at least {gpus_needed} GPUs ({nodes_needed} nodes) at this throughput, raise the achieved "
+             "throughput (measure MFU on a representative step), cut checkpoint and restart overhead, or extend "
+             "the completion window."),
+        Rule(Status.WARN, "little-slack",
+             lambda m: (m.days <= m.window_days) & (m.window_fraction > m.warn_fraction_of_window),
+             "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, above "
+             "{warn_fraction_of_window:.0%}; " + _WHY,
+             "Keep slack for queueing and reruns: quote {gpus_needed} or more GPUs, or measure step time and "
+             "utilisation on the quoted hardware before committing to the window."),
+        Rule(Status.PASS, "within-window",
+             lambda m: (m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window),
+             "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY),
+    )
+
+    def gather(self, ctx: Context) -> Facts:
+        if ctx.get(T) is None:
+            return ctx.not_applicable("the submission has no training workload")
+        rate = throughput_facts(ctx)
+        scaled = scaling(ctx)
+        reliability = goodput_facts(ctx)
+        if rate is None or scaled is None or reliability is None:
+            return ctx.insufficient("the schedule needs the throughput, the scaling efficiency and the goodput")
+        plan = schedule(ctx, scaled.efficiency, reliability.goodput, rate.tokens_per_s_per_gpu)
+        if plan is None:
+            return ctx.insufficient("the schedule needs the dataset size and the completion window")
+        price = quote_cost(ctx)
+        currency = ctx.get("/quote/currency", "")
+        evidence = {
+            **plan.evidence(),
+            **rate.evidence(),
+            **reliability.evidence(),
+            "efficiency": scaled.efficiency,
+            "efficiency_basis": scaled.basis.value,
+            "memory_need": plan.memory_min_gpus or "none up to the search limit",
+            "throughput_need": plan.throughput_min_gpus or "none (goodput 0)",
+            "currency": currency,
+            "quote_total": price.total,
+            "quote_total_from": price.from_,
+            "training_nodes_cost": price.training_nodes,
+            "cost_per_day": cost.cost_per_day(price.total, plan.days) if price.total is not None else None,
+        }
+        evidence["cost_note"] = _cost_note(evidence, price.unpriced_line_items)
+        # Days combine throughput, efficiency and failure assumptions: estimated even where one term is measured.
+        return Facts(evidence=evidence, basis=Basis.ESTIMATED)
+
+
+def _cost_note(e: dict, unpriced: int) -> str:
+    if e["quote_total"] is None:
+        return "the quote carries no prices"
+    unit = f"{e['currency']} " if e["currency"] else ""
+    gaps = f", {unpriced} line items unpriced" if unpriced else ""
+    return (f"quote total {unit}{e['quote_total']:,.0f} (from its {e['quote_total_from']}{gaps}), "
+            f"{unit}{e['cost_per_day']:,.0f} per expected run day (capital only, no amortisation)")

@@ -1,0 +1,86 @@
+"""Batch arithmetic: global batch, micro-batch, gradient accumulation and data-parallel size.
+
+The identity every framework enforces: global batch = micro-batch × accumulation steps × data-parallel
+size, with a whole number of accumulation steps. DeepSpeed checks ``train_batch_size ==
+train_micro_batch_size_per_gpu * gradient_accumulation_steps * world_size`` (``deepspeed/runtime/config.py``,
+``_batch_assertion``; world size there is the data-parallel size); Megatron-LM's
+``ConstantNumMicroBatchesCalculator`` (``megatron/core/num_microbatches_calculator.py``) asserts that the
+global batch is divisible by micro-batch × data-parallel size. Batches count sequences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _require_positive_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class BatchSplit:
+    """How a global batch splits into micro-batches on the data-parallel ranks."""
+
+    accumulation_steps: float  # global / (micro × data parallel); a whole number when ``whole``
+    whole: bool  # True when the global batch is a whole number of micro-batch rounds
+    sequences_per_round: int  # micro-batch × data-parallel size: sequences one accumulation step adds
+    remainder_sequences: int  # global batch mod sequences per round
+
+
+def batch_split(global_batch: int, micro_batch: int, data_parallel: int) -> BatchSplit:
+    """Return the accumulation steps global / (micro × DP) and whether it is a whole number.
+
+    Source: DeepSpeed ``deepspeed/runtime/config.py`` (``_batch_assertion``: train_batch_size =
+    micro_batch_per_gpu × gradient_accumulation_steps × world_size); Megatron-LM
+    ``ConstantNumMicroBatchesCalculator`` ("global batch size ... is not divisible by micro batch size ...
+    times data parallel size"). Example: 256 sequences, micro-batch 1, 128 ranks → 2 steps.
+    """
+    for name, value in (("global_batch", global_batch), ("micro_batch", micro_batch),
+                        ("data_parallel", data_parallel)):
+        _require_positive_int(name, value)
+    per_round = micro_batch * data_parallel
+    remainder = global_batch % per_round
+    return BatchSplit(global_batch / per_round, remainder == 0, per_round, remainder)
+
+
+def nearest_global_batches(global_batch: int, micro_batch: int, data_parallel: int) -> tuple[int | None, int]:
+    """Return the valid global batches just below (None if there is none) and at or above ``global_batch``.
+
+    Valid means a whole number (≥ 1) of micro-batch × data-parallel rounds (see :func:`batch_split`):
+    e.g. global 250, micro-batch 2, 16 ranks → (224, 256).
+    """
+    split = batch_split(global_batch, micro_batch, data_parallel)
+    per_round = split.sequences_per_round
+    if split.whole:
+        return global_batch, global_batch
+    below = (global_batch // per_round) * per_round
+    return (below or None), below + per_round
+
+
+def valid_micro_batches(global_batch: int, data_parallel: int, largest: int | None = None) -> list[int]:
+    """Return the micro-batches m (ascending, at most ``largest``) for which global / (m × DP) is whole.
+
+    Empty when the global batch is not a multiple of the data-parallel size: then no micro-batch works
+    and the global batch (or the GPU count) must change. E.g. global 256 on 16 ranks → 1, 2, 4, 8, 16.
+    """
+    _require_positive_int("global_batch", global_batch)
+    _require_positive_int("data_parallel", data_parallel)
+    if largest is not None:
+        _require_positive_int("largest", largest)
+    if global_batch % data_parallel:
+        return []
+    per_rank = global_batch // data_parallel
+    limit = per_rank if largest is None else min(per_rank, largest)
+    return [m for m in range(1, limit + 1) if per_rank % m == 0]
+
+
+def tokens_per_step(global_batch: int, sequence_length: int) -> int:
+    """Return the tokens one optimizer step trains on: global batch (sequences) × sequence length.
+
+    Source: the usual definition of batch size in tokens (e.g. Kaplan et al. 2020, arXiv 2001.08361 §2:
+    batch size B in tokens; GPT-3, arXiv 2005.14165 Table 2.1 lists batch sizes in tokens).
+    """
+    _require_positive_int("global_batch", global_batch)
+    _require_positive_int("sequence_length", sequence_length)
+    return global_batch * sequence_length

@@ -1,0 +1,108 @@
+"""Node topology: network bandwidth per GPU and the PCIe path between a GPU and its NIC.
+
+Path names follow the legend of ``nvidia-smi topo -m`` (NVIDIA driver), from nearest to farthest:
+PIX (at most one PCIe bridge/switch), PXB (several PCIe bridges, not through the host bridge), PHB
+(through a PCIe host bridge, typically the CPU), NODE (between PCIe host bridges within one NUMA node),
+SYS (across the SMP interconnect between NUMA nodes, e.g. UPI/Infinity Fabric). NCCL uses the same
+names for its path types (src/graph/topo.h) and enables GPUDirect RDMA between a GPU and a NIC only when
+their path is PXB or nearer by default (src/graph/paths.cc, ``ncclTopoCheckGdr``: ``netGdrLevel =
+PATH_PXB`` unless ``NCCL_NET_GDR_LEVEL`` overrides it); farther, network traffic is staged through host
+memory and crosses the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# nvidia-smi topo -m path types, nearest first.
+PCIE_PATHS: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# The farthest path on which NCCL enables GPUDirect RDMA by default (paths.cc: netGdrLevel = PATH_PXB).
+GPUDIRECT_RDMA_FARTHEST = "PXB"
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require_positive(name: str, value: float) -> None:
+    if not _is_number(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def _require_non_negative(name: str, value: float) -> None:
+    if not _is_number(value) or value < 0:
+        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+
+
+def _require_positive_int(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class NicBandwidth:
+    """NICs of one purpose on a node, and what each GPU gets of them."""
+
+    nics: float  # NIC ports of this purpose on the node
+    gbps: float  # their summed line rate, Gb/s
+    nics_per_gpu: float
+    gbps_per_gpu: float
+
+    @property
+    def gbs(self) -> float:
+        """Summed line rate in GB/s (÷ 8)."""
+        return self.gbps / 8.0
+
+
+def nic_bandwidth(nics: Iterable[tuple[float, float]], gpus_per_node: int) -> NicBandwidth:
+    """Return the node's NIC count and line rate (Σ count, Σ count × Gb/s) and their share per GPU.
+
+    ``nics`` is (count, Gb/s per port) for each NIC line of one purpose (compute, storage). A
+    rail-optimised GPU node pairs every GPU with its own compute NIC (NVIDIA DGX H100: eight
+    ConnectX-7 400 Gb/s for eight GPUs, 1 NIC and 400 Gb/s per GPU, DGX H100 user guide); the share per
+    GPU is what a multi-node collective can draw when all GPUs of the node send at once. Line rate,
+    not achieved bandwidth: NCCL reaches about 46-48 GB/s of an NDR 400 Gb/s NIC's 50 GB/s
+    (nccl-tests issues; ``shared/reference/README.md``).
+    """
+    _require_positive_int("gpus_per_node", gpus_per_node)
+    count = 0.0
+    gbps = 0.0
+    for nic_count, nic_gbps in nics:
+        _require_non_negative("count", nic_count)
+        _require_positive("gbps", nic_gbps)
+        count += nic_count
+        gbps += nic_count * nic_gbps
+    return NicBandwidth(count, gbps, count / gpus_per_node, gbps / gpus_per_node)
+
+
+def pcie_path(gpu_numa_node: int, gpu_pcie_switch: str | None, nic_numa_node: int,
+              nic_pcie_switch: str | None) -> str:
+    """Return the nvidia-smi topo -m path type between a GPU and a NIC from where each one sits.
+
+    Same PCIe switch → PIX; switches below a common upstream switch (``"sw0/a"`` and ``"sw0/b"``: a
+    switch named ``upstream/downstream``) → PXB; same NUMA node but no switch in common (each behind
+    its own CPU root port, or a switch not stated) → NODE, the path crosses the CPU's PCIe host
+    bridges; different NUMA nodes → SYS. PHB (one host bridge, no switch) is not distinguished from
+    NODE here: both cross the CPU and both lose GPUDirect RDMA under NCCL's default PXB level.
+    """
+    if gpu_numa_node != nic_numa_node:
+        return "SYS"
+    if gpu_pcie_switch and nic_pcie_switch:
+        if gpu_pcie_switch == nic_pcie_switch:
+            return "PIX"
+        if gpu_pcie_switch.split("/")[0] == nic_pcie_switch.split("/")[0]:
+            return "PXB"
+    return "NODE"
+
+
+def crosses_cpu(path: str) -> bool:
+    """Return True when a GPU–NIC path is farther than PXB (PHB, NODE, SYS): traffic crosses the CPU.
+
+    Source: NCCL src/graph/paths.cc ``ncclTopoCheckGdr`` disables GPUDirect RDMA beyond PATH_PXB by
+    default, so such a GPU's inter-node traffic is bounced through host memory.
+    """
+    if path not in PCIE_PATHS:
+        raise ValueError(f"path must be one of {', '.join(PCIE_PATHS)}; got {path!r}")
+    return PCIE_PATHS.index(path) > PCIE_PATHS.index(GPUDIRECT_RDMA_FARTHEST)

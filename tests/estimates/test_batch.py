@@ -1,0 +1,48 @@
+"""Tests for rules.estimates.batch: the global = micro × accumulation × data-parallel identity."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rules.estimates.batch import batch_split, nearest_global_batches, tokens_per_step, valid_micro_batches
+
+
+def test_deepspeed_batch_identity_256_is_1_x_2_x_128():
+    # DeepSpeed runtime/config.py _batch_assertion: train_batch_size = micro_batch_per_gpu ×
+    # gradient_accumulation_steps × world_size; e.g. 256 = 1 × 2 × 128.
+    split = batch_split(256, 1, 128)
+    assert split.whole and split.accumulation_steps == 2 and split.remainder_sequences == 0
+
+
+def test_megatron_refuses_a_global_batch_not_divisible_by_micro_times_dp():
+    # Megatron-LM ConstantNumMicroBatchesCalculator: global 512, micro 2, DP 24 → 512 mod 48 = 32, refused.
+    split = batch_split(512, 2, 24)
+    assert not split.whole
+    assert split.accumulation_steps == pytest.approx(10.6667, abs=1e-4)
+    assert split.remainder_sequences == 32
+    assert nearest_global_batches(512, 2, 24) == (480, 528)
+    assert nearest_global_batches(250, 2, 16) == (224, 256)
+    assert nearest_global_batches(20, 2, 16) == (None, 32)
+    assert nearest_global_batches(256, 2, 16) == (256, 256)
+
+
+def test_valid_micro_batches_divide_the_per_rank_batch():
+    assert valid_micro_batches(256, 16) == [1, 2, 4, 8, 16]
+    assert valid_micro_batches(256, 16, largest=5) == [1, 2, 4]
+    assert valid_micro_batches(512, 24) == []  # 512 sequences cannot split evenly over 24 ranks
+
+
+def test_tokens_per_step_is_sequences_times_length():
+    # Llama 3 70B fine-tune example: 256 sequences of 8192 tokens = 2,097,152 tokens per step.
+    assert tokens_per_step(256, 8192) == 2_097_152
+    with pytest.raises(ValueError, match="sequence_length"):
+        tokens_per_step(256, 0)
+
+
+@given(global_batch=st.integers(1, 10_000), micro=st.integers(1, 64), dp=st.integers(1, 1024))
+def test_every_valid_micro_batch_gives_a_whole_split(global_batch, micro, dp):
+    for m in valid_micro_batches(global_batch, dp, largest=64):
+        assert batch_split(global_batch, m, dp).whole
+    below, above = nearest_global_batches(global_batch, micro, dp)
+    assert batch_split(above, micro, dp).whole and above >= global_batch
+    assert below is None or (batch_split(below, micro, dp).whole and below <= global_batch)
