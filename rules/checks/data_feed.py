@@ -11,8 +11,8 @@ from rules.status import Basis, Status
 _FEED = ("{cluster_tokens_per_s:,.0f} tokens/s ({tokens_per_s_per_gpu:,.0f} per GPU from {throughput_from}) × "
          "{bytes_per_token:g} B/token")
 _CORES = ("decoding at {tokens_per_s_per_core:,.0f} tokens/s per core needs {decode_cores_per_node} core(s) per node; "
-          "{cores_left_per_node:g} of {cores_per_node} are left after {worker_cores_per_node:g} dataloader-worker "
-          "and {reserved_cores_per_node:g} reserved cores")
+          "the {worker_cores_per_node:g} dataloader workers per node can decode on {decode_capacity_cores_per_node:g} "
+          "of the {cores_per_node} cores ({reserved_cores_per_node:g} reserved)")
 
 
 class DataFeed(Check):
@@ -20,8 +20,8 @@ class DataFeed(Check):
     title = "Feed the GPUs consistently"
     plan_item = "Feed the GPUs consistently"
     thresholds = {"storage_headroom_fraction": "data_feed.storage_headroom_fraction"}
-    headline = "{required_read_gbs:.3g} of {storage_read_gbs:.1f} GB/s read, {decode_cores_per_node} of " \
-               "{cores_left_per_node:g} spare cores per node"
+    headline = ("{required_read_gbs:.3g} of {storage_read_gbs:.1f} GB/s read, {decode_cores_per_node} of "
+                "{decode_capacity_cores_per_node:g} decode cores per node")
     rules = (
         Rule(Status.FAIL, "storage-too-slow", lambda m: m.required_read_gbs > m.storage_read_gbs,
              "training reads {required_read_gbs:.2f} GB/s (" + _FEED + ") but the {storage_read_from} storage read "
@@ -29,11 +29,12 @@ class DataFeed(Check):
              "Quote storage that reads at least {required_read_gbs:.2f} GB/s plus {storage_headroom_fraction:.0%} "
              "headroom, stage the dataset on local NVMe, or store it pre-tokenised (2-4 B/token)."),
         Rule(Status.FAIL, "cpu-short",
-             lambda m: (m.required_read_gbs <= m.storage_read_gbs) & (m.decode_cores_per_node > m.cores_left_per_node),
+             lambda m: ((m.required_read_gbs <= m.storage_read_gbs)
+                        & (m.decode_cores_per_node > m.decode_capacity_cores_per_node)),
              "storage keeps up ({required_read_gbs:.3g} of {storage_read_gbs:.3g} GB/s), but the CPUs fall short: "
              + _CORES,
-             "Quote CPUs with more cores per node, run fewer dataloader workers per GPU, pre-tokenise or "
-             "pre-decode the dataset offline, or decode on the GPU (e.g. NVIDIA DALI)."),
+             "Run more dataloader workers per GPU if cores are free, quote CPUs with more cores per node, "
+             "pre-tokenise or pre-decode the dataset offline, or decode on the GPU (e.g. NVIDIA DALI)."),
         Rule(Status.WARN, "storage-within-headroom",
              lambda m: _ok(m) & (m.storage_spare_fraction < m.storage_headroom_fraction),
              "training reads {required_read_gbs:.2f} GB/s (" + _FEED + ") of {storage_read_gbs:.2f} GB/s "
@@ -66,7 +67,7 @@ class DataFeed(Check):
             return ctx.insufficient("the input feed cannot be sized")
         required = data_feed.required_read_gbs(rate.cluster_tokens_per_s, bytes_per_token)
         decode = data_feed.decode_cores_needed(rate.cluster_tokens_per_s, per_core, plan.nodes)
-        budget = data_feed.cores_left_after_workers(
+        budget = data_feed.decode_capacity_cores(
             cores, min(plan.gpus, plan.gpus_per_node), int(workers_per_gpu),
             reserved_cores=ctx.setting("data_feed.reserved_cores_per_node"))
         evidence = {
@@ -79,11 +80,11 @@ class DataFeed(Check):
             "tokens_per_s_per_core": per_core,
             "decode_cores_cluster": decode.cluster_cores,
             "decode_cores_per_node": decode.cores_per_node,
-            "cores_per_node": budget.cores_per_node,
-            "worker_cores_per_node": budget.dataloader_worker_cores,
-            "reserved_cores_per_node": budget.reserved_cores,
-            "cores_left_per_node": budget.cores_left,
-            "oversubscribed_cores_per_node": budget.shortfall_cores,
+            "cores_per_node": cores,
+            "worker_cores_per_node": budget.worker_processes,
+            "reserved_cores_per_node": ctx.setting("data_feed.reserved_cores_per_node"),
+            "decode_capacity_cores_per_node": budget.capacity_cores,
+            "oversubscribed_cores_per_node": budget.oversubscribed_cores,
             "nodes": plan.nodes,
             "assumed_defaults": assumed,
         }
@@ -92,4 +93,4 @@ class DataFeed(Check):
 
 def _ok(m):
     """Storage keeps up and the CPUs have the decode cores (the condition the warn and pass rules share)."""
-    return (m.required_read_gbs <= m.storage_read_gbs) & (m.decode_cores_per_node <= m.cores_left_per_node)
+    return (m.required_read_gbs <= m.storage_read_gbs) & (m.decode_cores_per_node <= m.decode_capacity_cores_per_node)

@@ -35,18 +35,19 @@ class GradientAccumulation(Check):
         Rule(Status.FAIL, "micro-batch-does-not-fit",
              lambda m: (m.remainder_sequences == 0) & (m.micro_batch > m.largest_fitting_micro_batch),
              _SPLIT + ", but micro-batch {micro_batch} does not fit usable GPU memory; the largest that fits is "
-             "{largest_fitting_micro_batch}{at_largest}",
+             "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}",
              "{fix}"),
         Rule(Status.WARN, "many-accumulation-steps",
              lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
              & (m.accumulation_steps > m.max_accumulation_steps),
              _SPLIT + ": more than {max_accumulation_steps} micro-batches per optimizer step; the largest micro-batch "
-             "that fits is {largest_fitting_micro_batch}{at_largest}",
+             "that fits is {largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}",
              "{fix}"),
         Rule(Status.PASS, "accumulation-fits",
              lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
              & (m.accumulation_steps <= m.max_accumulation_steps),
-             _SPLIT + "; the largest micro-batch that fits is {largest_fitting_micro_batch}{at_largest}"),
+             _SPLIT + "; the largest micro-batch that fits is {largest_fitting_micro_batch} "
+             "({largest_fitting_from}){at_largest}"),
     )
 
     def gather(self, ctx: Context) -> Facts:

@@ -114,3 +114,31 @@ def cores_left_after_workers(
     workers = gpus_per_node * workers_per_gpu * cores_per_worker
     balance = cores_per_node - workers - reserved_cores
     return CoreBudget(cores_per_node, workers, reserved_cores, max(0.0, balance), max(0.0, -balance))
+
+
+@dataclass(frozen=True)
+class DecodeCapacity:
+    """Cores per node that can decode input: the dataloader workers, capped by the cores not reserved."""
+
+    worker_processes: float  # dataloader workers per node (each busy up to one core)
+    unreserved_cores: float  # cores left once the training processes, NCCL and the OS have theirs
+    capacity_cores: float  # min of the two: decoding runs inside the workers, on the unreserved cores
+    oversubscribed_cores: float  # workers beyond the unreserved cores (they share cores; no extra throughput)
+
+
+def decode_capacity_cores(cores_per_node: int, gpus_per_node: int, workers_per_gpu: int, *,
+                          reserved_cores: float = 0.0) -> DecodeCapacity:
+    """Return how many cores per node can decode training input: min(worker processes, unreserved cores).
+
+    With PyTorch's DataLoader the decoding runs inside the ``num_workers`` worker processes of each
+    training process (torch.utils.data docs, "Multi-process data loading"): a node decodes with at most one
+    core per worker, and never with more cores than remain after ``reserved_cores``. Workers beyond the
+    unreserved cores time-share them and add nothing.
+    """
+    _require_positive_int("cores_per_node", cores_per_node)
+    _require_positive_int("gpus_per_node", gpus_per_node)
+    _require_non_negative_int("workers_per_gpu", workers_per_gpu)
+    _require_non_negative("reserved_cores", reserved_cores)
+    workers = float(gpus_per_node * workers_per_gpu)
+    unreserved = max(0.0, cores_per_node - reserved_cores)
+    return DecodeCapacity(workers, unreserved, min(workers, unreserved), max(0.0, workers - unreserved))

@@ -67,3 +67,14 @@ def test_results_are_finite_and_non_negative(tps, per_core, nodes, cores, worker
     assert math.isfinite(decode.cluster_cores) and decode.cores_per_node >= 1
     budget = cores_left_after_workers(cores, 8, workers)
     assert budget.cores_left >= 0 and budget.shortfall_cores >= 0
+
+
+def test_decode_capacity_is_the_workers_capped_by_unreserved_cores() -> None:
+    # PyTorch DataLoader: decoding runs in num_workers processes per training process (torch.utils.data docs).
+    from rules.estimates.data_feed import decode_capacity_cores
+
+    few_workers = decode_capacity_cores(112, 8, 2, reserved_cores=16)  # 16 workers on 96 free cores
+    many_workers = decode_capacity_cores(64, 8, 10, reserved_cores=8)  # 80 workers on 56 free cores
+
+    assert (few_workers.capacity_cores, few_workers.oversubscribed_cores) == (16, 0)
+    assert (many_workers.capacity_cores, many_workers.oversubscribed_cores) == (56, 24)
