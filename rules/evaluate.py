@@ -174,7 +174,9 @@ def _record(submission: dict[str, Any], policy: Policy, inputs: Inputs, results:
         "engine": {"name": "quotecheck", "version": engine_version(), "catalogue": inputs.catalogue.version},
         "evaluated_at": now.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "submission": {"digest": submission_digest(submission), "schema_version": submission["schema_version"],
-                       "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id")},
+                       "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id"),
+                       # free text the record shows literally (escaped) on its cover
+                       **({"notes": quote["notes"]} if "notes" in quote else {})},
         "policy": {**policy.identity(), "conventions": policy.document["conventions"]},
         "verdict": verdict_of(statuses),
         "summary": {s.value: statuses.count(s.value) for s in Status if s is not Status.WAIVED},

@@ -58,8 +58,7 @@ class GradientAccumulation(Check):
         if plan is None or split is None:
             return ctx.insufficient("the batch split needs the global batch, the micro-batch and the GPU layout")
         dp = split.data_parallel
-        per_rank = max(1, -(-split.global_batch // dp))  # an accumulation below 1 step is meaningless
-        largest = largest_fitting_micro_batch(ctx, per_rank)
+        largest = largest_fitting_micro_batch(ctx, batch.sequences_per_rank(split.global_batch, dp))
         planned = memory_estimate(ctx)
         if largest is None or planned is None:
             return ctx.insufficient("activation memory, which bounds the micro-batch, cannot be estimated")
@@ -89,7 +88,8 @@ class GradientAccumulation(Check):
             "usable_gib": planned.usable_bytes / GIB,
             "valid_micro_batches": divisors,
             "suggested_micro_batch": suggested,
-            "suggested_accumulation_steps": split.global_batch // (suggested * dp) if suggested else None,
+            "suggested_accumulation_steps": (
+                int(batch.batch_split(split.global_batch, suggested, dp).accumulation_steps) if suggested else None),
             "nearest_global_batches": sorted({b for b in (below, above) if b}),
         }
         evidence["at_largest"] = _at_largest(evidence)
@@ -102,8 +102,8 @@ def _at_largest(e: dict) -> str:
     if e["suggested_micro_batch"] is None:
         return ""
     steps = e["suggested_accumulation_steps"]
-    return (f" (micro-batch {e['suggested_micro_batch']}, the largest fitting one that divides the batch, "
-            f"implies {steps} accumulation step{'' if steps == 1 else 's'})")
+    return (f"; micro-batch {e['suggested_micro_batch']}, the largest fitting one that divides the batch, "
+            f"implies {steps} accumulation step{'' if steps == 1 else 's'}")
 
 
 def _nearest(e: dict) -> str:
@@ -129,9 +129,11 @@ def _fix(e: dict, max_steps: int) -> str:
         return ("Not even micro-batch 1 fits: shard more, add tensor or pipeline parallelism, enable activation "
                 "checkpointing, or quote GPUs with more memory (see peak-memory).")
     if e["micro_batch"] > e["largest_fitting_micro_batch"]:
-        target = e["suggested_micro_batch"] or e["largest_fitting_micro_batch"]
-        return (f"Set micro_batch to {target} with {e['global_batch'] // (target * e['data_parallel'])} "
-                f"accumulation steps, or enable activation checkpointing.")
+        if e["suggested_micro_batch"]:
+            return (f"Set micro_batch to {e['suggested_micro_batch']} with {e['suggested_accumulation_steps']} "
+                    f"accumulation steps, or enable activation checkpointing.")
+        return (f"Set micro_batch to at most {e['largest_fitting_micro_batch']} and a global batch it divides, or "
+                f"enable activation checkpointing.")
     if e["accumulation_steps"] > max_steps:
         target = e["suggested_micro_batch"]
         larger = (f"Raise micro_batch to {target} ({e['suggested_accumulation_steps']} steps), quote"

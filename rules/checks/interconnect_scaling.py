@@ -51,6 +51,8 @@ class InterconnectScaling(Check):
         else:
             evidence["decided_by"] = "modelled"
             evidence["detail"] = _modelled_detail(evidence)
+            if evidence.get("measurements_not_used"):
+                evidence["detail"] += f"; {evidence['measurements_not_used']}"
         return Facts(evidence=evidence, basis=result.basis)
 
 
@@ -58,7 +60,7 @@ def _modelled_detail(e: dict) -> str:
     network = (f", network tier {e['network_busbw_gbs']:.0f} GB/s" if e.get("network_busbw_gbs") is not None else "")
     bound = "measured" if e["busbw_bound_by"] == "measured" else f"bound by the {e['busbw_bound_by']} tier"
     return (f"modelled step on {e['gpus']} GPUs ({e['nodes']} nodes): compute {e['compute_s_per_step']:.2f} s, "
-            f"{e['sharding']} communication {e['communication_s_per_step']:.2f} s ({e['comm_gb_per_step']:,.0f} GB per "
+            f"{e['sharding']} communication {e['communication_s_per_step']:.2f} s ({e['comm_gb_per_step']:,.1f} GB per "
             f"GPU per optimizer step of {e['accumulation_steps']} micro-batches), {e['overlap_fraction']:.0%} of "
             f"compute overlappable, "
             f"{e['exposed_communication_s_per_step']:.2f} s exposed; busbw {e['node_busbw_gbs']:.0f} GB/s in a node "

@@ -16,7 +16,7 @@ from rules.checks.training import (
 from rules.status import Status
 
 _RECOMMENDED = ("{recommended} needs {recommended_total_gib:.1f} GiB ({recommended_spare_fraction:.0%} spare) and "
-                "moves {recommended_comm_gb_per_step:,.0f} GB per GPU per step ({recommended_comm_s_per_step:.2f} s)")
+                "moves {recommended_comm_gb_per_step:,.1f} GB per GPU per step ({recommended_comm_s_per_step:.2f} s)")
 
 
 class Sharding(Check):
@@ -42,7 +42,7 @@ class Sharding(Check):
              lambda m: (m.chosen_fits == True) & ((m.chosen_spare_fraction < m.comfortable_headroom_fraction)  # noqa: E712
                                                   | (m.chosen_comm_ratio > m.max_communication_ratio)),
              "{sharding} fits ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB, {chosen_spare_fraction:.0%} spare, "
-             "{chosen_comm_gb_per_step:,.0f} GB per GPU per step in {chosen_comm_s_per_step:.2f} s) but {why}",
+             "{chosen_comm_gb_per_step:,.1f} GB per GPU per step in {chosen_comm_s_per_step:.2f} s) but {why}",
              "Set parallelism.sharding to {recommended}, or measure both on a representative step: the most "
              "aggressive sharding is not automatically the fastest."),
         Rule(Status.PASS, "chosen-is-recommended",
@@ -50,7 +50,7 @@ class Sharding(Check):
              & (m.chosen_comm_ratio <= m.max_communication_ratio),
              "{sharding} fits with {chosen_spare_fraction:.0%} spare ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB) "
              "and communicates least among the strategies that fit with {comfortable_headroom_fraction:.0%} "
-             "spare ({chosen_comm_gb_per_step:,.0f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
+             "spare ({chosen_comm_gb_per_step:,.1f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
              "fitting: {fitting_list}"),
     )
 
@@ -113,5 +113,5 @@ def _why(chosen: ShardingOption, recommended: ShardingOption, comfortable: list[
         return f"no strategy leaves {headroom:.0%} of usable memory spare; {chosen.strategy} is the best that fits"
     tight = "" if chosen.comfortable else f"leaves less than {headroom:.0%} spare, and "
     return (f"{tight}{recommended.strategy} fits with {recommended.spare_fraction:.0%} spare "
-            f"({recommended.total_gib:.1f} GiB) and moves {recommended.comm_gb_per_step:,.0f} GB per GPU per step "
+            f"({recommended.total_gib:.1f} GiB) and moves {recommended.comm_gb_per_step:,.1f} GB per GPU per step "
             f"({recommended.comm_s_per_step:.2f} s){'' if comfortable else ' (nothing fits comfortably)'}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
 from rules.checks.cluster import goodput_facts, throughput_facts
-from rules.checks.training import T, quote_cost, scaling, schedule
+from rules.checks.training import T, fraction_of, quote_cost, scaling, schedule
 from rules.estimates import cost
 from rules.status import Basis, Status
 
@@ -19,7 +19,8 @@ class TimeToResult(Check):
     id = "time-to-result"
     title = "Optimize for time-to-result"
     plan_item = "Optimize for time-to-result"
-    thresholds = {"warn_fraction_of_window": "time_to_result.warn_fraction_of_window"}
+    thresholds = {"warn_fraction_of_window": "time_to_result.warn_fraction_of_window",
+                  "max_oversize_ratio": "time_to_result.max_oversize_ratio"}
     headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
     rules = (
         Rule(Status.FAIL, "misses-window", lambda m: m.days > m.window_days,
@@ -33,8 +34,17 @@ class TimeToResult(Check):
              "{warn_fraction_of_window:.0%}; " + _WHY,
              "Keep slack for queueing and reruns: quote {gpus_needed} or more GPUs, or measure step time and "
              "utilisation on the quoted hardware before committing to the window."),
+        Rule(Status.WARN, "oversized",
+             lambda m: ((m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
+                        & (m.oversize_ratio > m.max_oversize_ratio)),
+             "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, but the quote has "
+             "{oversize_ratio:.1f}× the {gpus_needed} GPUs the window needs (more than {max_oversize_ratio:g}×); "
+             + _WHY,
+             "The plan asks for time-to-result, not the largest cluster: quote about {gpus_needed} GPUs "
+             "({nodes_needed} nodes), or record the other work that justifies {gpus} GPUs."),
         Rule(Status.PASS, "within-window",
-             lambda m: (m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window),
+             lambda m: ((m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
+                        & (m.oversize_ratio <= m.max_oversize_ratio)),
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY),
     )
 
@@ -55,6 +65,7 @@ class TimeToResult(Check):
             **plan.evidence(),
             **rate.evidence(),
             **reliability.evidence(),
+            "oversize_ratio": fraction_of(plan.gpus, plan.gpus_needed),
             "efficiency": scaled.efficiency,
             "efficiency_basis": scaled.basis.value,
             "memory_need": plan.memory_min_gpus or "none up to the search limit",

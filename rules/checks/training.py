@@ -1,7 +1,10 @@
-"""Facts about the training workload that several checks share: where it runs and what it keeps in memory.
+"""Facts about the training workload that several checks share: where it runs, what it keeps in memory,
+how it communicates, how efficiently it scales and how long it takes.
 
 Nothing here decides; it reads inputs through a check's Context (so every input read is recorded) and
-calls the estimators in rules/estimates.
+calls the estimators in rules/estimates. The facts several checks use (bandwidths, scaling efficiency)
+are memoised per evaluation with ``ctx.memo``, so interconnect-scaling and time-to-result agree.
+Throughput, checkpoint and goodput facts live in rules/checks/cluster.py, which imports this module.
 """
 
 from __future__ import annotations
@@ -517,7 +520,7 @@ def scaling(ctx: Context) -> Scaling | None:
 
 
 def _scaling(ctx: Context) -> Scaling | None:
-    measured = _measured_scaling(ctx)
+    measured, unused = _measured_scaling(ctx)
     if measured is not None:
         return measured
     from rules.checks.cluster import throughput_facts  # cluster.py imports this module, so not at the top
@@ -546,10 +549,13 @@ def _scaling(ctx: Context) -> Scaling | None:
                          "scope": c.scope, "times": c.times} for c in step.collectives],
         **rate.evidence(), **links.evidence(),
     }
+    if unused:
+        evidence["measurements_not_used"] = unused
     return Scaling(result.efficiency, Basis.ESTIMATED, evidence)
 
 
-def _measured_scaling(ctx: Context) -> Scaling | None:
+def _measured_scaling(ctx: Context) -> tuple[Scaling | None, str]:
+    """Returns the measured scaling (two or more GPU counts), or None and why measurements were not used."""
     runs = ctx.inputs.get("/measurements/scaling") or []
     points = []
     for index, _run in enumerate(runs):
@@ -558,11 +564,11 @@ def _measured_scaling(ctx: Context) -> Scaling | None:
         if gpus and tokens_per_s:
             points.append((int(gpus), tokens_per_s))
     if len(points) < 2:
-        return None
+        return None, ("one measurements.scaling point; two or more GPU counts are needed" if points else "")
     try:
         measured = interconnect.measured_scaling_efficiency(points)
-    except ValueError:
-        return None  # two runs at one size: the model decides (the evidence lists the runs)
+    except ValueError as error:
+        return None, f"measurements.scaling not used: {error}"
     largest = measured[-1]
     plan = layout(ctx)
     return Scaling(largest.efficiency, Basis.MEASURED, {
@@ -572,7 +578,7 @@ def _measured_scaling(ctx: Context) -> Scaling | None:
         "gpus": plan.gpus if plan else largest.gpus,
         "scaling_points": [{"gpus": p.gpus, "tokens_per_s": p.tokens_per_s, "efficiency": p.efficiency}
                            for p in measured],
-    })
+    }), ""
 
 
 # ---- sharding alternatives -------------------------------------------------------------------------

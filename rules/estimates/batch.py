@@ -75,6 +75,17 @@ def valid_micro_batches(global_batch: int, data_parallel: int, largest: int | No
     return [m for m in range(1, limit + 1) if per_rank % m == 0]
 
 
+def sequences_per_rank(global_batch: int, data_parallel: int) -> int:
+    """Return ⌈global batch / data-parallel size⌉: the most sequences one rank processes per optimizer step.
+
+    A micro-batch above it would need fewer than one accumulation step, so it bounds the micro-batch
+    search. Source: the batch identity of DeepSpeed ``_batch_assertion`` with one accumulation step.
+    """
+    _require_positive_int("global_batch", global_batch)
+    _require_positive_int("data_parallel", data_parallel)
+    return -(-global_batch // data_parallel)
+
+
 def tokens_per_step(global_batch: int, sequence_length: int) -> int:
     """Return the tokens one optimizer step trains on: global batch (sequences) × sequence length.
 

@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.batch import batch_split, nearest_global_batches, tokens_per_step, valid_micro_batches
+from rules.estimates.batch import (
+    batch_split,
+    nearest_global_batches,
+    sequences_per_rank,
+    tokens_per_step,
+    valid_micro_batches,
+)
 
 
 def test_deepspeed_batch_identity_256_is_1_x_2_x_128():
@@ -46,3 +52,9 @@ def test_every_valid_micro_batch_gives_a_whole_split(global_batch, micro, dp):
     below, above = nearest_global_batches(global_batch, micro, dp)
     assert batch_split(above, micro, dp).whole and above >= global_batch
     assert below is None or (batch_split(below, micro, dp).whole and below <= global_batch)
+
+
+def test_sequences_per_rank_rounds_up():
+    # 256 sequences over 128 ranks: 2 each; 100 over 24 ranks: at most 5 on a rank.
+    assert sequences_per_rank(256, 128) == 2
+    assert sequences_per_rank(100, 24) == 5
