@@ -55,7 +55,8 @@ def _stage_rule(stage: Stage, status: Status) -> Rule:
 _SEEN = Rule(status=Status.NOT_APPLICABLE, name="(seen)", when=lambda m: m.check, message="")
 
 SHARED_RULES = (_stage_rule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
-                _stage_rule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA))
+                _stage_rule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA),
+                _stage_rule(Stage.INCONSISTENT, Status.FAIL))
 
 
 _INT64 = 2**63

@@ -94,7 +94,12 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
     for check in sorted(engine.checks, key=lambda c: c.gathers_last):
         ctx = Context(inputs, policy, shared, check)
         ctx.peer_missing = missing
-        facts = check().gather(ctx)
+        try:
+            facts = check().gather(ctx)
+        except ValueError as error:
+            # Estimators validate their arguments; a refusal means the submission contradicts itself
+            # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
+            facts = Facts(stage=Stage.INCONSISTENT, reason=str(error))
         if facts.stage is Stage.DECIDE and ctx.missing:
             facts = ctx.insufficient(facts.reason, **facts.evidence)
         if facts.stage is Stage.INSUFFICIENT_DATA:
@@ -119,6 +124,9 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
         needed = ", ".join(ctx.missing) or "an input"
         message = f"needs {needed}" + (f": {facts.reason}" if facts.reason else "")
         remediation = check.insufficient_remediation
+    elif facts.stage is Stage.INCONSISTENT:
+        message = f"the inputs contradict each other: {facts.reason}"
+        remediation = "Correct the inputs named in the message so that they describe one realisable configuration."
     else:
         message, remediation = facts.reason, ""
     return {

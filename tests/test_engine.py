@@ -82,6 +82,20 @@ def test_stage_rules_decide_insufficient_and_not_applicable() -> None:
 
     assert engine.decide([(check, skipped, {})]) == {"stage-check": (Status.NOT_APPLICABLE, "not-applicable")}
     assert engine.decide([(check, missing, {})]) == {"stage-check": (Status.INSUFFICIENT_DATA, "insufficient-data")}
+    contradictory = Facts(stage=Stage.INCONSISTENT, reason="8 GPUs do not divide by tensor 3")
+    assert engine.decide([(check, contradictory, {})]) == {"stage-check": (Status.FAIL, "inconsistent")}
+
+
+def test_contradictory_inputs_fail_the_check_with_the_estimators_reason() -> None:
+    submission = json.loads(EXAMPLE.read_text())
+    model = submission["workload"]["training"]["model"]
+    model["trainable_parameters"] = model["parameters"] * 2
+
+    record = evaluate(submission)
+
+    result = next(c for c in record["checks"] if c["id"] == "peak-memory")
+    assert result["status"] == "fail" and result["rule"] == "inconsistent"
+    assert "trainable_parameters" in result["message"] and "exceeds parameters" in result["message"]
 
 
 def test_concurrent_evaluations_do_not_mix_verdicts() -> None:

@@ -22,6 +22,7 @@ class Stage(StrEnum):
     DECIDE = "decide"  # the check has its facts; its own rules decide
     INSUFFICIENT_DATA = "insufficient-data"  # a needed input is missing; the shared rule says so
     NOT_APPLICABLE = "not-applicable"  # the workload does not exercise the check
+    INCONSISTENT = "inconsistent"  # the inputs contradict each other (an estimator refused them): a failure
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,15 @@ def group_pointer(ctx: Context, workload: str) -> str | None:
     return None
 
 
+def hybrid_shard_group(data_parallel: int, gpus_per_node: int, tensor: int) -> int:
+    """Returns FSDP HYBRID_SHARD's default shard group: the data-parallel ranks of one node.
+
+    PyTorch FSDP (ShardingStrategy.HYBRID_SHARD) shards within a node and replicates across nodes; the
+    group must divide the data-parallel size, so it is the largest common divisor of the two.
+    """
+    return math.gcd(data_parallel, max(1, gpus_per_node // tensor))
+
+
 @dataclass(frozen=True)
 class Layout:
     """How the training job is laid out on the quoted hardware."""
@@ -74,7 +83,7 @@ def _layout(ctx: Context) -> Layout | None:
     data_parallel = max(1, gpus // (tensor * pipeline))
     if sharding == "fsdp-hybrid" and shard_group is None:
         # FSDP's HYBRID_SHARD shards within a node and replicates across nodes.
-        shard_group = min(data_parallel, max(1, int(gpus_per_node) // tensor))
+        shard_group = hybrid_shard_group(data_parallel, int(gpus_per_node), tensor)
     return Layout(group=group, gpus=gpus, gpus_per_node=int(gpus_per_node),
                   nodes=math.ceil(gpus / gpus_per_node), tensor=tensor, pipeline=pipeline,
                   data_parallel=data_parallel, sharding=sharding,
@@ -171,7 +180,7 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
         sharding = "zero1"  # Megatron's distributed optimizer is ZeRO-1 by construction
     shard_group = plan.shard_group
     if sharding == "fsdp-hybrid" and shard_group is None:
-        shard_group = min(plan.data_parallel, max(1, plan.gpus_per_node // plan.tensor))
+        shard_group = hybrid_shard_group(plan.data_parallel, plan.gpus_per_node, plan.tensor)
     per_gpu = memory.model_state_per_gpu_bytes(
         parameters=parameters,
         trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters),
