@@ -97,6 +97,10 @@ class RuleEngine:
         self.checks = tuple(checks)
         self.ruleset = f"quotecheck_{next(_names)}"
         self._verdicts: dict[str, dict[str, list[tuple[Status, str]]]] = defaultdict(lambda: defaultdict(list))
+        with _lock:  # durable's rule-definition context is module-global state
+            self._define_and_register()
+
+    def _define_and_register(self) -> None:
         definition = lang.ruleset(self.ruleset)
         with definition:
             for check in self.checks:
@@ -111,8 +115,7 @@ class RuleEngine:
                     lang.when_all(condition)(self._recorder(check.id, rule))
         lang._rulesets.pop(self.ruleset, None)  # durable's module-level registry must not re-register it
         name, body = definition.define()
-        with _lock:
-            _shared_host().register_rulesets({name: body})
+        _shared_host().register_rulesets({name: body})
 
     def _recorder(self, check_id: str, rule: Rule):
         def action(c: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import string
+import threading
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
@@ -27,6 +28,7 @@ RECORD_VERSION = "1"
 MAX_SUBMISSION_BYTES = 2 * 1024 * 1024
 
 _engine: RuleEngine | None = None
+_engine_lock = threading.Lock()
 
 
 @cache
@@ -39,10 +41,11 @@ def engine_version() -> str:
 
 
 def default_engine() -> RuleEngine:
-    """Returns the process-wide engine holding the rules of every check in the catalogue."""
+    """Returns the process-wide engine holding the rules of every check in the catalogue (built once)."""
     global _engine
-    if _engine is None:
-        _engine = RuleEngine(CATALOGUE)
+    with _engine_lock:
+        if _engine is None:
+            _engine = RuleEngine(CATALOGUE)
     return _engine
 
 

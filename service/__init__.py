@@ -1,0 +1,40 @@
+"""The quotecheck web service: ``create_app`` builds a configured Flask app."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from flask import Flask
+
+from service.config import DEFAULTS, ENV_PREFIX
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Returns a Flask app configured from defaults, the instance file, the environment, then ``test_config``.
+
+    The instance folder (``QUOTECHECK_INSTANCE_PATH`` or ``INSTANCE_PATH`` in ``test_config``; default
+    ``./instance``) holds ``config.json`` or ``config.py`` and, without DATABASE_URL, the SQLite file.
+    Environment variables ``QUOTECHECK_<KEY>`` set ``<KEY>``; values that parse as JSON are taken as JSON.
+    """
+    # Imported here, not at the top: `import service.models` (Alembic's env, the CLI) must not pull in
+    # the whole web layer, which itself imports service.models.
+    from service import api, auth, db, errors, evaluation
+
+    test_config = dict(test_config or {})
+    instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")
+    app = Flask(__name__, instance_path=os.path.abspath(instance_path) if instance_path else None,
+                instance_relative_config=True, static_folder=None)
+    app.config.from_mapping(DEFAULTS)
+    app.config.from_file("config.json", load=json.load, silent=True)
+    app.config.from_pyfile("config.py", silent=True)
+    app.config.from_prefixed_env(ENV_PREFIX)
+    app.config.from_mapping(test_config)
+
+    errors.init_app(app)
+    db.init_app(app)
+    auth.init_app(app)
+    evaluation.init_app(app)
+    api.init_app(app)
+    return app

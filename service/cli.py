@@ -118,5 +118,134 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# --- service commands: they act on the database of the app create_app() configures ---------------------
+
+SERVICE_EXIT_CODES = """\b
+Exit codes:
+  0  done (for `audit verify`: every link of the chain holds)
+  1  `audit verify` found a broken link
+  2  bad input (unknown role, name taken, invalid configuration)"""
+
+
+def _app(**overrides: Any) -> Any:
+    """Returns the app given in the click context object (tests), else one from create_app()."""
+    ctx = click.get_current_context()
+    if isinstance(ctx.obj, dict) and ctx.obj.get("app") is not None:
+        return ctx.obj["app"]
+    from service import create_app
+
+    return create_app(overrides or None)
+
+
+@main.command(epilog=SERVICE_EXIT_CODES)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=5000, show_default=True, type=int)
+@click.option("--debug/--no-debug", default=False, show_default=True, help="reload on change, show tracebacks")
+def serve(host: str, port: int, debug: bool) -> None:
+    """Run the API on Flask's development server (production: gunicorn 'service.wsgi:app')."""
+    _app().run(host=host, port=port, debug=debug)
+
+
+@main.group()
+def db() -> None:
+    """Database schema migrations (Alembic, shipped in service/migrations)."""
+
+
+@db.command("upgrade", epilog=SERVICE_EXIT_CODES)
+@click.option("--revision", default="head", show_default=True, help="migration to upgrade to")
+def db_upgrade(revision: str) -> None:
+    """Apply the migrations up to REVISION to the configured database."""
+    from service.db import current_revision, get_db, upgrade
+
+    app = _app(AUTO_MIGRATE=False)
+    engine = get_db(app).engine
+    upgrade(engine, revision)
+    click.echo(f"database {engine.url.render_as_string(hide_password=True)} is at migration "
+               f"{current_revision(engine)}")
+
+
+@db.command("current", epilog=SERVICE_EXIT_CODES)
+def db_current() -> None:
+    """Print the migration the configured database is at, and the newest one shipped."""
+    from service.db import current_revision, get_db, head_revision
+
+    app = _app(AUTO_MIGRATE=False)
+    click.echo(f"current: {current_revision(get_db(app).engine) or 'none'}   head: {head_revision()}")
+
+
+@main.group()
+def token() -> None:
+    """API tokens: each has a unique name (a person, for the four-eyes rule) and one role."""
+
+
+@token.command("create", epilog=SERVICE_EXIT_CODES)
+@click.option("--name", required=True, help="who holds the token; unique")
+@click.option("--role", required=True, type=click.Choice(["submitter", "reviewer", "approver", "admin"]))
+def token_create(name: str, role: str) -> None:
+    """Create a token and print it once; only its SHA-256 is stored."""
+    from service.auth import create_token
+    from service.config import clock_of
+    from service.db import get_db
+
+    app = _app()
+    with app.app_context(), get_db(app).session() as session:
+        try:
+            _row, secret = create_token(session, name, role, clock_of(app.config)())
+        except QuotecheckError as error:
+            _fail_input(error)
+        session.commit()
+    click.echo(f"token for {name} ({role}); it is shown once, store it now:", err=True)
+    click.echo(secret)
+
+
+@token.command("revoke", epilog=SERVICE_EXIT_CODES)
+@click.option("--name", required=True)
+def token_revoke(name: str) -> None:
+    """Revoke the token called NAME; requests with it get 401 from now on."""
+    from sqlmodel import select
+
+    from service import audit
+    from service.config import clock_of
+    from service.db import get_db
+    from service.models import ApiToken
+
+    app = _app()
+    with app.app_context(), get_db(app).session() as session:
+        row = session.exec(select(ApiToken).where(ApiToken.name == name)).first()
+        if row is None:
+            click.echo(f"error: there is no token named {name!r}", err=True)
+            sys.exit(EXIT_INVALID)
+        moment = clock_of(app.config)()
+        row.revoked_at = moment
+        session.add(row)
+        session.flush()
+        audit.append(session, action="token.revoked", actor=None, occurred_at=moment,
+                     detail={"name": name, "role": row.role, "token_prefix": row.prefix})
+        session.commit()
+    click.echo(f"revoked token {name}")
+
+
+@main.group()
+def audit() -> None:
+    """The append-only audit log and its hash chain."""
+
+
+@audit.command("verify", epilog=SERVICE_EXIT_CODES)
+def audit_verify() -> None:
+    """Recompute every event's hash and link; report OK with the count, or the first broken event."""
+    from service import audit as audit_log
+    from service.db import get_db
+
+    app = _app()
+    with get_db(app).session() as session:
+        result = audit_log.verify(session)
+    if result.ok:
+        click.echo(f"audit chain OK: {result.count} events, head {result.head_hash}")
+        return
+    click.echo(f"audit chain BROKEN at event {result.broken_at}: {result.problem} "
+               f"({result.count} events before it verified)")
+    sys.exit(EXIT_FAILED)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

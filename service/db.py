@@ -58,12 +58,13 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """Yields a session; rolls back whatever was not committed when the block ends."""
+        """Yields a session; whatever was not committed is rolled back when the block ends.
+
+        Closing (rather than rolling back) detaches the loaded objects without expiring them, so callers
+        may read what they loaded after the block.
+        """
         with Session(self.engine, expire_on_commit=False) as session:
-            try:
-                yield session
-            finally:
-                session.rollback()
+            yield session
 
     def ping(self) -> None:
         """Raises when the database cannot run ``SELECT 1``."""

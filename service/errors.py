@@ -151,36 +151,29 @@ def render_problem(status: int, type_uri: str, title: str, detail: str, problems
     return response
 
 
-def _quotecheck_error(error: QuotecheckError) -> Response:
-    headers = error.headers() if callable(getattr(error, "headers", None)) else None
-    if error.http_status >= 500:
-        current_app.logger.error("%s: %s", type(error).__name__, error)
-    return render_problem(error.http_status, problem_type(error.type_slug), error.title, error.detail,
-                          error.problems, headers)
-
-
-def _http_error(error: HTTPException) -> Response:
-    # Werkzeug's own errors have no problem type of their own: "about:blank" with the status phrase
-    # as title is what RFC 9457 prescribes for them.
-    status = error.code or 500
-    headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
-    detail = error.description or error.name
-    if status == 413:
-        limit = current_app.config.get("MAX_CONTENT_LENGTH")
-        detail = f"the request body exceeds the limit of {limit:,} bytes" if limit else detail
-    return render_problem(status, "about:blank", error.name, detail, headers=headers)
-
-
-def _unexpected(error: Exception) -> Response:
+def handle_error(error: Exception) -> Response:
+    """Returns the problem+json response for any error a view raised: ours, Werkzeug's, or unexpected."""
+    if isinstance(error, QuotecheckError):
+        headers = error.headers() if callable(getattr(error, "headers", None)) else None
+        if error.http_status >= 500:
+            current_app.logger.error("%s: %s", type(error).__name__, error)
+        return render_problem(error.http_status, problem_type(error.type_slug), error.title, error.detail,
+                              error.problems, headers)
     if isinstance(error, HTTPException):
-        return _http_error(error)
+        # Werkzeug's errors have no problem type of their own: "about:blank" with the status phrase as
+        # title is what RFC 9457 prescribes for them.
+        status = error.code or 500
+        headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
+        detail = error.description or error.name
+        limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        if status == 413 and limit:
+            detail = f"the request body exceeds the limit of {limit:,} bytes"
+        return render_problem(status, "about:blank", error.name, detail, headers=headers)
     current_app.logger.exception("unhandled error")
     return render_problem(500, problem_type("internal-error"), "Internal server error",
                           "the server failed to handle the request; the error was logged")
 
 
 def init_app(app: Flask) -> None:
-    """Registers the problem+json handler for every QuotecheckError, HTTP error and anything unexpected."""
-    app.register_error_handler(QuotecheckError, _quotecheck_error)
-    app.register_error_handler(HTTPException, _http_error)
-    app.register_error_handler(Exception, _unexpected)
+    """Registers the one error handler: every exception a request raises is rendered by ``handle_error``."""
+    app.register_error_handler(Exception, handle_error)

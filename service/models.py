@@ -1,7 +1,7 @@
 """The SQLModel tables of the service; service/migrations holds the schema history that creates them.
 
-Times are naive UTC (``timestamp without time zone``): SQLite keeps no zone, and one convention on
-both databases makes the audit hash chain serialise the same values whichever database stored them.
+Times are timezone-aware UTC; SQLModel stores them as UTC on SQLite (which keeps no zone) and reads
+them back aware, so the audit chain serialises the same instant whichever database stored it.
 """
 
 from __future__ import annotations

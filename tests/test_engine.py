@@ -183,3 +183,24 @@ def test_numbers_durable_cannot_parse_are_posted_in_a_form_it_compares_correctly
     engine = RuleEngine([check])
 
     assert engine.decide([(check, _facts(value=value), {"limit": limit})])["number-check"][0] == status
+
+
+def test_engines_built_from_many_threads_at_once_are_all_usable() -> None:
+    check = _check("parallel-check", Rule(Status.PASS, "ok", lambda m: m.value > 0, ""))
+    engines: list[RuleEngine] = []
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            engines.append(RuleEngine([check]))
+        except BaseException as error:  # noqa: BLE001 - collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert not errors and len({e.ruleset for e in engines}) == 8
+    assert all(e.decide([(check, _facts(value=1), {})]) == {"parallel-check": (Status.PASS, "ok")} for e in engines)

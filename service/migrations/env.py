@@ -18,10 +18,14 @@ def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, compare_type=True,
                       render_as_batch=connection.dialect.name == "sqlite")
     with context.begin_transaction():
+        # Several API processes may start at once (gunicorn workers): the first takes the lock and
+        # migrates, the others wait for it and then find nothing left to do.
         if connection.dialect.name == "postgresql":
-            # Several API processes may start at once; the first migrates, the others wait and find
-            # nothing left to do.
             connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID})
+        elif connection.dialect.name == "sqlite" and not connection.connection.dbapi_connection.in_transaction:
+            # pysqlite opens no transaction before DDL; BEGIN IMMEDIATE takes the write lock now, so
+            # reading the version table and creating the tables happen under one lock.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
         context.run_migrations()
 
 

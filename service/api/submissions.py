@@ -1,0 +1,202 @@
+"""Submissions: create (evaluated at once), list, read, revise, and read the audit trail."""
+
+from __future__ import annotations
+
+import re
+
+from flask import Blueprint, Response, current_app, request, url_for
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import col, func, select
+
+from service import audit, store
+from service.auth import current_actor, require
+from service.db import get_db
+from service.errors import IdempotencyKeyReused, InvalidRequest, NotFound, ParameterProblem
+from service.evaluation import evaluate_submission, required_approvers
+from service.http import canonical_digest, expected_version, json_body, json_response, now
+from service.models import Submission
+from service.openapi import operation
+from service.representations import audit_event_view, submission_summary, submission_view
+from service.workflow import State
+
+bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
+
+VERDICTS = ("pass", "warn", "incomplete", "fail")
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def _query(name: str, description: str, schema: dict) -> dict:
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+LIST_PARAMETERS = (
+    _query("state", "only submissions in this state", {"enum": list(State)}),
+    _query("verdict", "only submissions whose current evaluation has this verdict", {"enum": list(VERDICTS)}),
+    _query("vendor", "only vendors whose name contains this text (case-insensitive)",
+           {"type": "string", "maxLength": 200}),
+    _query("page", "page number, from 1", {"type": "integer", "minimum": 1, "default": 1}),
+    _query("per_page", "items per page", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
+)
+
+
+def _created(view: dict, status: int, **extra_headers: str) -> Response:
+    headers = {"Location": view["links"]["self"], "ETag": view["etag"], **extra_headers}
+    return json_response(view, status, headers)
+
+
+def _replay(key: str, digest: str, stored_digest: str, response: dict) -> Response:
+    if stored_digest != digest:
+        raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different body ({stored_digest}); "
+                                   "use a new key for a new submission")
+    return _created(response, 200, **{"Idempotent-Replayed": "true"})
+
+
+@bp.post("")
+@operation(tag="submissions", request="SubmissionDocument", idempotency_key=True,
+           responses={201: ("Stored and evaluated", "Submission"),
+                      200: ("A retry with the same Idempotency-Key and body: the first response", "Submission")},
+           response_headers={201: ("Location", "ETag"), 200: ("Location", "ETag", "Idempotent-Replayed")})
+@require("submit")
+def create_submission() -> Response:
+    """Submit a quote with its workload and measurements; returns its evaluation.
+
+    The body is a submission document (schemas/submission.schema.json). It is validated, evaluated at
+    once, and stored with the evaluation record; the response carries every check with its evidence.
+    """
+    actor = current_actor()
+    document = json_body()
+    digest = canonical_digest(document)
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not _IDEMPOTENCY_KEY.match(key):
+        raise InvalidRequest("Idempotency-Key must be 1-255 visible ASCII characters",
+                             [ParameterProblem("", "1-255 visible ASCII characters", "Idempotency-Key")])
+    db = get_db()
+    if key is not None:
+        with db.session() as session:
+            seen = store.find_idempotent(session, actor.token_id, key)
+            if seen is not None:
+                return _replay(key, digest, seen.request_digest, seen.response)
+    moment = now()
+    record = evaluate_submission(document, moment)
+    try:
+        with db.session() as session:
+            submission_id = store.create_submission(session, actor, document, record, moment)
+            view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
+            if key is not None:
+                store.remember_idempotency_key(session, actor, key, digest, submission_id, view, moment)
+            session.commit()
+    except IntegrityError:
+        if key is None:
+            raise
+        # Another request with the same key committed first: answer as its retry would be answered.
+        with db.session() as session:
+            seen = store.find_idempotent(session, actor.token_id, key)
+            if seen is None:
+                raise
+            return _replay(key, digest, seen.request_digest, seen.response)
+    return _created(view, 201)
+
+
+def _int_parameter(name: str, default: int, maximum: int | None, problems: list) -> int:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or int(raw) < 1 or (maximum is not None and int(raw) > maximum):
+        bound = f"1 to {maximum}" if maximum else "1 or more"
+        problems.append(ParameterProblem("", f"must be an integer from {bound}, found {raw!r}", name))
+        return default
+    return int(raw)
+
+
+@bp.get("")
+@operation(tag="submissions", parameters=LIST_PARAMETERS, errors=(422,),
+           responses={200: ("A page of submissions, newest first", "SubmissionPage")})
+@require("read")
+def list_submissions() -> Response:
+    """List submissions, newest first, filtered by state, verdict or vendor."""
+    problems: list = []
+    state, verdict, vendor = request.args.get("state"), request.args.get("verdict"), request.args.get("vendor")
+    if state is not None and state not in set(State):
+        problems.append(ParameterProblem("", f"{state!r} is not one of {', '.join(State)}", "state"))
+    if verdict is not None and verdict not in VERDICTS:
+        problems.append(ParameterProblem("", f"{verdict!r} is not one of {', '.join(VERDICTS)}", "verdict"))
+    if vendor is not None and len(vendor) > 200:
+        problems.append(ParameterProblem("", "must be at most 200 characters", "vendor"))
+    config = current_app.config
+    page = _int_parameter("page", 1, None, problems)
+    per_page = _int_parameter("per_page", config["DEFAULT_PAGE_SIZE"], config["MAX_PAGE_SIZE"], problems)
+    if problems:
+        raise InvalidRequest("the query has invalid parameters", problems)
+    conditions = []
+    if state:
+        conditions.append(col(Submission.state) == state)
+    if verdict:
+        conditions.append(col(Submission.verdict) == verdict)
+    if vendor:
+        conditions.append(func.lower(col(Submission.vendor)).contains(vendor.lower(), autoescape=True))
+    with get_db().session() as session:
+        total = session.exec(select(func.count()).select_from(Submission).where(*conditions)).one()
+        rows = session.exec(select(Submission).where(*conditions)
+                            .order_by(col(Submission.created_at).desc(), col(Submission.id))
+                            .offset((page - 1) * per_page).limit(per_page)).all()
+        items = [submission_summary(row) for row in rows]
+    links = {"self": _page_url(page, per_page)}
+    if page * per_page < total:
+        links["next"] = _page_url(page + 1, per_page)
+    if page > 1:
+        links["prev"] = _page_url(page - 1, per_page)
+    return json_response({"items": items, "page": page, "per_page": per_page, "total": total, "links": links})
+
+
+def _page_url(page: int, per_page: int) -> str:
+    filters = {k: v for k, v in request.args.items() if k in ("state", "verdict", "vendor")}
+    return url_for("submissions.list_submissions", **filters, page=page, per_page=per_page)
+
+
+@bp.get("/<submission_id>")
+@operation(tag="submissions", errors=(404,), responses={200: ("The submission", "Submission")},
+           response_headers={200: ("ETag",)})
+@require("read")
+def get_submission(submission_id: str) -> Response:
+    """Read a submission: state, current evaluation with every check, waivers, decisions and its ETag."""
+    moment = now()
+    with get_db().session() as session:
+        view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
+    return json_response(view, 200, {"ETag": view["etag"]})
+
+
+@bp.post("/<submission_id>/revisions")
+@operation(tag="submissions", request="SubmissionDocument", if_match=True, errors=(404, 409),
+           responses={201: ("Re-evaluated; `diff` lists the checks whose status or evidence changed", "Submission")},
+           response_headers={201: ("Location", "ETag")})
+@require("revise")
+def create_revision(submission_id: str) -> Response:
+    """Submit the vendor's revised quote; it is re-evaluated and compared with the previous revision.
+
+    A check whose evidence changes gets a new result digest, so a waiver of its old result no longer
+    applies (it shows as stale and the check is open again).
+    """
+    actor = current_actor()
+    with get_db().session() as session:
+        snap = store.load(session, submission_id)
+        expected_version(snap.submission.version)
+        document = json_body()
+        canonical_digest(document)
+        moment = now()
+        record = evaluate_submission(document, moment)
+        diff = store.revise(session, actor, snap, document, record, moment)
+        view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
+        session.commit()
+    return _created({**view, "diff": diff}, 201)
+
+
+@bp.get("/<submission_id>/audit")
+@operation(tag="submissions", errors=(404,), responses={200: ("The submission's events, oldest first", "AuditLog")})
+@require("read")
+def get_audit(submission_id: str) -> Response:
+    """Read the audit trail of a submission: every event with its hash and its predecessor's."""
+    with get_db().session() as session:
+        if session.get(Submission, submission_id) is None:
+            raise NotFound(f"there is no submission {submission_id!r}")
+        events = [audit_event_view(e) for e in audit.events_of(session, submission_id)]
+    return json_response({"submission_id": submission_id, "events": events})

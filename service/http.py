@@ -1,0 +1,125 @@
+"""Request and response helpers shared by the blueprints: JSON bodies, ETags and the clock."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import rfc8785
+from flask import Response, current_app, request
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from rules.errors import Problem
+from service.config import clock_of
+from service.errors import (
+    InvalidRequest,
+    MalformedRequest,
+    PreconditionFailed,
+    PreconditionRequired,
+    UnsupportedMediaType,
+)
+from service.store import body_digest, etag_of
+
+
+def now() -> datetime:
+    """Returns the current time from the app's clock (aware UTC)."""
+    return clock_of(current_app.config)()
+
+
+def is_json_media_type(mimetype: str) -> bool:
+    """Returns True for application/json and any application/*+json type."""
+    return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
+
+
+def json_body() -> Any:
+    """Returns the parsed JSON body: 415 when it is not declared as JSON, 400 when it does not parse.
+
+    Werkzeug raises 413 here first when the body exceeds MAX_CONTENT_LENGTH.
+    """
+    raw = request.get_data(cache=True)
+    if not is_json_media_type(request.mimetype):
+        found = request.mimetype or "no Content-Type"
+        raise UnsupportedMediaType(f"the body must be JSON sent as Content-Type: application/json; found {found}")
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except UnicodeDecodeError as error:
+        raise MalformedRequest(f"the body is not UTF-8 text: {error.reason} at byte {error.start}") from None
+    except json.JSONDecodeError as error:
+        raise MalformedRequest(f"the body is not valid JSON: {error.msg} at line {error.lineno}, "
+                               f"column {error.colno}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON (RFC 8259) does not, and neither can be canonicalised.
+    raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
+
+
+def canonical_digest(document: Any) -> str:
+    """Returns ``sha256:<hex>`` of the canonical JSON of a body; InvalidRequest when it has no canonical form."""
+    try:
+        return body_digest(document)
+    except rfc8785.CanonicalizationError as error:
+        raise InvalidRequest(f"the body cannot be canonicalised (RFC 8785): {error}; integers must lie within "
+                             "±2^53") from None
+
+
+def _pointer(error: ValidationError) -> str:
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
+        path += missing[:1]
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {})
+        path += [k for k in error.instance if k not in known][:1]
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def validate_body(document: Any, schema: dict[str, Any], what: str) -> None:
+    """Raises InvalidRequest with one {pointer, message} per way ``document`` breaks ``schema``."""
+    errors = sorted(Draft202012Validator(schema).iter_errors(document), key=lambda e: list(e.absolute_path))
+    if errors:
+        problems = [Problem(_pointer(e), _message(e)) for e in errors]
+        noun = "problem" if len(problems) == 1 else "problems"
+        raise InvalidRequest(f"the {what} has {len(problems)} {noun}", problems)
+
+
+def _message(error: ValidationError) -> str:
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if isinstance(error.instance, dict) and k not in error.instance]
+        return f"required field {missing[0]!r} is missing" if missing else error.message
+    if error.validator == "additionalProperties":
+        return "unknown field; " + f"known fields: {', '.join(sorted(error.schema.get('properties', {})))}"
+    if error.validator == "maxLength":
+        return f"text of {len(error.instance):,} characters exceeds the limit of {error.validator_value:,}"
+    if error.validator == "enum":
+        return f"{error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    message = error.message
+    return message if len(message) <= 200 else message[:200] + "…"
+
+
+def expected_version(current_version: int) -> int:
+    """Returns the version that If-Match names: 428 when it is missing, 412 when it is not the current one."""
+    header = request.headers.get("If-Match")
+    if not header:
+        raise PreconditionRequired("this transition needs If-Match with the submission's ETag (from GET or the "
+                                   "last response), so a change made meanwhile is not overwritten")
+    condition = request.if_match
+    if condition.star_tag:
+        raise PreconditionRequired("If-Match: * does not protect against lost updates here; send the ETag you "
+                                   "read")
+    current = etag_of(current_version)
+    if not condition.contains(current.strip('"')):
+        raise PreconditionFailed(f"If-Match {header} does not match the current ETag {current}: the submission "
+                                 "changed since you read it; GET it again, review the change, and retry")
+    return current_version
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """Returns a JSON response with optional extra headers."""
+    response = current_app.response_class(json.dumps(body, ensure_ascii=False), status=status,
+                                          mimetype="application/json")
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response

@@ -1,0 +1,196 @@
+"""The OpenAPI 3.1 document, built from the app itself: its URL map, each view's docstring and metadata.
+
+Views declare what the URL map cannot know (request and response schemas, query parameters, headers)
+with ``@operation``; ``service.auth.require`` adds who may call them. The contract schemas in schemas/
+become components as they are, so the document and the validators share one source.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from importlib import resources
+from typing import Any, TypeVar
+
+import jinja2
+from flask import Flask
+
+import schemas
+from rules.evaluate import engine_version
+from service.api_schemas import COMPONENTS
+from service.auth import PERMISSIONS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+IGNORED_METHODS = {"HEAD", "OPTIONS"}
+_RULE_ARGUMENT = re.compile(r"<(?:(?P<converter>[a-zA-Z_][a-zA-Z0-9_]*)(?:\([^)]*\))?:)?(?P<name>[a-zA-Z_]\w*)>")
+_CONVERTER_TYPES = {"int": {"type": "integer"}, "float": {"type": "number"}, "uuid": {"type": "string",
+                                                                                      "format": "uuid"}}
+_STATUS_TEXT = {
+    200: "OK", 201: "Created", 304: "Not modified", 400: "The body is not valid JSON",
+    401: "No valid API token (see WWW-Authenticate)", 403: "The token's role may not do this",
+    404: "Not found", 409: "The workflow state does not allow this", 412: "If-Match is not the current ETag",
+    413: "The body is larger than the configured limit", 415: "The body is not declared as JSON",
+    422: "The body or a parameter breaks the contract", 428: "If-Match is required", 503: "Not ready",
+}
+
+
+def operation(*, tag: str, request: str | None = None, responses: dict[int, tuple[str, str | None]] | None = None,
+              errors: tuple[int, ...] = (), parameters: tuple[dict[str, Any], ...] = (),
+              if_match: bool = False, idempotency_key: bool = False,
+              response_headers: dict[int, tuple[str, ...]] | None = None,
+              media_type: str = "application/json") -> Callable[[F], F]:
+    """Returns a decorator that records a view's OpenAPI metadata on it.
+
+    ``request`` and the schema half of each ``responses`` entry name a component (see
+    service.api_schemas.COMPONENTS, or ``<Name>Document`` for a contract schema).
+    """
+
+    def decorate(view: F) -> F:
+        meta = dict(getattr(view, "openapi", {}))
+        meta.update(tag=tag, request=request, responses=responses or {200: ("OK", None)}, errors=errors,
+                    parameters=parameters, if_match=if_match, idempotency_key=idempotency_key,
+                    response_headers=response_headers or {}, media_type=media_type)
+        view.openapi = meta  # type: ignore[attr-defined]
+        return view
+
+    return decorate
+
+
+def contract_component(name: str) -> str:
+    """Returns the component name of a contract schema (``submission`` → ``SubmissionDocument``)."""
+    return name.capitalize() + "Document"
+
+
+def _embed(node: Any, component: str) -> Any:
+    # Inside the OpenAPI document "#" is the document root, so the schema's own "#/$defs/…" references
+    # are re-rooted at its component; its $id would re-base them again and is dropped.
+    if isinstance(node, dict):
+        embedded = {}
+        for key, value in node.items():
+            if key == "$id":
+                continue
+            if key == "$ref" and isinstance(value, str) and value.startswith("#/"):
+                embedded[key] = f"#/components/schemas/{component}{value[1:]}"
+            else:
+                embedded[key] = _embed(value, component)
+        return embedded
+    if isinstance(node, list):
+        return [_embed(item, component) for item in node]
+    return node
+
+
+def _ref(component: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{component}"}
+
+
+def openapi_path(rule: str) -> tuple[str, list[dict[str, Any]]]:
+    """Returns a Werkzeug rule as an OpenAPI path template, with its path parameters."""
+    parameters = []
+    for match in _RULE_ARGUMENT.finditer(rule):
+        schema = _CONVERTER_TYPES.get(match["converter"] or "", {"type": "string"})
+        parameters.append({"name": match["name"], "in": "path", "required": True, "schema": dict(schema)})
+    return _RULE_ARGUMENT.sub(lambda m: "{" + m["name"] + "}", rule), parameters
+
+
+def _docstring(view: Callable[..., Any]) -> tuple[str, str]:
+    doc = inspect.getdoc(view) or ""
+    summary, _, description = doc.partition("\n")
+    return summary.strip(), description.strip()
+
+
+def _problem_response(status: int) -> dict[str, Any]:
+    return {"description": _STATUS_TEXT.get(status, "Error"),
+            "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+
+
+def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[dict[str, Any]]) -> dict[str, Any]:
+    meta = getattr(view, "openapi", {})
+    summary, description = _docstring(view)
+    security = meta.get("security", "read")
+    op: dict[str, Any] = {"operationId": endpoint, "summary": summary or endpoint,
+                          "tags": [meta.get("tag", "meta")], "parameters": [*path_parameters]}
+    error_statuses = set(meta.get("errors", ()))
+    if security is None:
+        op["security"] = []
+    else:
+        roles = sorted(PERMISSIONS[security])
+        description = (description + "\n\n" if description else "") + f"Roles: {', '.join(roles)}."
+        error_statuses.add(401)
+        if set(roles) != set(PERMISSIONS["read"]):
+            error_statuses.add(403)
+        op["x-roles"] = roles
+    if description:
+        op["description"] = description
+    op["parameters"] += list(meta.get("parameters", ()))
+    if meta.get("if_match"):
+        op["parameters"].append({"name": "If-Match", "in": "header", "required": True, "schema": {"type": "string"},
+                                 "description": "the submission's current ETag; 428 without it, 412 when stale"})
+        error_statuses |= {412, 428}
+    if meta.get("idempotency_key"):
+        op["parameters"].append({"name": "Idempotency-Key", "in": "header", "required": False,
+                                 "schema": {"type": "string", "maxLength": 255},
+                                 "description": "a retry with the same key and body returns the first response "
+                                                "(200); the same key with another body gets 422"})
+    if meta.get("request"):
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(meta["request"])}}}
+        error_statuses |= {400, 413, 415, 422}
+    responses: dict[str, Any] = {}
+    for status, (text, component) in sorted(meta.get("responses", {200: ("OK", None)}).items()):
+        response: dict[str, Any] = {"description": text}
+        if component:
+            response["content"] = {meta.get("media_type", "application/json"): {"schema": _ref(component)}}
+        headers = meta.get("response_headers", {}).get(status, ())
+        if headers:
+            response["headers"] = {name: {"schema": {"type": "string"}} for name in headers}
+        responses[str(status)] = response
+    for status in sorted(error_statuses):
+        responses[str(status)] = _problem_response(status)
+    op["responses"] = responses
+    return op
+
+
+def build_document(app: Flask) -> dict[str, Any]:
+    """Returns the OpenAPI 3.1 document describing every route ``app`` serves."""
+    paths: dict[str, dict[str, Any]] = {}
+    for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
+        view = app.view_functions[rule.endpoint]
+        path, path_parameters = openapi_path(rule.rule)
+        for method in sorted((rule.methods or set()) - IGNORED_METHODS):
+            paths.setdefault(path, {})[method.lower()] = _operation(rule.endpoint, view, path_parameters)
+    components = {contract_component(name): _embed(schemas.load_schema(name), contract_component(name))
+                  for name in schemas.SCHEMA_NAMES}
+    components.update(COMPONENTS)
+    tags = sorted({op["tags"][0] for ops in paths.values() for op in ops.values()})
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "quotecheck API", "version": engine_version(),
+                 "description": "Checks an AI-server quote against its workload, runs the approval workflow, "
+                                "and issues the commissioning record. Errors are application/problem+json "
+                                "(RFC 9457)."},
+        "tags": [{"name": tag} for tag in tags],
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "an API token from `quotecheck token create`"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+def render_docs(document: dict[str, Any]) -> str:
+    """Returns a self-contained HTML page (no scripts, no external assets) describing ``document``."""
+    source = resources.files("service").joinpath("docs.html").read_text(encoding="utf-8")
+    environment = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    environment.filters["tojson_pretty"] = _pretty_json
+    operations = [{"path": path, "method": method.upper(), **op}
+                  for path, ops in document["paths"].items() for method, op in ops.items()]
+    by_tag = {tag["name"]: [op for op in operations if op["tags"][0] == tag["name"]] for tag in document["tags"]}
+    return environment.from_string(source).render(doc=document, by_tag=by_tag)
+
+
+def _pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)

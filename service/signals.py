@@ -1,0 +1,10 @@
+"""Signals other code may subscribe to (blinker, as Flask's own signals)."""
+
+from blinker import Namespace
+
+_signals = Namespace()
+
+# Sent just before a submission's compare-and-set, with the submission id as sender and
+# ``expected_version``. Instrumentation hooks here; the concurrency tests use it to line up two requests
+# so that both have read the same version before either writes.
+before_compare_and_set = _signals.signal("before-compare-and-set")

@@ -1,0 +1,325 @@
+"""Workflow operations on the database, each inside the caller's transaction.
+
+Every change to a submission starts with a compare-and-set on its version
+(``UPDATE submission SET version = version + 1 … WHERE id = :id AND version = :expected``): of two
+requests that read the same version, exactly one updates a row, and the other gets 412. Everything a
+request read before that statement is therefore still current when it writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+import rfc8785
+from sqlalchemy import update
+from sqlmodel import Session, col, select
+
+from rules.evaluate import submission_digest
+from service import audit, workflow
+from service.audit import Actor
+from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
+from service.models import CheckResult, Decision, Evaluation, IdempotencyKey, Record, Revision, Submission, Waiver
+from service.signals import before_compare_and_set
+from service.workflow import Event, State, WaiverState
+
+
+def new_id() -> str:
+    """Returns a fresh public identifier (a random UUID, so ids reveal nothing about volume)."""
+    return str(uuid.uuid4())
+
+
+def body_digest(document: Any) -> str:
+    """Returns ``sha256:<hex>`` of the canonical JSON of a request body (what the audit log records)."""
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+
+
+def etag_of(version: int) -> str:
+    """Returns the strong ETag (quoted) of a submission at ``version``."""
+    return f'"v{version}"'
+
+
+@dataclass
+class Snapshot:
+    """A submission with everything the workflow decides on: current evaluation, waivers, decisions."""
+
+    submission: Submission
+    evaluation: Evaluation
+    record: Record
+    results: list[CheckResult]
+    waivers: list[Waiver]
+    decisions: list[Decision]
+    revision_authors: set[str]
+    final_record: Record | None = None
+    digests: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.digests = {r.check_id: r.digest for r in self.results}
+
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        return self.record.document["checks"]
+
+    def waiver_state(self, waiver: Waiver, today: date) -> WaiverState:
+        return workflow.waiver_state(waiver.result_digest, waiver.expires, self.digests.get(waiver.check_id), today)
+
+    def active_waivers(self, today: date) -> dict[str, Waiver]:
+        """Returns the newest active waiver per check id."""
+        active: dict[str, Waiver] = {}
+        for waiver in self.waivers:
+            if self.waiver_state(waiver, today) is WaiverState.ACTIVE:
+                active[waiver.check_id] = waiver
+        return active
+
+    def approvers(self) -> list[str]:
+        """Returns the distinct approvers of the current revision, in order of approval."""
+        names = [d.actor for d in self.decisions if d.action == "approve" and d.revision == self.submission.revision]
+        return list(dict.fromkeys(names))
+
+
+def load(session: Session, submission_id: str) -> Snapshot:
+    """Returns the snapshot of a submission; NotFound when there is none with that id."""
+    submission = session.get(Submission, submission_id, populate_existing=True)
+    if submission is None:
+        raise NotFound(f"there is no submission {submission_id!r}")
+    evaluation = session.exec(select(Evaluation).where(Evaluation.submission_id == submission_id)
+                              .order_by(col(Evaluation.id).desc())).first()
+    if evaluation is None:  # a submission is evaluated in the transaction that creates it
+        raise NotFound(f"submission {submission_id!r} has no evaluation")
+    records = session.exec(select(Record).where(Record.evaluation_id == evaluation.id)).all()
+    record = next(r for r in records if r.kind == "evaluation")
+    final = next((r for r in records if r.kind == "final"), None)
+    results = session.exec(select(CheckResult).where(CheckResult.evaluation_id == evaluation.id)
+                           .order_by(col(CheckResult.id))).all()
+    waivers = session.exec(select(Waiver).where(Waiver.submission_id == submission_id)
+                           .order_by(col(Waiver.id))).all()
+    decisions = session.exec(select(Decision).where(Decision.submission_id == submission_id)
+                             .order_by(col(Decision.id))).all()
+    authors = set(session.exec(select(Revision.author).where(Revision.submission_id == submission_id)).all())
+    return Snapshot(submission, evaluation, record, list(results), list(waivers), list(decisions),
+                    authors | {submission.submitter}, final)
+
+
+def compare_and_set(session: Session, submission_id: str, expected_version: int, **values: Any) -> int:
+    """Returns the new version after bumping it from ``expected_version`` and setting ``values``.
+
+    PreconditionFailed when another request changed the submission first. This statement must be the
+    first write of the transaction: on SQLite it then waits for the write lock instead of failing.
+    """
+    before_compare_and_set.send(submission_id, expected_version=expected_version)
+    result = session.execute(
+        update(Submission)
+        .where(col(Submission.id) == submission_id, col(Submission.version) == expected_version)
+        .values(version=Submission.version + 1, **values)
+        .execution_options(synchronize_session=False))
+    if result.rowcount != 1:
+        raise PreconditionFailed(f"submission {submission_id} changed since version {expected_version} was read "
+                                 f"(If-Match {etag_of(expected_version)}); GET it again, review the change, "
+                                 "and retry with its new ETag")
+    return expected_version + 1
+
+
+def _engine_policy(record: dict[str, Any]) -> dict[str, str]:
+    return {"engine_version": record["engine"]["version"], "policy_version": record["policy"]["version"]}
+
+
+def _store_evaluation(session: Session, submission_id: str, revision: Revision, record: dict[str, Any],
+                      now: datetime) -> Evaluation:
+    policy = record["policy"]
+    evaluation = Evaluation(submission_id=submission_id, revision_id=revision.id, revision=revision.number,
+                            verdict=record["verdict"], engine_version=record["engine"]["version"],
+                            policy_id=policy["id"], policy_version=policy["version"],
+                            policy_digest=policy["digest"], created_at=now)
+    session.add(evaluation)
+    session.flush()
+    for check in record["checks"]:
+        session.add(CheckResult(evaluation_id=evaluation.id, check_id=check["id"], status=check["status"],
+                                basis=check["basis"], digest=workflow.result_digest(check),
+                                evidence=check["evidence"]))
+    record_id = new_id()
+    document = {**record, "record_id": record_id,
+                "submission": {**record["submission"], "id": submission_id, "revision": revision.number}}
+    session.add(Record(id=record_id, submission_id=submission_id, evaluation_id=evaluation.id, kind="evaluation",
+                       document=document, digest=body_digest(document), created_at=now))
+    session.flush()
+    return evaluation
+
+
+def _evaluation_event(session: Session, actor: Actor, submission_id: str, before: State, record: dict[str, Any],
+                      revision: int, now: datetime) -> None:
+    audit.append(session, action="evaluation.completed", actor=actor, occurred_at=now, submission_id=submission_id,
+                 input_digest=record["submission"]["digest"], before_state=before, after_state=State.EVALUATED,
+                 detail={"revision": revision, "verdict": record["verdict"], "summary": record["summary"],
+                         "policy_digest": record["policy"]["digest"]},
+                 **_engine_policy(record))
+
+
+def find_idempotent(session: Session, token_id: int, key: str) -> IdempotencyKey | None:
+    """Returns the stored Idempotency-Key of this token, if it was used before."""
+    return session.exec(select(IdempotencyKey).where(IdempotencyKey.token_id == token_id,
+                                                     IdempotencyKey.key == key)).first()
+
+
+def create_submission(session: Session, actor: Actor, document: dict[str, Any], record: dict[str, Any],
+                      now: datetime) -> str:
+    """Returns the id of a new submission stored with its first revision and evaluation."""
+    submission_id = new_id()
+    quote = document.get("quote", {})
+    # The INSERT is the transaction's first write, which takes SQLite's write lock before any read.
+    session.add(Submission(id=submission_id, state=State.SUBMITTED, version=1, revision=1, vendor=quote.get("vendor"),
+                           quote_id=quote.get("quote_id"), verdict=None, submitter=actor.name,
+                           submitter_token_id=actor.token_id, created_at=now, updated_at=now))
+    session.flush()
+    revision = Revision(submission_id=submission_id, number=1, document=document, digest=submission_digest(document),
+                        author=actor.name, author_token_id=actor.token_id, created_at=now)
+    session.add(revision)
+    session.flush()
+    audit.append(session, action="submission.created", actor=actor, occurred_at=now, submission_id=submission_id,
+                 input_digest=revision.digest, before_state=None, after_state=State.SUBMITTED,
+                 detail={"revision": 1, "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id")},
+                 **_engine_policy(record))
+    _store_evaluation(session, submission_id, revision, record, now)
+    session.execute(update(Submission).where(col(Submission.id) == submission_id)
+                    .values(state=State.EVALUATED, verdict=record["verdict"]))
+    _evaluation_event(session, actor, submission_id, State.SUBMITTED, record, 1, now)
+    return submission_id
+
+
+def remember_idempotency_key(session: Session, actor: Actor, key: str, request_digest: str, submission_id: str,
+                             response: dict[str, Any], now: datetime) -> None:
+    """Stores the key with the response it produced, so a retry gets the same response."""
+    session.add(IdempotencyKey(token_id=actor.token_id, key=key, request_digest=request_digest,
+                               submission_id=submission_id, response=response, created_at=now))
+    session.flush()
+
+
+def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, Any], record: dict[str, Any],
+           now: datetime) -> dict[str, Any]:
+    """Returns the diff of a new revision's evaluation against the previous one, after storing both."""
+    submission = snap.submission
+    workflow.check_transition(submission.state, Event.REVISE)
+    if actor.role != "admin" and actor.name != submission.submitter:
+        raise Forbidden(f"only the original submitter ({submission.submitter!r}) or an admin may revise this quote")
+    number = submission.revision + 1
+    today = now.date()
+    active_before = snap.active_waivers(today)
+    quote = document.get("quote", {})
+    compare_and_set(session, submission.id, submission.version, state=State.EVALUATED, revision=number,
+                    vendor=quote.get("vendor"), quote_id=quote.get("quote_id"), verdict=record["verdict"],
+                    updated_at=now)
+    revision = Revision(submission_id=submission.id, number=number, document=document,
+                        digest=submission_digest(document), author=actor.name, author_token_id=actor.token_id,
+                        created_at=now)
+    session.add(revision)
+    session.flush()
+    audit.append(session, action="revision.created", actor=actor, occurred_at=now, submission_id=submission.id,
+                 input_digest=revision.digest, before_state=submission.state, after_state=State.REVISED,
+                 detail={"revision": number}, **_engine_policy(record))
+    _store_evaluation(session, submission.id, revision, record, now)
+    _evaluation_event(session, actor, submission.id, State.REVISED, record, number, now)
+    new_digests = {c["id"]: workflow.result_digest(c) for c in record["checks"]}
+    reopened = [{"waiver_id": w.id, "check_id": check_id} for check_id, w in active_before.items()
+                if new_digests.get(check_id) != w.result_digest]
+    return {"from_revision": submission.revision, "to_revision": number,
+            "verdict": {"from": snap.evaluation.verdict, "to": record["verdict"]},
+            "checks": workflow.diff_checks(snap.checks, record["checks"]),
+            "reopened_waivers": reopened}
+
+
+def waive(session: Session, actor: Actor, snap: Snapshot, check_id: str, justification: str, expires: date | None,
+          request_digest: str, now: datetime) -> Waiver:
+    """Returns the stored waiver of the current result of ``check_id``."""
+    submission = snap.submission
+    workflow.check_transition(submission.state, Event.WAIVE)
+    check = next((c for c in snap.checks if c["id"] == check_id), None)
+    if check is None:
+        known = ", ".join(c["id"] for c in snap.checks)
+        raise NotFound(f"the current evaluation has no check {check_id!r}; its checks: {known}")
+    if check["status"] not in workflow.WAIVABLE:
+        raise WorkflowConflict(f"{check_id} is {check['status']}; only fail, warn or insufficient-data results "
+                               "can be waived")
+    digest = snap.digests[check_id]
+    existing = snap.active_waivers(now.date()).get(check_id)
+    if existing is not None:
+        raise WorkflowConflict(f"{check_id} already has an active waiver (id {existing.id}) by {existing.author!r}")
+    compare_and_set(session, submission.id, submission.version, updated_at=now)
+    waiver = Waiver(submission_id=submission.id, check_id=check_id, result_digest=digest, revision=submission.revision,
+                    justification=justification, expires=expires, author=actor.name, author_token_id=actor.token_id,
+                    created_at=now)
+    session.add(waiver)
+    session.flush()
+    audit.append(session, action="waiver.created", actor=actor, occurred_at=now, submission_id=submission.id,
+                 input_digest=request_digest, before_state=submission.state, after_state=submission.state,
+                 engine_version=snap.evaluation.engine_version, policy_version=snap.evaluation.policy_version,
+                 detail={"waiver_id": waiver.id, "check_id": check_id, "status": check["status"],
+                         "result_digest": digest, "expires": expires.isoformat() if expires else None,
+                         "revision": submission.revision})
+    return waiver
+
+
+def decide(session: Session, actor: Actor, snap: Snapshot, action: str, comment: str | None, request_digest: str,
+           required_approvers: int, now: datetime) -> Decision:
+    """Returns the stored decision after applying it to the submission's state."""
+    submission = snap.submission
+    event = Event(action)
+    target = workflow.check_transition(submission.state, event)
+    approvals = len(snap.approvers())
+    if event is Event.APPROVE:
+        active = snap.active_waivers(now.date())
+        reason = workflow.check_four_eyes(actor.name, snap.revision_authors, {w.author for w in active.values()})
+        if reason:
+            raise Forbidden(f"four-eyes rule: {reason}")
+        if actor.name in snap.approvers():
+            raise WorkflowConflict(f"{actor.name!r} has already approved revision {submission.revision}; "
+                                   f"approval needs {required_approvers} distinct approvers")
+        workflow.ensure_approvable(snap.checks, set(active))
+        approvals += 1
+        if approvals < required_approvers:
+            target = State(submission.state)
+    compare_and_set(session, submission.id, submission.version, state=target, updated_at=now)
+    decision = Decision(submission_id=submission.id, revision=submission.revision, action=action, comment=comment,
+                        actor=actor.name, actor_role=actor.role, actor_token_id=actor.token_id, created_at=now)
+    session.add(decision)
+    session.flush()
+    audit.append(session, action=f"decision.{action}", actor=actor, occurred_at=now, submission_id=submission.id,
+                 input_digest=request_digest, before_state=submission.state, after_state=target,
+                 engine_version=snap.evaluation.engine_version, policy_version=snap.evaluation.policy_version,
+                 detail={"decision_id": decision.id, "action": action, "revision": submission.revision,
+                         "approvals": approvals,
+                         "required_approvers": required_approvers})
+    if target in workflow.FINAL_STATES:
+        _issue_final_record(session, snap, [*snap.decisions, decision], now)
+    return decision
+
+
+def waiver_document(waiver: Waiver) -> dict[str, Any]:
+    """Returns a waiver in the record schema's shape."""
+    return {"check_id": waiver.check_id, "justification": waiver.justification, "actor": waiver.author,
+            "at": audit.timestamp(waiver.created_at), "expires": waiver.expires.isoformat() if waiver.expires else None,
+            "result_digest": waiver.result_digest}
+
+
+def decision_document(decision: Decision) -> dict[str, Any]:
+    """Returns a decision in the record schema's shape."""
+    document = {"action": decision.action, "actor": decision.actor, "role": decision.actor_role,
+                "at": audit.timestamp(decision.created_at)}
+    if decision.comment:
+        document["comment"] = decision.comment
+    return document
+
+
+def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decision], now: datetime) -> Record:
+    record_id = new_id()
+    revision = snap.submission.revision
+    waivers = {check_id: waiver_document(w) for check_id, w in snap.active_waivers(now.date()).items()}
+    document = workflow.record_with_workflow(
+        snap.record.document, record_id=record_id, submission_id=snap.submission.id, revision=revision,
+        waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
+    record = Record(id=record_id, submission_id=snap.submission.id, evaluation_id=snap.evaluation.id, kind="final",
+                    document=document, digest=body_digest(document), created_at=now)
+    session.add(record)
+    session.flush()
+    return record
