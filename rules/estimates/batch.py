@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+from rules.estimates._args import require_positive_int, require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -36,9 +33,7 @@ def batch_split(global_batch: int, micro_batch: int, data_parallel: int) -> Batc
     ``ConstantNumMicroBatchesCalculator`` ("global batch size ... is not divisible by micro batch size ...
     times data parallel size"). Example: 256 sequences, micro-batch 1, 128 ranks → 2 steps.
     """
-    for name, value in (("global_batch", global_batch), ("micro_batch", micro_batch),
-                        ("data_parallel", data_parallel)):
-        _require_positive_int(name, value)
+    require_positive_ints(global_batch=global_batch, micro_batch=micro_batch, data_parallel=data_parallel)
     per_round = micro_batch * data_parallel
     remainder = global_batch % per_round
     return BatchSplit(global_batch / per_round, remainder == 0, per_round, remainder)
@@ -64,10 +59,10 @@ def valid_micro_batches(global_batch: int, data_parallel: int, largest: int | No
     Empty when the global batch is not a multiple of the data-parallel size: then no micro-batch works
     and the global batch (or the GPU count) must change. E.g. global 256 on 16 ranks → 1, 2, 4, 8, 16.
     """
-    _require_positive_int("global_batch", global_batch)
-    _require_positive_int("data_parallel", data_parallel)
+    require_positive_int("global_batch", global_batch)
+    require_positive_int("data_parallel", data_parallel)
     if largest is not None:
-        _require_positive_int("largest", largest)
+        require_positive_int("largest", largest)
     if global_batch % data_parallel:
         return []
     per_rank = global_batch // data_parallel
@@ -81,8 +76,8 @@ def sequences_per_rank(global_batch: int, data_parallel: int) -> int:
     A micro-batch above it would need fewer than one accumulation step, so it bounds the micro-batch
     search. Source: the batch identity of DeepSpeed ``_batch_assertion`` with one accumulation step.
     """
-    _require_positive_int("global_batch", global_batch)
-    _require_positive_int("data_parallel", data_parallel)
+    require_positive_int("global_batch", global_batch)
+    require_positive_int("data_parallel", data_parallel)
     return -(-global_batch // data_parallel)
 
 
@@ -92,6 +87,6 @@ def tokens_per_step(global_batch: int, sequence_length: int) -> int:
     Source: the usual definition of batch size in tokens (e.g. Kaplan et al. 2020, arXiv 2001.08361 §2:
     batch size B in tokens; GPT-3, arXiv 2005.14165 Table 2.1 lists batch sizes in tokens).
     """
-    _require_positive_int("global_batch", global_batch)
-    _require_positive_int("sequence_length", sequence_length)
+    require_positive_int("global_batch", global_batch)
+    require_positive_int("sequence_length", sequence_length)
     return global_batch * sequence_length

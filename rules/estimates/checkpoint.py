@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rules.estimates._args import is_number, require_choice, require_positive, require_positive_int
 from rules.estimates.memory import model_state_bytes_per_param
 
 # Bytes per parameter of the model weights as trained.
@@ -15,25 +16,6 @@ WEIGHT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
 OPTIMIZER_STATE_BYTES: dict[str, int] = {"adamw": 8, "adam": 8, "adam-8bit": 2, "sgd-momentum": 4, "sgd": 0}
 MASTER_WEIGHT_BYTES = 4  # fp32 master copy kept by mixed-precision training
 YOUNG_DALY_ORDERS: tuple[str, ...] = ("first", "daly")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _require_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -78,9 +60,9 @@ def checkpoint_size(
     for frameworks that keep fp32 gradients, such as Megatron-LM).
     ``precision``: bf16, fp16, fp32. ``optimizer``: adamw, adam, adam-8bit, sgd-momentum, sgd.
     """
-    _require_positive("parameters", parameters)
-    _require_choice("precision", precision, tuple(WEIGHT_BYTES))
-    _require_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))
+    require_positive("parameters", parameters)
+    require_choice("precision", precision, tuple(WEIGHT_BYTES))
+    require_choice("optimizer", optimizer, tuple(OPTIMIZER_STATE_BYTES))
     weight_bytes = WEIGHT_BYTES[precision]
     mixed = weight_bytes < MASTER_WEIGHT_BYTES
     if master_weights is None:
@@ -89,7 +71,7 @@ def checkpoint_size(
         raise ValueError("fp32 training keeps no separate master copy: master_weights must be False or None")
     if gradient_bytes_per_parameter is None:
         gradient_bytes_per_parameter = weight_bytes
-    _require_positive("gradient_bytes_per_parameter", gradient_bytes_per_parameter)
+    require_positive("gradient_bytes_per_parameter", gradient_bytes_per_parameter)
     weights = parameters * weight_bytes
     master = parameters * MASTER_WEIGHT_BYTES if master_weights else 0.0
     optimizer_bytes = parameters * OPTIMIZER_STATE_BYTES[optimizer]
@@ -125,10 +107,10 @@ def checkpoint_save(
     checkpoint size and frequency, define maximum acceptable save time and test the storage system at
     that burst rate"); use measured write bandwidth (e.g. fio/IOR at the burst size) where available.
     """
-    _require_positive("checkpoint_bytes", checkpoint_bytes)
-    _require_positive("storage_write_gbs", storage_write_gbs)
-    _require_positive_int("writing_nodes", writing_nodes)
-    _require_positive("storage_nic_gbs_per_node", storage_nic_gbs_per_node)
+    require_positive("checkpoint_bytes", checkpoint_bytes)
+    require_positive("storage_write_gbs", storage_write_gbs)
+    require_positive_int("writing_nodes", writing_nodes)
+    require_positive("storage_nic_gbs_per_node", storage_nic_gbs_per_node)
     nics = writing_nodes * storage_nic_gbs_per_node
     if nics < storage_write_gbs:
         write, bound = nics, "node-nics"
@@ -147,9 +129,9 @@ def young_daly_interval_s(save_s: float, mtbf_s: float, order: str = "first") ->
     δ = ``save_s`` (time to write one checkpoint), M = ``mtbf_s`` (mean time between failures of the
     whole job, not of one node). Example: δ = 60 s, M = 3 h → τ = √(2·60·10 800) = 1138.4 s ≈ 19 min.
     """
-    _require_positive("save_s", save_s)
-    _require_positive("mtbf_s", mtbf_s)
-    _require_choice("order", order, YOUNG_DALY_ORDERS)
+    require_positive("save_s", save_s)
+    require_positive("mtbf_s", mtbf_s)
+    require_choice("order", order, YOUNG_DALY_ORDERS)
     first = math.sqrt(2.0 * save_s * mtbf_s)
     if order == "first":
         return first
@@ -182,9 +164,9 @@ def training_checkpoint_size(
     weights out (adapter fine-tuning: PEFT's ``save_pretrained`` writes the adapter only; the base model
     is re-read from its own files on restart).
     """
-    _require_positive("parameters", parameters)
+    require_positive("parameters", parameters)
     trainable = parameters if trainable_parameters is None else trainable_parameters
-    if not _is_number(trainable) or trainable < 0 or trainable > parameters:
+    if not is_number(trainable) or trainable < 0 or trainable > parameters:
         raise ValueError(f"trainable_parameters must be in [0, parameters], got {trainable_parameters!r}")
     state = model_state_bytes_per_param(precision, optimizer, convention)
     saved_weights = parameters if save_frozen_weights else trainable
@@ -205,8 +187,8 @@ def interval_deviation_ratio(interval_s: float, optimal_s: float) -> float:
     1974; Daly 2006, FGCS 22(3)): at τ = r·τ* or τ*/r it is (r + 1/r)/2 times the minimum, so one ratio
     describes checkpointing too often and too rarely alike (r = 2 costs 1.25× the minimum overhead).
     """
-    _require_positive("interval_s", interval_s)
-    _require_positive("optimal_s", optimal_s)
+    require_positive("interval_s", interval_s)
+    require_positive("optimal_s", optimal_s)
     return max(interval_s / optimal_s, optimal_s / interval_s)
 
 
@@ -217,7 +199,7 @@ def checkpoint_overhead_fraction(interval_s: float, save_s: float, mtbf_s: float
     every τ seconds costs δ/τ of the time, and a failure (mean time between failures M) loses on average
     half an interval, τ/(2M). Minimised at τ* = √(2δM) (:func:`young_daly_interval_s`).
     """
-    _require_positive("interval_s", interval_s)
-    _require_positive("save_s", save_s)
-    _require_positive("mtbf_s", mtbf_s)
+    require_positive("interval_s", interval_s)
+    require_positive("save_s", save_s)
+    require_positive("mtbf_s", mtbf_s)
     return save_s / interval_s + interval_s / (2 * mtbf_s)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
+
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 SECONDS_PER_DAY = 86_400.0
 
@@ -34,32 +36,6 @@ _ATTENTION_PASSES = {"none": 3, "selective": 4, "full": 4}
 _ATTENTION_FORWARD_FLOPS_PER_SH = 4
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _require_fraction(name: str, value: float) -> None:
-    """Require 0 < value <= 1."""
-    _require_positive(name, value)
-    if value > 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
-
-
-def _require_recompute(recompute: str) -> None:
-    if recompute not in RECOMPUTE_MODES:
-        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
-
-
 def attention_flops_per_token(
     layers: int, sequence_length: int, hidden: int, recompute: str = "none"
 ) -> float:
@@ -72,10 +48,10 @@ def attention_flops_per_token(
     So 12·L·s·h without recompute, 16·L·s·h with selective or full recompute (one more forward of the
     attention core). ``hidden`` is heads × head dimension.
     """
-    _require_positive_int("layers", layers)
-    _require_positive_int("sequence_length", sequence_length)
-    _require_positive_int("hidden", hidden)
-    _require_recompute(recompute)
+    require_positive_int("layers", layers)
+    require_positive_int("sequence_length", sequence_length)
+    require_positive_int("hidden", hidden)
+    require_choice("recompute", recompute, RECOMPUTE_MODES)
     passes = _ATTENTION_PASSES[recompute]
     return float(passes * _ATTENTION_FORWARD_FLOPS_PER_SH * layers * sequence_length * hidden)
 
@@ -95,8 +71,8 @@ def training_flops_per_token(
     (see :func:`attention_flops_per_token`) is added only when ``layers``, ``sequence_length`` and
     ``hidden`` are all given.
     """
-    _require_positive("parameters", parameters)
-    _require_recompute(recompute)
+    require_positive("parameters", parameters)
+    require_choice("recompute", recompute, RECOMPUTE_MODES)
     shape = (layers, sequence_length, hidden)
     if any(v is not None for v in shape) and any(v is None for v in shape):
         raise ValueError("layers, sequence_length and hidden must be given together (or none of them)")
@@ -121,7 +97,7 @@ def training_flops(
     ``"none"``, ``"selective"`` or ``"full"``; the per-token count is
     :func:`training_flops_per_token`.
     """
-    _require_positive("tokens", tokens)
+    require_positive("tokens", tokens)
     return tokens * training_flops_per_token(parameters, recompute, layers, sequence_length, hidden)
 
 
@@ -131,9 +107,9 @@ def training_time_s(total_flops: float, gpus: int, achieved_flops_per_gpu: float
     Source: Narayanan et al. 2021 (arXiv 2104.04473) §5.1, end-to-end time ≈ 8·T·P / (n·X), where X is
     the achieved (measured or assumed, not peak) throughput per GPU at this GPU count.
     """
-    _require_positive("total_flops", total_flops)
-    _require_positive_int("gpus", gpus)
-    _require_positive("achieved_flops_per_gpu", achieved_flops_per_gpu)
+    require_positive("total_flops", total_flops)
+    require_positive_int("gpus", gpus)
+    require_positive("achieved_flops_per_gpu", achieved_flops_per_gpu)
     return total_flops / (gpus * achieved_flops_per_gpu)
 
 
@@ -154,10 +130,10 @@ def tokens_time_s(tokens: float, tokens_per_s_per_gpu: float, gpus: int, scaling
     communication of a larger job (see ``rules.estimates.interconnect.scaling_efficiency``). Used for one
     optimizer step (its tokens) as well as for a whole run (dataset tokens × epochs).
     """
-    _require_positive("tokens", tokens)
-    _require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
-    _require_positive_int("gpus", gpus)
-    _require_fraction("scaling_efficiency", scaling_efficiency)
+    require_positive("tokens", tokens)
+    require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+    require_positive_int("gpus", gpus)
+    require_fraction("scaling_efficiency", scaling_efficiency)
     return tokens / (tokens_per_s_per_gpu * gpus * scaling_efficiency)
 
 
@@ -170,10 +146,10 @@ def tokens_per_s_from_mfu(
     model FLOPs per token / peak FLOP/s. Pass model FLOPs (``training_flops_per_token`` with
     ``recompute="none"``); hardware FLOPs (with recompute) would make this hardware-FLOPs utilisation.
     """
-    _require_fraction("mfu", mfu)
-    _require_positive("peak_flops_per_gpu", peak_flops_per_gpu)
-    _require_positive("flops_per_token", flops_per_token)
-    _require_positive_int("gpus", gpus)
+    require_fraction("mfu", mfu)
+    require_positive("peak_flops_per_gpu", peak_flops_per_gpu)
+    require_positive("flops_per_token", flops_per_token)
+    require_positive_int("gpus", gpus)
     return mfu * peak_flops_per_gpu * gpus / flops_per_token
 
 
@@ -186,10 +162,10 @@ def mfu_from_tokens_per_s(
     inputs are inconsistent (wrong peak, FLOPs per token or GPU count); it is returned, not clipped,
     so that a check can report it.
     """
-    _require_positive("tokens_per_s", tokens_per_s)
-    _require_positive("peak_flops_per_gpu", peak_flops_per_gpu)
-    _require_positive("flops_per_token", flops_per_token)
-    _require_positive_int("gpus", gpus)
+    require_positive("tokens_per_s", tokens_per_s)
+    require_positive("peak_flops_per_gpu", peak_flops_per_gpu)
+    require_positive("flops_per_token", flops_per_token)
+    require_positive_int("gpus", gpus)
     return tokens_per_s * flops_per_token / (peak_flops_per_gpu * gpus)
 
 
@@ -218,9 +194,9 @@ def throughput_min_gpus(
     Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): training time =
     tokens / (tokens/s per GPU × GPUs); Narayanan et al. 2021 (arXiv 2104.04473) §5.1 for the FLOPs form.
     """
-    _require_positive("window_s", window_s)
-    _require_fraction("scaling_efficiency", scaling_efficiency)
-    _require_fraction("goodput", goodput)
+    require_positive("window_s", window_s)
+    require_fraction("scaling_efficiency", scaling_efficiency)
+    require_fraction("goodput", goodput)
     flops_form = total_flops is not None or achieved_flops_per_gpu is not None
     tokens_form = tokens is not None or tokens_per_s_per_gpu is not None
     if flops_form == tokens_form:
@@ -230,14 +206,14 @@ def throughput_min_gpus(
     if flops_form:
         if total_flops is None or achieved_flops_per_gpu is None:
             raise ValueError("total_flops and achieved_flops_per_gpu must be given together")
-        _require_positive("total_flops", total_flops)
-        _require_positive("achieved_flops_per_gpu", achieved_flops_per_gpu)
+        require_positive("total_flops", total_flops)
+        require_positive("achieved_flops_per_gpu", achieved_flops_per_gpu)
         work, rate = total_flops, achieved_flops_per_gpu
     else:
         if tokens is None or tokens_per_s_per_gpu is None:
             raise ValueError("tokens and tokens_per_s_per_gpu must be given together")
-        _require_positive("tokens", tokens)
-        _require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+        require_positive("tokens", tokens)
+        require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
         work, rate = tokens, tokens_per_s_per_gpu
     return _ceil_count(work / (window_s * rate * scaling_efficiency * goodput))
 
@@ -249,8 +225,8 @@ def gpus_needed(memory_min_gpus: int, throughput_min_gpus: int, multiple_of: int
     needed for training = max(memory requirement per GPU, throughput target)". ``multiple_of`` rounds
     the result up to a whole number of nodes or of model-parallel groups (tensor × pipeline).
     """
-    _require_positive_int("memory_min_gpus", memory_min_gpus)
-    _require_positive_int("throughput_min_gpus", throughput_min_gpus)
-    _require_positive_int("multiple_of", multiple_of)
+    require_positive_int("memory_min_gpus", memory_min_gpus)
+    require_positive_int("throughput_min_gpus", throughput_min_gpus)
+    require_positive_int("multiple_of", multiple_of)
     need = max(memory_min_gpus, throughput_min_gpus)
     return -(-need // multiple_of) * multiple_of

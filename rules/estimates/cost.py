@@ -6,13 +6,9 @@ reader comparing quotes should add those. Amounts are in the quote's currency.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
-
-def _require_non_negative(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+from rules.estimates._args import require_non_negative, require_positive
 
 
 def priced_total(items: Iterable[tuple[float, float]]) -> float:
@@ -23,8 +19,8 @@ def priced_total(items: Iterable[tuple[float, float]]) -> float:
     """
     total = 0.0
     for quantity, unit_price in items:
-        _require_non_negative("quantity", quantity)
-        _require_non_negative("unit_price", unit_price)
+        require_non_negative("quantity", quantity)
+        require_non_negative("unit_price", unit_price)
         total += quantity * unit_price
     return total
 
@@ -36,7 +32,6 @@ def cost_per_day(total: float, days: float) -> float:
     bought for this run alone: a plain ratio for the record, not an operating cost and not a ranking of
     quotes (a shorter run raises it).
     """
-    _require_non_negative("total", total)
-    if isinstance(days, bool) or not isinstance(days, int | float) or not math.isfinite(days) or days <= 0:
-        raise ValueError(f"days must be a positive finite number, got {days!r}")
+    require_non_negative("total", total)
+    require_positive("days", days)
     return total / days

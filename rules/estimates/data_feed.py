@@ -5,29 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_non_negative(name: str, value: float) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _require_non_negative_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+from rules.estimates._args import (
+    require_non_negative,
+    require_non_negative_int,
+    require_positive,
+    require_positive_int,
+)
 
 
 def cluster_tokens_per_s(tokens_per_s_per_gpu: float, gpus: int) -> float:
@@ -36,8 +19,8 @@ def cluster_tokens_per_s(tokens_per_s_per_gpu: float, gpus: int) -> float:
     Source: step 2 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): "Multiply by number of
     GPUs to get total throughput". Use the per-GPU rate at this GPU count (measured scaling included).
     """
-    _require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
-    _require_positive_int("gpus", gpus)
+    require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+    require_positive_int("gpus", gpus)
     return tokens_per_s_per_gpu * gpus
 
 
@@ -51,8 +34,8 @@ def required_read_gbs(cluster_tokens_per_s: float, bytes_per_token: float) -> fl
     ``000_69a9208a79ba23b6.txt``). This is the steady-state average; epochs re-read, shuffles and cold
     caches can need more.
     """
-    _require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
-    _require_positive("bytes_per_token", bytes_per_token)
+    require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
+    require_positive("bytes_per_token", bytes_per_token)
     return cluster_tokens_per_s * bytes_per_token / 1e9
 
 
@@ -72,9 +55,9 @@ def decode_cores_needed(cluster_tokens_per_s: float, tokens_per_s_per_core: floa
     consistently" (seed ``000_69a9208a79ba23b6.txt``: "measure accelerator idle time and dataloader
     queue behavior"); the per-node figure assumes an even split across nodes.
     """
-    _require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
-    _require_positive("tokens_per_s_per_core", tokens_per_s_per_core)
-    _require_positive_int("nodes", nodes)
+    require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
+    require_positive("tokens_per_s_per_core", tokens_per_s_per_core)
+    require_positive_int("nodes", nodes)
     cluster = cluster_tokens_per_s / tokens_per_s_per_core
     return DecodeCores(cluster, max(1, math.ceil(round(cluster / nodes, 9))))
 
@@ -106,11 +89,11 @@ def cores_left_after_workers(
     common floor), the OS and interrupt handling. Count physical or logical cores consistently with
     ``tokens_per_s_per_core`` in :func:`decode_cores_needed`.
     """
-    _require_positive_int("cores_per_node", cores_per_node)
-    _require_positive_int("gpus_per_node", gpus_per_node)
-    _require_non_negative_int("workers_per_gpu", workers_per_gpu)
-    _require_non_negative("reserved_cores", reserved_cores)
-    _require_positive("cores_per_worker", cores_per_worker)
+    require_positive_int("cores_per_node", cores_per_node)
+    require_positive_int("gpus_per_node", gpus_per_node)
+    require_non_negative_int("workers_per_gpu", workers_per_gpu)
+    require_non_negative("reserved_cores", reserved_cores)
+    require_positive("cores_per_worker", cores_per_worker)
     workers = gpus_per_node * workers_per_gpu * cores_per_worker
     balance = cores_per_node - workers - reserved_cores
     return CoreBudget(cores_per_node, workers, reserved_cores, max(0.0, balance), max(0.0, -balance))
@@ -135,10 +118,10 @@ def decode_capacity_cores(cores_per_node: int, gpus_per_node: int, workers_per_g
     core per worker, and never with more cores than remain after ``reserved_cores``. Workers beyond the
     unreserved cores time-share them and add nothing.
     """
-    _require_positive_int("cores_per_node", cores_per_node)
-    _require_positive_int("gpus_per_node", gpus_per_node)
-    _require_non_negative_int("workers_per_gpu", workers_per_gpu)
-    _require_non_negative("reserved_cores", reserved_cores)
+    require_positive_int("cores_per_node", cores_per_node)
+    require_positive_int("gpus_per_node", gpus_per_node)
+    require_non_negative_int("workers_per_gpu", workers_per_gpu)
+    require_non_negative("reserved_cores", reserved_cores)
     workers = float(gpus_per_node * workers_per_gpu)
     unreserved = max(0.0, cores_per_node - reserved_cores)
     return DecodeCapacity(workers, unreserved, min(workers, unreserved), max(0.0, workers - unreserved))

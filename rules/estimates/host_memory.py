@@ -7,32 +7,14 @@ should decide on the sum computed here. All sizes are bytes; GiB = 2³⁰ bytes 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_non_negative(name: str, value: float) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _require_non_negative_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+from rules.estimates._args import (
+    require_non_negative,
+    require_non_negative_int,
+    require_positive,
+    require_positive_int,
+)
 
 
 @dataclass(frozen=True)
@@ -84,14 +66,14 @@ def host_memory_per_node(
       Distributed Checkpoint (DCP)" recipe), i.e. a copy of this node's shard of the checkpoint.
     * OS reserve: operating system, monitoring, file-system clients and room to restart a process.
     """
-    _require_positive_int("gpus_per_node", gpus_per_node)
-    _require_non_negative_int("workers_per_gpu", workers_per_gpu)
-    _require_non_negative("worker_rss_bytes", worker_rss_bytes)
-    _require_non_negative("pinned_bytes_per_gpu", pinned_bytes_per_gpu)
-    _require_non_negative("os_reserve_bytes", os_reserve_bytes)
-    _require_non_negative("trainer_rss_bytes_per_gpu", trainer_rss_bytes_per_gpu)
-    _require_non_negative("offload_bytes_per_node", offload_bytes_per_node)
-    _require_non_negative("checkpoint_staging_bytes_per_node", checkpoint_staging_bytes_per_node)
+    require_positive_int("gpus_per_node", gpus_per_node)
+    require_non_negative_int("workers_per_gpu", workers_per_gpu)
+    require_non_negative("worker_rss_bytes", worker_rss_bytes)
+    require_non_negative("pinned_bytes_per_gpu", pinned_bytes_per_gpu)
+    require_non_negative("os_reserve_bytes", os_reserve_bytes)
+    require_non_negative("trainer_rss_bytes_per_gpu", trainer_rss_bytes_per_gpu)
+    require_non_negative("offload_bytes_per_node", offload_bytes_per_node)
+    require_non_negative("checkpoint_staging_bytes_per_node", checkpoint_staging_bytes_per_node)
     workers = gpus_per_node * workers_per_gpu * worker_rss_bytes
     trainers = gpus_per_node * trainer_rss_bytes_per_gpu
     pinned = gpus_per_node * pinned_bytes_per_gpu
@@ -118,9 +100,9 @@ def dataloader_prefetch_bytes_per_gpu(
     all workers" (default 2 when num_workers > 0). With ``pin_memory=True`` each is also copied to
     page-locked memory, so count this once for the worker-side copies and once for pinned buffers.
     """
-    _require_non_negative("batch_bytes", batch_bytes)
-    _require_non_negative_int("workers_per_gpu", workers_per_gpu)
-    _require_positive_int("prefetch_factor", prefetch_factor)
+    require_non_negative("batch_bytes", batch_bytes)
+    require_non_negative_int("workers_per_gpu", workers_per_gpu)
+    require_positive_int("prefetch_factor", prefetch_factor)
     return batch_bytes * workers_per_gpu * prefetch_factor
 
 
@@ -139,10 +121,10 @@ def offload_bytes_per_node(
     data-parallel degree with ZeRO-2, times tensor × pipeline degrees when those also split the
     model), of which ``gpus_per_node`` sit on this node.
     """
-    _require_positive("parameters", parameters)
-    _require_positive_int("gpus_per_node", gpus_per_node)
-    _require_positive_int("model_state_shards", model_state_shards)
-    _require_positive("bytes_per_parameter", bytes_per_parameter)
+    require_positive("parameters", parameters)
+    require_positive_int("gpus_per_node", gpus_per_node)
+    require_positive_int("model_state_shards", model_state_shards)
+    require_positive("bytes_per_parameter", bytes_per_parameter)
     return parameters * bytes_per_parameter * min(gpus_per_node, model_state_shards) / model_state_shards
 
 
@@ -154,8 +136,8 @@ def checkpoint_staging_bytes_per_node(checkpoint_bytes: float, nodes: int) -> fl
     "Asynchronous Saving with Distributed Checkpoint (DCP)" recipe (CPU memory rises by checkpoint
     size per rank × ranks).
     """
-    _require_positive("checkpoint_bytes", checkpoint_bytes)
-    _require_positive_int("nodes", nodes)
+    require_positive("checkpoint_bytes", checkpoint_bytes)
+    require_positive_int("nodes", nodes)
     return checkpoint_bytes / nodes
 
 
@@ -164,6 +146,6 @@ def host_to_gpu_memory_ratio(host_memory_bytes: float, gpu_memory_bytes_per_node
 
     Source: NVIDIA DGX H200 (2 TB host RAM for 8 × 141 GB = 1.13 TB of GPU memory: 1.8×).
     """
-    _require_positive("host_memory_bytes", host_memory_bytes)
-    _require_positive("gpu_memory_bytes_per_node", gpu_memory_bytes_per_node)
+    require_positive("host_memory_bytes", host_memory_bytes)
+    require_positive("gpu_memory_bytes_per_node", gpu_memory_bytes_per_node)
     return host_memory_bytes / gpu_memory_bytes_per_node

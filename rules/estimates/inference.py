@@ -27,6 +27,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rules.estimates._args import (
+    require_choice,
+    require_fraction,
+    require_non_negative,
+    require_non_negative_int,
+    require_positive,
+    require_positive_int,
+)
+
 __all__ = [
     "KV_PRECISION_BYTES",
     "WEIGHT_PRECISIONS",
@@ -75,33 +84,8 @@ _CEIL_SLACK = 1e-9
 
 
 # --------------------------------------------------------------------------------------------------
-# Validation helpers: every public function rejects NaN, infinities and out-of-range inputs, so that
-# valid inputs can never produce NaN or negative outputs.
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-
-
-def _require_non_negative(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _require_non_negative_int(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-
-
-def _require_fraction(name: str, value: float) -> None:
-    if not (isinstance(value, int | float) and math.isfinite(value) and 0 < value <= 1):
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+# Helpers. Every public function rejects NaN, infinities and out-of-range inputs (rules.estimates._args),
+# so that valid inputs can never produce NaN or negative outputs.
 
 
 def _ceil(value: float) -> int:
@@ -135,12 +119,10 @@ def weight_bytes(
     ``int8_channel_size`` weights (the layer's input features). The default 4096 is the hidden size of
     a 7B model, so for larger models this over-counts slightly (≤ 0.1 %).
     """
-    _require_positive("parameters", parameters)
-    _require_positive_int("group_size", group_size)
-    _require_positive_int("int8_channel_size", int8_channel_size)
-    key = precision.lower() if isinstance(precision, str) else precision
-    if key not in _WEIGHT_ELEMENT_BYTES:
-        raise ValueError(f"unknown weight precision {precision!r}; allowed: {', '.join(WEIGHT_PRECISIONS)}")
+    require_positive("parameters", parameters)
+    require_positive_int("group_size", group_size)
+    require_positive_int("int8_channel_size", int8_channel_size)
+    key = require_choice("weight precision", precision, _WEIGHT_ELEMENT_BYTES, ignore_case=True)
     per_weight = _WEIGHT_ELEMENT_BYTES[key]
     if key == "int4":
         group_metadata = _FP16_SCALE_BYTES + (0.5 if zero_point else 0.0)
@@ -175,15 +157,11 @@ def kv_cache_bytes_per_token(
     heads they are replicated, so the per-GPU figure stops shrinking. vLLM itself refuses a tp that
     neither divides nor is a multiple of the KV heads; this function does not check that.
     """
-    _require_positive_int("layers", layers)
-    _require_positive_int("kv_heads", kv_heads)
-    _require_positive_int("head_dim", head_dim)
-    _require_positive_int("tensor_parallel", tensor_parallel)
-    key = kv_precision.lower() if isinstance(kv_precision, str) else kv_precision
-    if key not in KV_PRECISION_BYTES:
-        raise ValueError(
-            f"unknown KV-cache precision {kv_precision!r}; allowed: {', '.join(KV_PRECISION_BYTES)}"
-        )
+    require_positive_int("layers", layers)
+    require_positive_int("kv_heads", kv_heads)
+    require_positive_int("head_dim", head_dim)
+    require_positive_int("tensor_parallel", tensor_parallel)
+    key = require_choice("KV-cache precision", kv_precision, KV_PRECISION_BYTES, ignore_case=True)
     element_bytes = KV_PRECISION_BYTES[key]
     heads_per_gpu = max(1, kv_heads // tensor_parallel)
     return KvCacheBytesPerToken(
@@ -225,13 +203,13 @@ def max_concurrent_sequences(
     as vLLM's "maximum concurrency" report does. ``block_size_tokens=1`` gives the plain
     floor(budget / (bytes per token × context)).
     """
-    _require_positive("capacity_bytes", capacity_bytes)
-    _require_fraction("gpu_memory_utilization", gpu_memory_utilization)
-    _require_non_negative("weight_bytes_per_gpu", weight_bytes_per_gpu)
-    _require_non_negative("reserve_bytes", reserve_bytes)
-    _require_positive("kv_bytes_per_token_per_gpu", kv_bytes_per_token_per_gpu)
-    _require_positive_int("context_tokens", context_tokens)
-    _require_positive_int("block_size_tokens", block_size_tokens)
+    require_positive("capacity_bytes", capacity_bytes)
+    require_fraction("gpu_memory_utilization", gpu_memory_utilization)
+    require_non_negative("weight_bytes_per_gpu", weight_bytes_per_gpu)
+    require_non_negative("reserve_bytes", reserve_bytes)
+    require_positive("kv_bytes_per_token_per_gpu", kv_bytes_per_token_per_gpu)
+    require_positive_int("context_tokens", context_tokens)
+    require_positive_int("block_size_tokens", block_size_tokens)
 
     usable = capacity_bytes * gpu_memory_utilization
     remaining = usable - weight_bytes_per_gpu - reserve_bytes
@@ -268,12 +246,12 @@ def prefill_time_s(
     comparable to 12 × hidden). ``bf16_tflops`` is the dense datasheet peak of one GPU; tensor
     parallelism is assumed to scale perfectly, the all-reduces being folded into ``efficiency``.
     """
-    _require_positive("parameters", parameters)
-    _require_positive_int("prompt_tokens", prompt_tokens)
-    _require_positive_int("batch", batch)
-    _require_positive_int("tp", tp)
-    _require_positive("bf16_tflops", bf16_tflops)
-    _require_fraction("efficiency", efficiency)
+    require_positive("parameters", parameters)
+    require_positive_int("prompt_tokens", prompt_tokens)
+    require_positive_int("batch", batch)
+    require_positive_int("tp", tp)
+    require_positive("bf16_tflops", bf16_tflops)
+    require_fraction("efficiency", efficiency)
     flops = 2.0 * parameters * prompt_tokens * batch
     return flops / (tp * bf16_tflops * _TERA * efficiency)
 
@@ -310,16 +288,16 @@ def decode_step(
     time. ``weight_bytes`` is the whole model; ``hbm_tbs`` and ``bf16_tflops`` are one GPU's datasheet
     figures.
     """
-    _require_positive("weight_bytes", weight_bytes)
-    _require_non_negative("kv_bytes_per_token_per_gpu", kv_bytes_per_token_per_gpu)
-    _require_positive_int("batch", batch)
-    _require_non_negative_int("context_tokens", context_tokens)
-    _require_positive_int("tp", tp)
-    _require_positive("hbm_tbs", hbm_tbs)
-    _require_fraction("hbm_efficiency", hbm_efficiency)
-    _require_positive("parameters", parameters)
-    _require_positive("bf16_tflops", bf16_tflops)
-    _require_fraction("flops_efficiency", flops_efficiency)
+    require_positive("weight_bytes", weight_bytes)
+    require_non_negative("kv_bytes_per_token_per_gpu", kv_bytes_per_token_per_gpu)
+    require_positive_int("batch", batch)
+    require_non_negative_int("context_tokens", context_tokens)
+    require_positive_int("tp", tp)
+    require_positive("hbm_tbs", hbm_tbs)
+    require_fraction("hbm_efficiency", hbm_efficiency)
+    require_positive("parameters", parameters)
+    require_positive("bf16_tflops", bf16_tflops)
+    require_fraction("flops_efficiency", flops_efficiency)
 
     bytes_read = weight_bytes / tp + batch * context_tokens * kv_bytes_per_token_per_gpu
     memory_time = bytes_read / (hbm_tbs * _TERA * hbm_efficiency)
@@ -374,14 +352,14 @@ def requests_per_s_per_replica(batch: int, ttft_s: float, output_tokens: int, tp
     L = λW, so λ = L / W with L = ``batch`` requests in flight and W = TTFT + output_tokens × TPOT the
     time each spends in the system. Batch 0 gives 0.
     """
-    _require_non_negative_int("batch", batch)
-    _require_non_negative("ttft_s", ttft_s)
-    _require_positive_int("output_tokens", output_tokens)
-    _require_non_negative("tpot_s", tpot_s)
+    require_non_negative_int("batch", batch)
+    require_non_negative("ttft_s", ttft_s)
+    require_positive_int("output_tokens", output_tokens)
+    require_non_negative("tpot_s", tpot_s)
     if batch == 0:
         return 0.0
     residence_s = ttft_s + output_tokens * tpot_s
-    _require_positive("ttft_s + output_tokens × tpot_s", residence_s)
+    require_positive("ttft_s + output_tokens × tpot_s", residence_s)
     return batch / residence_s
 
 
@@ -395,16 +373,21 @@ class ReplicaCount:
     total_replicas: int  # ceil(peak rps × (1 + headroom) / rps per replica)
 
 
+def _require_demand(rps: float, peak_factor: float, headroom: float) -> None:
+    """Raise ValueError unless rps >= 0, peak_factor > 0 and headroom >= 0 (all finite)."""
+    require_non_negative("rps", rps)
+    require_positive("peak_factor", peak_factor)
+    require_non_negative("headroom", headroom)
+
+
 def replicas_needed(rps: float, peak_factor: float, headroom: float, rps_per_replica: float) -> ReplicaCount:
     """Return the replicas needed to carry ``rps`` at peak with headroom (seed 004, step 7).
 
     total = ceil(rps × peak_factor × (1 + headroom) / rps_per_replica). The seed's example: 100 RPS
     average, peak 300 (factor 3), 15 RPS per GPU, 20 % headroom → 20 for the peak + 4 spare = 24.
     """
-    _require_non_negative("rps", rps)
-    _require_positive("peak_factor", peak_factor)
-    _require_non_negative("headroom", headroom)
-    _require_positive("rps_per_replica", rps_per_replica)
+    _require_demand(rps, peak_factor, headroom)
+    require_positive("rps_per_replica", rps_per_replica)
     peak_rps = rps * peak_factor
     peak_replicas = _ceil(peak_rps / rps_per_replica)
     total = max(peak_replicas, _ceil(peak_rps * (1.0 + headroom) / rps_per_replica))
@@ -499,22 +482,20 @@ def serving_plan(
     When no batch meets the SLOs (or not even one sequence fits) the plan says so: ``feasible`` False,
     batch 0, rps 0, replicas and GPUs None, and ``reason`` explains.
     """
-    _require_positive("ttft_ms_p95", ttft_ms_p95)
-    _require_positive("tpot_ms_p95", tpot_ms_p95)
-    _require_positive_int("prompt_tokens", prompt_tokens)
-    _require_positive_int("output_tokens", output_tokens)
-    _require_positive_int("tp", tp)
-    _require_positive_int("max_num_seqs", max_num_seqs)
-    _require_positive("weight_bytes", weight_bytes)
+    require_positive("ttft_ms_p95", ttft_ms_p95)
+    require_positive("tpot_ms_p95", tpot_ms_p95)
+    require_positive_int("prompt_tokens", prompt_tokens)
+    require_positive_int("output_tokens", output_tokens)
+    require_positive_int("tp", tp)
+    require_positive_int("max_num_seqs", max_num_seqs)
+    require_positive("weight_bytes", weight_bytes)
     if context_tokens is None:
         context_tokens = prompt_tokens + output_tokens
     if prefill_flops_efficiency is None:
         prefill_flops_efficiency = flops_efficiency
-    _require_fraction("prefill_flops_efficiency", prefill_flops_efficiency)
+    require_fraction("prefill_flops_efficiency", prefill_flops_efficiency)
     # Validate the demand side up front, so an infeasible plan still rejects bad inputs.
-    _require_non_negative("rps", rps)
-    _require_positive("peak_factor", peak_factor)
-    _require_non_negative("headroom", headroom)
+    _require_demand(rps, peak_factor, headroom)
 
     concurrency = max_concurrent_sequences(
         capacity_bytes,

@@ -17,6 +17,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rules.estimates._args import (
+    require_at_most,
+    require_choice,
+    require_fraction,
+    require_non_negative,
+    require_positive,
+    require_positive_int,
+    require_unit_interval,
+)
+
 COLLECTIVES: tuple[str, ...] = (
     "all-reduce",
     "all-gather",
@@ -27,30 +37,6 @@ COLLECTIVES: tuple[str, ...] = (
 )
 SHARDING_STRATEGIES: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
 SCOPES: tuple[str, ...] = ("node", "cluster")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_non_negative(name: str, value: float) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-
-
-def _require_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -64,7 +50,7 @@ def gbps_to_gbs(gbps: float) -> float:
     Source: SI definitions (1 byte = 8 bits). NCCL maintainers report 46–48 GB/s achieved per NDR NIC
     (nccl-tests issue #290), so prefer a measured figure where one exists.
     """
-    _require_positive("gbps", gbps)
+    require_positive("gbps", gbps)
     return gbps / 8.0
 
 
@@ -78,10 +64,8 @@ def nvlink_busbw_gbs(nvlink_gbs: float, busbw_fraction: float) -> float:
     230 GB/s on 8 × A100 (300 GB/s per direction: 0.77); so a fraction near 0.8 of the per-direction rate
     reproduces them (NVLS on NVSwitch systems can reach about 480 GB/s on H100).
     """
-    _require_positive("nvlink_gbs", nvlink_gbs)
-    _require_positive("busbw_fraction", busbw_fraction)
-    if busbw_fraction > 1:
-        raise ValueError(f"busbw_fraction must be in (0, 1], got {busbw_fraction!r}")
+    require_positive("nvlink_gbs", nvlink_gbs)
+    require_fraction("busbw_fraction", busbw_fraction)
     return nvlink_gbs / 2.0 * busbw_fraction
 
 
@@ -98,8 +82,7 @@ def pcie_x16_gbs(generation: int) -> float:
     31.5 GB/s. GPUs without NVLink (L40S, L4) exchange data over this link, usually through the host's
     PCIe switches and, across sockets, the CPU interconnect, so their achieved busbw is a fraction of it.
     """
-    if generation not in _PCIE_X16_GBS:
-        raise ValueError(f"PCIe generation must be one of {', '.join(map(str, _PCIE_X16_GBS))}; got {generation!r}")
+    require_choice("PCIe generation", generation, _PCIE_X16_GBS)
     return _PCIE_X16_GBS[generation]
 
 
@@ -108,8 +91,8 @@ def algbw_gbs(size_bytes: float, time_s: float) -> float:
 
     Source: nccl-tests ``doc/PERFORMANCE.md``, "Algorithm bandwidth".
     """
-    _require_positive("size_bytes", size_bytes)
-    _require_positive("time_s", time_s)
+    require_positive("size_bytes", size_bytes)
+    require_positive("time_s", time_s)
     return size_bytes / time_s / 1e9
 
 
@@ -119,8 +102,8 @@ def busbw_factor(collective: str, ranks: int) -> float:
     Source: nccl-tests ``doc/PERFORMANCE.md``, "Summary": all-reduce 2(n−1)/n; reduce-scatter,
     all-gather and all-to-all (n−1)/n; broadcast and reduce 1.
     """
-    _require_choice("collective", collective, COLLECTIVES)
-    _require_positive_int("ranks", ranks)
+    require_choice("collective", collective, COLLECTIVES)
+    require_positive_int("ranks", ranks)
     n = ranks
     if collective == "all-reduce":
         return 2.0 * (n - 1) / n
@@ -134,7 +117,7 @@ def busbw_from_algbw_gbs(algbw: float, collective: str, ranks: int) -> float:
 
     Source: nccl-tests ``doc/PERFORMANCE.md`` (e.g. all-reduce on 8 ranks: busbw = 1.75 × algbw).
     """
-    _require_positive("algbw", algbw)
+    require_positive("algbw", algbw)
     return algbw * busbw_factor(collective, ranks)
 
 
@@ -145,8 +128,8 @@ def collective_time_s(collective: str, size_bytes: float, ranks: int, busbw_gbs:
     bandwidth B, reordered). Latency is ignored, so this is a lower bound that is tight for large
     (≥ ~100 MB) buffers. One rank communicates nothing: 0 s.
     """
-    _require_non_negative("size_bytes", size_bytes)
-    _require_positive("busbw_gbs", busbw_gbs)
+    require_non_negative("size_bytes", size_bytes)
+    require_positive("busbw_gbs", busbw_gbs)
     factor = busbw_factor(collective, ranks)
     if ranks == 1:
         return 0.0
@@ -215,13 +198,13 @@ def hierarchical_busbw_gbs(
     NIC 12 GB/s (nccl-tests issue #29); NDR 400 Gb/s ≈ 46–48 GB/s per NIC (nccl-tests issue #290).
     Oversubscription as a plain divisor is a worst-case reading (all traffic crosses the spine).
     """
-    _require_positive("node_busbw_gbs", node_busbw_gbs)
-    _require_positive_int("nodes", nodes)
+    require_positive("node_busbw_gbs", node_busbw_gbs)
+    require_positive_int("nodes", nodes)
     if nodes == 1:
         return HierarchicalBandwidth(node_busbw_gbs, node_busbw_gbs, None, "node")
-    _require_positive("nic_gbs", nic_gbs)
-    _require_positive("nics_per_node", nics_per_node)
-    _require_positive("oversubscription", oversubscription)
+    require_positive("nic_gbs", nic_gbs)
+    require_positive("nics_per_node", nics_per_node)
+    require_positive("oversubscription", oversubscription)
     if oversubscription < 1:
         raise ValueError(f"oversubscription is a ratio >= 1 (e.g. 2 for 2:1), got {oversubscription!r}")
     network = nic_gbs * nics_per_node / oversubscription
@@ -241,10 +224,9 @@ def group_nic_share(group_ranks_per_node: int, gpus_per_node: int) -> float:
     NIC (NVIDIA/nccl issue #412 discussion, as in :func:`hierarchical_busbw_gbs`); Narayanan et al. 2021
     (arXiv 2104.04473) §3.3 on data-parallel communication crossing nodes when tensor parallelism fills them.
     """
-    _require_positive_int("group_ranks_per_node", group_ranks_per_node)
-    _require_positive_int("gpus_per_node", gpus_per_node)
-    if group_ranks_per_node > gpus_per_node:
-        raise ValueError(f"group_ranks_per_node ({group_ranks_per_node}) exceeds gpus_per_node ({gpus_per_node})")
+    require_positive_int("group_ranks_per_node", group_ranks_per_node)
+    require_positive_int("gpus_per_node", gpus_per_node)
+    require_at_most("group_ranks_per_node", group_ranks_per_node, "gpus_per_node", gpus_per_node)
     return group_ranks_per_node / gpus_per_node
 
 
@@ -315,17 +297,16 @@ def communication_bytes_per_step(
     ``trainable_parameters`` (default: all) sizes the gradient collectives and the ZeRO-1/2 parameter
     all-gather (only updated parameters change); frozen parameters are still gathered under ZeRO-3/FSDP.
     """
-    _require_choice("strategy", strategy, SHARDING_STRATEGIES)
-    _require_positive("parameters", parameters)
-    _require_positive_int("data_parallel_ranks", data_parallel_ranks)
-    _require_positive_int("ranks_per_node", ranks_per_node)
-    _require_positive("bytes_per_element", bytes_per_element)
-    _require_positive_int("accumulation_steps", accumulation_steps)
+    require_choice("strategy", strategy, SHARDING_STRATEGIES)
+    require_positive("parameters", parameters)
+    require_positive_int("data_parallel_ranks", data_parallel_ranks)
+    require_positive_int("ranks_per_node", ranks_per_node)
+    require_positive("bytes_per_element", bytes_per_element)
+    require_positive_int("accumulation_steps", accumulation_steps)
     if trainable_parameters is None:
         trainable_parameters = parameters
-    _require_positive("trainable_parameters", trainable_parameters)
-    if trainable_parameters > parameters:
-        raise ValueError(f"trainable_parameters ({trainable_parameters!r}) exceeds parameters ({parameters!r})")
+    require_positive("trainable_parameters", trainable_parameters)
+    require_at_most("trainable_parameters", trainable_parameters, "parameters", parameters)
     s = parameters * bytes_per_element
     grads = trainable_parameters * bytes_per_element
     n, k = data_parallel_ranks, accumulation_steps
@@ -371,8 +352,8 @@ def communication_time_s(step: StepCommunication, node_busbw_gbs: float, cluster
     Source: nccl-tests ``doc/PERFORMANCE.md`` time formulas, applied per collective and summed
     (no overlap between collectives).
     """
-    _require_positive("node_busbw_gbs", node_busbw_gbs)
-    _require_positive("cluster_busbw_gbs", cluster_busbw_gbs)
+    require_positive("node_busbw_gbs", node_busbw_gbs)
+    require_positive("cluster_busbw_gbs", cluster_busbw_gbs)
     total = 0.0
     for c in step.collectives:
         busbw = node_busbw_gbs if c.scope == "node" else cluster_busbw_gbs / c.parallel_groups
@@ -408,11 +389,9 @@ def scaling_efficiency(compute_s: float, comm_s: float, overlap_fraction: float)
     gradient buckets with backward is described in Li et al. 2020, "PyTorch Distributed" (VLDB,
     arXiv 2006.15704) §3.2; the nccl-tests time formulas give comm_s.
     """
-    _require_positive("compute_s", compute_s)
-    _require_non_negative("comm_s", comm_s)
-    _require_non_negative("overlap_fraction", overlap_fraction)
-    if overlap_fraction > 1:
-        raise ValueError(f"overlap_fraction must be in [0, 1], got {overlap_fraction!r}")
+    require_positive("compute_s", compute_s)
+    require_non_negative("comm_s", comm_s)
+    require_unit_interval("overlap_fraction", overlap_fraction)
     exposed = max(0.0, comm_s - overlap_fraction * compute_s)
     step = compute_s + exposed
     return StepScaling(compute_s / step, compute_s, comm_s, exposed, step)
@@ -444,8 +423,8 @@ def measured_scaling_efficiency(points: Iterable[tuple[int, float]]) -> list[Sca
         raise ValueError("at least one (gpus, tokens_per_s) measurement is needed")
     seen: set[int] = set()
     for gpus, tps in measured:
-        _require_positive_int("gpus", gpus)
-        _require_positive("tokens_per_s", tps)
+        require_positive_int("gpus", gpus)
+        require_positive("tokens_per_s", tps)
         if gpus in seen:
             raise ValueError(f"two measurements at {gpus} GPUs; give one (e.g. their mean)")
         seen.add(gpus)

@@ -19,6 +19,17 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from rules.estimates._args import (
+    require_at_most,
+    require_bool,
+    require_choice,
+    require_non_negative,
+    require_non_negative_int,
+    require_positive,
+    require_positive_int,
+    require_positive_ints,
+)
+
 # --------------------------------------------------------------------------------------------------
 # Allowed values of the string enums (ValueError messages list them).
 # --------------------------------------------------------------------------------------------------
@@ -153,31 +164,14 @@ class ModelStatePerGpu:
 
 
 # --------------------------------------------------------------------------------------------------
-# Validation helpers
+# Validation helpers (the generic ones are in rules.estimates._args)
 # --------------------------------------------------------------------------------------------------
-def _check_choice(kind: str, value: object, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"unknown {kind} {value!r}; allowed: {', '.join(allowed)}")
-
-
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _check_non_negative(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_bool(name: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+def _kv_heads(kv_heads: int | None, heads: int) -> int:
+    """Return ``kv_heads`` (``heads`` when None); raise ValueError unless it is an integer in [1, heads]."""
+    groups = heads if kv_heads is None else kv_heads
+    require_positive_int("kv_heads", groups)
+    require_at_most("kv_heads", groups, "heads", heads)
+    return groups
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,9 +192,9 @@ def model_state_bytes_per_param(
 
     Raises ValueError naming the unknown precision, optimizer or convention and the allowed values.
     """
-    _check_choice("precision", precision, PRECISIONS)
-    _check_choice("optimizer", optimizer, OPTIMIZERS)
-    _check_choice("convention", convention, tuple(BYTE_CONVENTIONS))
+    require_choice("precision", precision, PRECISIONS)
+    require_choice("optimizer", optimizer, OPTIMIZERS)
+    require_choice("convention", convention, tuple(BYTE_CONVENTIONS))
     conv = BYTE_CONVENTIONS[convention]
     if precision in ("bf16-mixed", "fp16-mixed"):
         weights, gradients, master = 2.0, conv.gradients_bytes_per_param, conv.master_weights_bytes_per_param
@@ -258,23 +252,21 @@ def model_state_per_gpu_bytes(
     Raises ValueError for unknown sharding, inconsistent sizes, a ``megatron-distributed-optimizer``
     layout with ddp, offload_optimizer with ddp, or offload_parameters without parameter sharding.
     """
-    _check_positive("parameters", parameters)
-    _check_non_negative("trainable_parameters", trainable_parameters)
-    if trainable_parameters > parameters:
-        raise ValueError(f"trainable_parameters ({trainable_parameters!r}) exceeds parameters ({parameters!r})")
+    require_positive("parameters", parameters)
+    require_non_negative("trainable_parameters", trainable_parameters)
+    require_at_most("trainable_parameters", trainable_parameters, "parameters", parameters)
     if not isinstance(bytes_per_param, StateBytesPerParam):
         raise ValueError("bytes_per_param must be a StateBytesPerParam (see model_state_bytes_per_param)")
-    _check_choice("sharding", sharding, SHARDINGS)
-    _check_positive_int("data_parallel", data_parallel)
-    _check_positive_int("tensor_parallel", tensor_parallel)
-    _check_positive_int("pipeline_parallel", pipeline_parallel)
-    _check_bool("offload_optimizer", offload_optimizer)
-    _check_bool("offload_parameters", offload_parameters)
+    require_choice("sharding", sharding, SHARDINGS)
+    require_positive_int("data_parallel", data_parallel)
+    require_positive_int("tensor_parallel", tensor_parallel)
+    require_positive_int("pipeline_parallel", pipeline_parallel)
+    require_bool("offload_optimizer", offload_optimizer)
+    require_bool("offload_parameters", offload_parameters)
 
     if shard_group is not None:
-        _check_positive_int("shard_group", shard_group)
-        if shard_group > data_parallel:
-            raise ValueError(f"shard_group ({shard_group}) exceeds data_parallel ({data_parallel})")
+        require_positive_int("shard_group", shard_group)
+        require_at_most("shard_group", shard_group, "data_parallel", data_parallel)
     if sharding == "ddp":
         if shard_group not in (None, 1):
             raise ValueError("sharding 'ddp' shards nothing; shard_group must be None or 1")
@@ -355,29 +347,24 @@ def activation_bytes_per_layer(
     keeps only the fp32 softmax log-sum-exp, 4·a·s·b/t bytes. Selective recompute drops the whole
     core-attention term (s² terms or log-sum-exp). head_dim is taken as hidden/heads.
     """
-    for name, value in (
-        ("sequence_length", sequence_length),
-        ("micro_batch", micro_batch),
-        ("hidden", hidden),
-        ("heads", heads),
-        ("tensor_parallel", tensor_parallel),
-    ):
-        _check_positive_int(name, value)
-    _check_bool("sequence_parallel", sequence_parallel)
-    _check_bool("flash_attention", flash_attention)
-    _check_bool("dropout", dropout)
-    _check_choice("recompute", recompute, RECOMPUTE_MODES)
-    _check_choice("mlp", mlp, MLP_KINDS)
+    require_positive_ints(
+        sequence_length=sequence_length,
+        micro_batch=micro_batch,
+        hidden=hidden,
+        heads=heads,
+        tensor_parallel=tensor_parallel,
+    )
+    require_bool("sequence_parallel", sequence_parallel)
+    require_bool("flash_attention", flash_attention)
+    require_bool("dropout", dropout)
+    require_choice("recompute", recompute, RECOMPUTE_MODES)
+    require_choice("mlp", mlp, MLP_KINDS)
     if ffn_hidden is not None:
-        _check_positive_int("ffn_hidden", ffn_hidden)
-    if kv_heads is not None:
-        _check_positive_int("kv_heads", kv_heads)
-        if kv_heads > heads:
-            raise ValueError(f"kv_heads ({kv_heads}) exceeds heads ({heads})")
+        require_positive_int("ffn_hidden", ffn_hidden)
+    g = _kv_heads(kv_heads, heads)
 
     s, b, h, a, t = sequence_length, micro_batch, hidden, heads, tensor_parallel
     f = 4 * h if ffn_hidden is None else ffn_hidden
-    g = a if kv_heads is None else kv_heads
     sbh = s * b * h
     # Sequence parallelism splits the otherwise replicated (non-tensor-parallel) region along the sequence.
     outside_divisor = t if sequence_parallel else 1
@@ -457,12 +444,12 @@ def activation_bytes_per_gpu(
     stage is also the last and the output layer's buffers (``logits_bytes``) are added; for p > 1 the
     last stage's logits are the caller's to evaluate with ``logits_bytes``.
     """
-    _check_positive_int("layers", layers)
-    _check_positive_int("pipeline_parallel", pipeline_parallel)
-    _check_positive_int("virtual_stages", virtual_stages)
-    _check_bool("include_embedding", include_embedding)
+    require_positive_int("layers", layers)
+    require_positive_int("pipeline_parallel", pipeline_parallel)
+    require_positive_int("virtual_stages", virtual_stages)
+    require_bool("include_embedding", include_embedding)
     if micro_batches is not None:
-        _check_positive_int("micro_batches", micro_batches)
+        require_positive_int("micro_batches", micro_batches)
     per_layer = activation_bytes_per_layer(
         sequence_length,
         micro_batch,
@@ -526,16 +513,15 @@ def logits_bytes(
     split only with sequence parallelism. ``logits_bytes_per_element`` is 4 (fp32) by default;
     Megatron's compute_activation_memory_without_sp counts 2-byte logits and a single 2sbh input.
     """
-    for name, value in (
-        ("sequence_length", sequence_length),
-        ("micro_batch", micro_batch),
-        ("vocab", vocab),
-        ("hidden", hidden),
-        ("tensor_parallel", tensor_parallel),
-    ):
-        _check_positive_int(name, value)
-    _check_bool("sequence_parallel", sequence_parallel)
-    _check_positive("logits_bytes_per_element", logits_bytes_per_element)
+    require_positive_ints(
+        sequence_length=sequence_length,
+        micro_batch=micro_batch,
+        vocab=vocab,
+        hidden=hidden,
+        tensor_parallel=tensor_parallel,
+    )
+    require_bool("sequence_parallel", sequence_parallel)
+    require_positive("logits_bytes_per_element", logits_bytes_per_element)
     s, b, t = sequence_length, micro_batch, tensor_parallel
     hidden_state_bytes = 2 * 2 * s * b * hidden  # final-norm input + output-projection input
     fp32_logits = logits_bytes_per_element * s * b * vocab / t
@@ -557,10 +543,9 @@ def gathered_parameters_bytes(
     forward/backward prefetch holding the current and the next unit unsharded (torch.distributed.fsdp,
     ``forward_prefetch`` / ``BackwardPrefetch.BACKWARD_PRE``). Set ``prefetch_layers=0`` for no prefetch.
     """
-    _check_non_negative("largest_layer_parameters", largest_layer_parameters)
-    _check_positive("bytes_per_param", bytes_per_param)
-    if isinstance(prefetch_layers, bool) or not isinstance(prefetch_layers, int) or prefetch_layers < 0:
-        raise ValueError(f"prefetch_layers must be a non-negative integer, got {prefetch_layers!r}")
+    require_non_negative("largest_layer_parameters", largest_layer_parameters)
+    require_positive("bytes_per_param", bytes_per_param)
+    require_non_negative_int("prefetch_layers", prefetch_layers)
     return largest_layer_parameters * bytes_per_param * (1 + prefetch_layers)
 
 
@@ -577,21 +562,13 @@ def _check_architecture(
     norm: str,
     head_dim: int | None,
 ) -> int:
-    for name, value in (
-        ("hidden", hidden),
-        ("heads", heads),
-        ("kv_heads", kv_heads),
-        ("ffn_hidden", ffn_hidden),
-        ("vocab", vocab),
-    ):
-        _check_positive_int(name, value)
-    if kv_heads > heads:
-        raise ValueError(f"kv_heads ({kv_heads}) exceeds heads ({heads})")
-    _check_choice("mlp", mlp, MLP_KINDS)
-    _check_choice("norm", norm, NORM_KINDS)
+    require_positive_ints(hidden=hidden, heads=heads, kv_heads=kv_heads, ffn_hidden=ffn_hidden, vocab=vocab)
+    require_at_most("kv_heads", kv_heads, "heads", heads)
+    require_choice("mlp", mlp, MLP_KINDS)
+    require_choice("norm", norm, NORM_KINDS)
     if head_dim is None:
         return hidden // heads
-    _check_positive_int("head_dim", head_dim)
+    require_positive_int("head_dim", head_dim)
     return head_dim
 
 
@@ -644,9 +621,9 @@ def transformer_parameters(
     head_dim defaults to hidden // heads. Reproduces the HF model cards' configs: Llama-2-7B
     6,738,415,616 and Meta-Llama-3-8B 8,030,261,248.
     """
-    _check_positive_int("layers", layers)
-    _check_bool("tied_embeddings", tied_embeddings)
-    _check_bool("linear_biases", linear_biases)
+    require_positive_int("layers", layers)
+    require_bool("tied_embeddings", tied_embeddings)
+    require_bool("linear_biases", linear_biases)
     d = _check_architecture(hidden, heads, kv_heads, ffn_hidden, vocab, mlp, norm, head_dim)
     modules, norm_params = _layer_parts(hidden, heads, kv_heads, ffn_hidden, mlp, norm, linear_biases, d)
     per_layer = sum(modules.values()) + 2 * norm_params
@@ -676,9 +653,9 @@ def largest_layer_parameters(
     the root unit holds what is not wrapped (embedding, output layer if untied, final norm), so the
     result is the larger of one layer and that root.
     """
-    _check_bool("tied_embeddings", tied_embeddings)
-    _check_bool("linear_biases", linear_biases)
-    _check_choice("unit", unit, LAYER_UNITS)
+    require_bool("tied_embeddings", tied_embeddings)
+    require_bool("linear_biases", linear_biases)
+    require_choice("unit", unit, LAYER_UNITS)
     d = _check_architecture(hidden, heads, kv_heads, ffn_hidden, vocab, mlp, norm, head_dim)
     modules, norm_params = _layer_parts(hidden, heads, kv_heads, ffn_hidden, mlp, norm, linear_biases, d)
     embedding = vocab * hidden
@@ -713,23 +690,19 @@ def megatron_most_loaded_shard_parameters(
     first stage holds (block/p + embedding)/t; with untied embeddings and p = 1 the output layer adds
     another embedding/t.
     """
-    _check_positive_int("layers", layers)
-    for name, value in (
-        ("hidden", hidden),
-        ("heads", heads),
-        ("ffn_hidden", ffn_hidden),
-        ("padded_vocab", padded_vocab),
-        ("tensor_parallel", tensor_parallel),
-        ("pipeline_parallel", pipeline_parallel),
-    ):
-        _check_positive_int(name, value)
-    _check_bool("swiglu", swiglu)
-    _check_bool("untie_embeddings_and_output_weights", untie_embeddings_and_output_weights)
-    _check_choice("normalization", normalization, MEGATRON_NORMALIZATIONS)
-    groups = heads if kv_heads is None else kv_heads
-    _check_positive_int("kv_heads", groups)
-    if groups > heads:
-        raise ValueError(f"kv_heads ({groups}) exceeds heads ({heads})")
+    require_positive_ints(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        ffn_hidden=ffn_hidden,
+        padded_vocab=padded_vocab,
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
+    )
+    require_bool("swiglu", swiglu)
+    require_bool("untie_embeddings_and_output_weights", untie_embeddings_and_output_weights)
+    require_choice("normalization", normalization, MEGATRON_NORMALIZATIONS)
+    groups = _kv_heads(kv_heads, heads)
     h = hidden
     norm_size = 1 if normalization == "RMSNorm" else 2
     gated = 3 / 2 if swiglu else 1
@@ -763,8 +736,8 @@ def megatron_weight_and_optimizer_bytes(
     with the distributed optimizer; both taken from ``BYTE_CONVENTIONS`` ("megatron",
     "megatron-distributed-optimizer") so the convention table and this figure cannot drift apart.
     """
-    _check_positive_int("data_parallel", data_parallel)
-    _check_bool("distributed_optimizer", distributed_optimizer)
+    require_positive_int("data_parallel", data_parallel)
+    require_bool("distributed_optimizer", distributed_optimizer)
     shard = megatron_most_loaded_shard_parameters(
         layers,
         hidden,

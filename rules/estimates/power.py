@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
 
 REDUNDANCY_MODES: tuple[str, ...] = ("N", "N+1", "2N")
 # US NEC 210.20(A): the overcurrent device must be rated ≥ 125 % of the continuous load (one lasting
 # 3 h or more, Art. 100), i.e. a continuous load may use at most 80 % of the rating.
 NEC_CONTINUOUS_LOAD_FACTOR = 0.8
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -73,10 +60,10 @@ def _validate_nodes(nodes: Iterable[NodePower]) -> list[NodePower]:
     if not groups:
         raise ValueError("a rack needs at least one node group")
     for g in groups:
-        _require_positive_int("node count", g.count)
-        _require_positive("max_w", g.max_w)
+        require_positive_int("node count", g.count)
+        require_positive("max_w", g.max_w)
         if g.sustained_w is not None:
-            _require_positive("sustained_w", g.sustained_w)
+            require_positive("sustained_w", g.sustained_w)
     return groups
 
 
@@ -102,15 +89,12 @@ def pdu_capacity_kw(
     rack. The result is multiplied by ``continuous_load_factor`` (0.8 per US NEC Art. 100 / 210.20(A):
     a continuous load ≤ 80 % of the rating; other codes or listed-100 % equipment may differ).
     """
-    if redundancy not in REDUNDANCY_MODES:
-        raise ValueError(f"redundancy must be one of {', '.join(REDUNDANCY_MODES)}; got {redundancy!r}")
-    _require_positive("continuous_load_factor", continuous_load_factor)
-    if continuous_load_factor > 1:
-        raise ValueError(f"continuous_load_factor must be in (0, 1], got {continuous_load_factor!r}")
+    require_choice("redundancy", redundancy, REDUNDANCY_MODES)
+    require_fraction("continuous_load_factor", continuous_load_factor)
     ratings: list[float] = []
     for group in pdus:
-        _require_positive_int("PDU count", group.count)
-        _require_positive("rating_kw", group.rating_kw)
+        require_positive_int("PDU count", group.count)
+        require_positive("rating_kw", group.rating_kw)
         ratings.extend([group.rating_kw] * group.count)
     if not ratings:
         raise ValueError("a rack needs at least one PDU")
@@ -150,11 +134,11 @@ def rack_power(
     pdu = pdu_capacity_kw(pdus, redundancy, continuous_load_factor)
     limits: list[tuple[float, str]] = []
     if budget_kw is not None:
-        _require_positive("budget_kw", budget_kw)
+        require_positive("budget_kw", budget_kw)
         limits.append((budget_kw, "budget"))
     limits.append((pdu, "pdu"))
     if cooling_kw is not None:
-        _require_positive("cooling_kw", cooling_kw)
+        require_positive("cooling_kw", cooling_kw)
         limits.append((cooling_kw, "cooling"))
     limit, binding = min(limits, key=lambda item: item[0])
     return RackPower(

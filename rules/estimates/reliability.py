@@ -13,26 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rules.estimates._args import require_non_negative, require_positive, require_positive_int, require_unit_interval
+
 HOURS_PER_DAY = 24.0
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_non_negative(name: str, value: float) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def job_mtbf_h(node_mtbf_h: float, nodes: int) -> float:
@@ -42,8 +25,8 @@ def job_mtbf_h(node_mtbf_h: float, nodes: int) -> float:
     rates (the minimum of exponentials is exponential with the summed rate). Source: standard
     series-system reliability; Daly 2006, FGCS 22(3), whose M is this whole-system MTBF.
     """
-    _require_positive("node_mtbf_h", node_mtbf_h)
-    _require_positive_int("nodes", nodes)
+    require_positive("node_mtbf_h", node_mtbf_h)
+    require_positive_int("nodes", nodes)
     return node_mtbf_h / nodes
 
 
@@ -53,8 +36,8 @@ def job_mtbf_from_interruptions_h(interruptions: int, period_h: float) -> float:
     Source: Llama 3 (Meta 2024, "The Llama 3 Herd of Models", arXiv 2407.21783, §3.3.4): 419 unexpected
     interruptions in a 54-day snapshot on 16,384 H100 GPUs → 1296 h / 419 = 3.09 h.
     """
-    _require_positive_int("interruptions", interruptions)
-    _require_positive("period_h", period_h)
+    require_positive_int("interruptions", interruptions)
+    require_positive("period_h", period_h)
     return period_h / interruptions
 
 
@@ -65,8 +48,8 @@ def node_mtbf_from_job_h(job_mtbf_h: float, nodes: int) -> float:
     about 6,300 h per node; that figure counts every unexpected interruption (GPU, HBM, network, host,
     software) against the nodes.
     """
-    _require_positive("job_mtbf_h", job_mtbf_h)
-    _require_positive_int("nodes", nodes)
+    require_positive("job_mtbf_h", job_mtbf_h)
+    require_positive_int("nodes", nodes)
     return job_mtbf_h * nodes
 
 
@@ -81,12 +64,10 @@ def lost_work_per_failure_s(
     of this project (a failure during a save voids that checkpoint); 0.5 gives Young's (τ + δ)/2 + R
     (Young 1974; Daly 2006, FGCS 22(3), first-order model).
     """
-    _require_positive("interval_s", interval_s)
-    _require_non_negative("save_s", save_s)
-    _require_non_negative("restart_s", restart_s)
-    _require_non_negative("save_lost_fraction", save_lost_fraction)
-    if save_lost_fraction > 1:
-        raise ValueError(f"save_lost_fraction must be in [0, 1], got {save_lost_fraction!r}")
+    require_positive("interval_s", interval_s)
+    require_non_negative("save_s", save_s)
+    require_non_negative("restart_s", restart_s)
+    require_unit_interval("save_lost_fraction", save_lost_fraction)
     return interval_s / 2.0 + save_lost_fraction * save_s + restart_s
 
 
@@ -116,7 +97,7 @@ def job_goodput(
     ``restart_s`` the time from failure to training again. A goodput of 0 means the job, as modelled,
     never makes progress.
     """
-    _require_positive("job_mtbf_s", job_mtbf_s)
+    require_positive("job_mtbf_s", job_mtbf_s)
     lost = lost_work_per_failure_s(interval_s, save_s, restart_s, save_lost_fraction)
     save_overhead = save_s / interval_s
     failure_overhead = lost / job_mtbf_s
@@ -130,10 +111,8 @@ def expected_wall_time_s(compute_s: float, goodput: float) -> float:
     Returns ``math.inf`` for a goodput of 0 (the job never finishes). Source: definition of goodput
     (useful work / wall time) in the first-order model of Daly 2006.
     """
-    _require_positive("compute_s", compute_s)
-    _require_non_negative("goodput", goodput)
-    if goodput > 1:
-        raise ValueError(f"goodput must be in [0, 1], got {goodput!r}")
+    require_positive("compute_s", compute_s)
+    require_unit_interval("goodput", goodput)
     if goodput == 0:
         return math.inf
     return compute_s / goodput

@@ -12,33 +12,15 @@ memory and crosses the CPU.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from rules.estimates._args import require_choice, require_non_negative, require_positive, require_positive_int
 
 # nvidia-smi topo -m path types, nearest first.
 PCIE_PATHS: tuple[str, ...] = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # The farthest path on which NCCL enables GPUDirect RDMA by default (paths.cc: netGdrLevel = PATH_PXB).
 GPUDIRECT_RDMA_FARTHEST = "PXB"
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _require_positive(name: str, value: float) -> None:
-    if not _is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-
-
-def _require_non_negative(name: str, value: float) -> None:
-    if not _is_number(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
-
-
-def _require_positive_int(name: str, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -66,12 +48,12 @@ def nic_bandwidth(nics: Iterable[tuple[float, float]], gpus_per_node: int) -> Ni
     not achieved bandwidth: NCCL reaches about 46-48 GB/s of an NDR 400 Gb/s NIC's 50 GB/s
     (nccl-tests issues; ``shared/reference/README.md``).
     """
-    _require_positive_int("gpus_per_node", gpus_per_node)
+    require_positive_int("gpus_per_node", gpus_per_node)
     count = 0.0
     gbps = 0.0
     for nic_count, nic_gbps in nics:
-        _require_non_negative("count", nic_count)
-        _require_positive("gbps", nic_gbps)
+        require_non_negative("count", nic_count)
+        require_positive("gbps", nic_gbps)
         count += nic_count
         gbps += nic_count * nic_gbps
     return NicBandwidth(count, gbps, count / gpus_per_node, gbps / gpus_per_node)
@@ -103,6 +85,5 @@ def crosses_cpu(path: str) -> bool:
     Source: NCCL src/graph/paths.cc ``ncclTopoCheckGdr`` disables GPUDirect RDMA beyond PATH_PXB by
     default, so such a GPU's inter-node traffic is bounced through host memory.
     """
-    if path not in PCIE_PATHS:
-        raise ValueError(f"path must be one of {', '.join(PCIE_PATHS)}; got {path!r}")
+    require_choice("path", path, PCIE_PATHS)
     return PCIE_PATHS.index(path) > PCIE_PATHS.index(GPUDIRECT_RDMA_FARTHEST)
