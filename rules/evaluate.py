@@ -18,7 +18,7 @@ from rules.catalogue import Catalogue, load_catalogue
 from rules.checks import CATALOGUE
 from rules.checks.base import Check, Context, Facts, Stage
 from rules.engine import RuleEngine
-from rules.errors import EngineError, InvalidSubmission
+from rules.errors import EngineError, InvalidSubmission, Problem
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
@@ -26,6 +26,8 @@ from rules.status import Status
 RECORD_VERSION = "1"
 # Limit on a submission document read by the CLI or posted to the API, before any parsing.
 MAX_SUBMISSION_BYTES = 2 * 1024 * 1024
+# An over-limit document up to this size is still parsed (never evaluated) to name the fields that bloat it.
+OVERSIZE_INSPECT_BYTES = 32 * 1024 * 1024
 
 _engine: RuleEngine | None = None
 _engine_lock = threading.Lock()
@@ -56,7 +58,8 @@ def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, 
     """
     size = len(raw.encode() if isinstance(raw, str) else raw)
     if size > MAX_SUBMISSION_BYTES:
-        raise InvalidSubmission(f"{origin} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES:,} bytes")
+        raise InvalidSubmission(f"{origin} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES:,} bytes",
+                                _oversize_problems(raw, size))
     try:
         # RFC 8259 §8.1: JSON exchanged between systems is UTF-8; other encodings are refused, not guessed.
         document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
@@ -67,6 +70,21 @@ def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, 
             f"{origin} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
     validate_submission(document, origin)
     return document
+
+
+def _oversize_problems(raw: bytes | str, size: int) -> list[Problem]:
+    """Returns the schema problems of an over-limit document that is still small enough to inspect.
+
+    An oversized submission is refused either way; locating the field that made it so (usually one long
+    text) tells the user what to cut. Beyond OVERSIZE_INSPECT_BYTES the document is not parsed at all.
+    """
+    if size > OVERSIZE_INSPECT_BYTES:
+        return []
+    try:
+        document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    return schemas.validate("submission", document)
 
 
 def validate_submission(document: Any, origin: str = "submission") -> None:

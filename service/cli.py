@@ -24,12 +24,12 @@ STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-dat
 
 
 def _read_submission(path: str) -> dict[str, Any]:
-    from rules.evaluate import MAX_SUBMISSION_BYTES, parse_submission
+    from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 
     file = Path(path)
     try:
         size = file.stat().st_size
-        if size > MAX_SUBMISSION_BYTES:
+        if size > OVERSIZE_INSPECT_BYTES:
             raise InvalidSubmission(f"{path} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES:,} bytes")
         raw = file.read_bytes()
     except OSError as error:

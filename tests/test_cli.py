@@ -102,7 +102,8 @@ def test_a_ten_megabyte_string_field_is_rejected_without_echoing_it(tmp_path: Pa
     code, output = _run("validate", _write(tmp_path, submission))
 
     assert code == 2
-    assert "bytes; the limit is" in output
+    assert "bytes; the limit is 2,097,152 bytes" in output
+    assert "/quote/vendor: text of 10,485,760 characters exceeds the limit of 200" in output
     assert len(output) < 1000
 
 
