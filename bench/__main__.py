@@ -1,4 +1,4 @@
-"""`make bench`: evaluation latency per example, and resident memory over 10,000 evaluations.
+"""`make bench`: evaluation latency per example, resident memory over 10,000 evaluations, record PDF cost.
 
 Prints figures and their ratio to the target; exits non-zero only when a target is missed, so the
 targets are checked here and not by timed assertions inside the test suite.
@@ -7,7 +7,9 @@ targets are checked here and not by timed assertions inside the test suite.
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,6 +22,9 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
 LATENCY_TARGET_MS = 1000.0  # DESIGN.md: every check with its numbers "within a second"
 RSS_GROWTH_TARGET = 0.10  # issue [1]: 10,000 evaluations leave resident memory flat within 10 %
 EVALUATIONS = 10_000
+RECORD_EXAMPLE = ROOT / "examples" / "h200-128node-pretraining.json"
+PDF_TIME_TARGET_S = 1.5  # issue [6]: render + sign the record PDF
+PDF_RSS_TARGET_MIB = 300.0  # issue [6]: peak resident memory of the process that renders and signs
 
 
 def rss_kib() -> int:
@@ -68,11 +73,40 @@ def bench_memory() -> bool:
     return growth <= RSS_GROWTH_TARGET
 
 
+def bench_record_pdf() -> bool:
+    """Renders and signs the approved record of RECORD_EXAMPLE in a fresh process; checks time and peak RSS.
+
+    The time target applies to a render in a process that has loaded its libraries and fonts (a worker
+    calls ``warm_up()`` at start); the first render of a cold process is printed too, without a target.
+    """
+    record = evaluate(json.loads(RECORD_EXAMPLE.read_text()))
+    record = {**record, "record_id": "bench-record",
+              "decisions": [{"action": "approve", "actor": "bench", "role": "approver", "at": record["evaluated_at"]}]}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    child = subprocess.run([sys.executable, "-m", "bench.record_pdf"], input=json.dumps(record), text=True,
+                           capture_output=True, cwd=ROOT, env=env, timeout=300)
+    if child.returncode != 0:
+        print(f"record PDF bench failed:\n{child.stderr}")
+        return False
+    figures = json.loads(child.stdout)
+    worst = max(figures["first_s"], figures["max_s"])
+    print(f"record of {RECORD_EXAMPLE.name}: {len(record['checks'])} checks, {figures['pages']} pages, "
+          f"{figures['pdf_bytes']:,} bytes")
+    print(f"imports {figures['import_s']:.2f} s, warm-up (fonts, template, first layout) {figures['warm_up_s']:.2f} s")
+    print(f"render + sign: first {figures['first_s']:.3f} s, median {figures['median_s']:.3f} s, "
+          f"max {figures['max_s']:.3f} s (target ≤ {PDF_TIME_TARGET_S} s, ratio {worst / PDF_TIME_TARGET_S:.2f})")
+    print(f"peak RSS of the rendering process {figures['peak_rss_mib']:.1f} MiB "
+          f"(target ≤ {PDF_RSS_TARGET_MIB:.0f} MiB, ratio {figures['peak_rss_mib'] / PDF_RSS_TARGET_MIB:.2f})")
+    return worst <= PDF_TIME_TARGET_S and figures["peak_rss_mib"] <= PDF_RSS_TARGET_MIB
+
+
 def main() -> int:
     print("== evaluation latency ==")
     ok = all(bench_latency())
     print("\n== resident memory over repeated evaluations ==")
     ok = bench_memory() and ok
+    print("\n== record PDF: render + PAdES sign (fresh process) ==")
+    ok = bench_record_pdf() and ok
     print("\nall targets met" if ok else "\nTARGET MISSED")
     return 0 if ok else 1
 

@@ -247,5 +247,11 @@ def audit_verify() -> None:
     sys.exit(EXIT_FAILED)
 
 
+# --- signed records: verify, sign, pdf, keys (service/record/cli.py) ------------------------------------
+from service.record.cli import register as _register_record_commands  # noqa: E402
+
+_register_record_commands(main)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

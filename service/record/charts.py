@@ -1,0 +1,269 @@
+"""Charts of a record's evidence as inline SVG, drawn in Python: no script, no fetch, every label escaped.
+
+Each function takes one check's evidence and returns SVG markup (``markupsafe.Markup``), or None when the
+evidence lacks what the chart needs — a chart is drawn only from evidence that exists.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from markupsafe import Markup, escape
+
+WIDTH = 640
+FONT = "DejaVu Sans, sans-serif"
+INK, GRID, MUTED = "#222222", "#d0d0d0", "#666666"
+MEMORY_PARTS = (  # evidence name, label, colour (Okabe-Ito, distinguishable in colour-blind vision)
+    ("weights_gib", "weights", "#0072B2"),
+    ("gradients_gib", "gradients", "#56B4E9"),
+    ("optimizer_gib", "optimizer", "#009E73"),
+    ("activations_gib", "activations", "#E69F00"),
+    ("other_gib", "other", "#CC79A7"),
+)
+LIMIT_COLOURS = {"budget": "#D55E00", "pdu": "#0072B2", "cooling": "#009E73", "window": "#D55E00"}
+
+
+def number(value: Any) -> float | None:
+    """Returns ``value`` as a finite float, or None for anything that is not a finite number (bools included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def short(value: float) -> str:
+    """Returns a compact label for a figure: 3 significant digits, thousands separated."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+class Svg:
+    """A small SVG builder; every text and attribute value passes through markupsafe.escape."""
+
+    def __init__(self, height: float, title: str) -> None:
+        self.height = height
+        self.title = title
+        self.parts: list[str] = []
+
+    def add(self, tag: str, text: str | None = None, **attributes: Any) -> None:
+        attrs = "".join(f' {name.rstrip("_").replace("_", "-")}="{escape(str(value))}"'
+                        for name, value in attributes.items() if value is not None)
+        self.parts.append(f"<{tag}{attrs}/>" if text is None else f"<{tag}{attrs}>{escape(text)}</{tag}>")
+
+    def text(self, x: float, y: float, text: str, size: float = 11, anchor: str = "start", fill: str = INK,
+             weight: str | None = None) -> None:
+        self.add("text", text, x=f"{x:.1f}", y=f"{y:.1f}", font_size=size, text_anchor=anchor, fill=fill,
+                 font_family=FONT, font_weight=weight)
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, stroke: str = INK, width: float = 1,
+             dash: str | None = None) -> None:
+        self.add("line", x1=f"{x1:.1f}", y1=f"{y1:.1f}", x2=f"{x2:.1f}", y2=f"{y2:.1f}", stroke=stroke,
+                 stroke_width=width, stroke_dasharray=dash)
+
+    def rect(self, x: float, y: float, w: float, h: float, fill: str) -> None:
+        self.add("rect", x=f"{x:.1f}", y=f"{y:.1f}", width=f"{max(w, 0):.1f}", height=f"{h:.1f}", fill=fill)
+
+    def markup(self) -> Markup:
+        body = "".join(self.parts)
+        return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
+                      f'viewBox="0 0 {WIDTH} {self.height:.0f}" width="{WIDTH}" height="{self.height:.0f}">'
+                      f"<title>{escape(self.title)}</title>{body}</svg>")
+
+
+def _axis(svg: Svg, left: float, right: float, y: float, top: float, maximum: float, unit: str, ticks: int = 5) -> None:
+    step = _nice_step(maximum / ticks)
+    value = 0.0
+    while value <= maximum * 1.0001:
+        x = left + (right - left) * value / maximum
+        svg.line(x, top, x, y, stroke=GRID)
+        svg.text(x, y + 14, short(value), size=9, anchor="middle", fill=MUTED)
+        value += step
+    svg.text(right, y + 28, unit, size=9, anchor="end", fill=MUTED)
+
+
+def _nice_step(raw: float) -> float:
+    if raw <= 0:
+        return 1.0
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 2.5, 5, 10):
+        if raw <= factor * magnitude:
+            return factor * magnitude
+    return 10 * magnitude
+
+
+def _legend(svg: Svg, y: float, items: Iterable[tuple[str, str, bool]], left: float = 10) -> None:
+    """Draws legend entries (label, colour, is_line) in a row starting at ``left``."""
+    x = left
+    for label, colour, is_line in items:
+        if is_line:
+            svg.line(x, y - 4, x + 14, y - 4, stroke=colour, width=2.5, dash="5 3")
+        else:
+            svg.rect(x, y - 9, 14, 10, colour)
+        svg.text(x + 18, y, label, size=10)
+        x += 26 + 6.2 * len(label)
+
+
+def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
+    """Returns per-GPU memory as one stacked bar (weights … other) against the usable and total capacity."""
+    parts = [(label, number(evidence.get(name)), colour) for name, label, colour in MEMORY_PARTS]
+    usable, capacity = number(evidence.get("usable_gib")), number(evidence.get("capacity_gib"))
+    if any(value is None for _, value, _ in parts) or capacity is None or capacity <= 0:
+        return None
+    total = sum(value for _, value, _ in parts if value)
+    maximum = max(total, capacity) * 1.08
+    left, right, top, bar = 110.0, WIDTH - 20.0, 14.0, 34.0
+    svg = Svg(140, f"Per-GPU memory: {short(total)} GiB needed of {short(usable or capacity)} GiB usable")
+    axis_y = top + bar + 14
+    _axis(svg, left, right, axis_y, top - 4, maximum, "GiB per GPU")
+    svg.text(left - 8, top + bar / 2 + 4, "needed", anchor="end", weight="bold")
+    x = left
+    for _label, value, colour in parts:
+        width = (right - left) * (value or 0) / maximum
+        svg.rect(x, top, width, bar, colour)
+        x += width
+    svg.text(min(x + 4, right - 60), top + bar / 2 + 4, f"{short(total)} GiB", size=10)
+    for value, label, colour in ((usable, "usable", LIMIT_COLOURS["budget"]), (capacity, "capacity", INK)):
+        if value is None:
+            continue
+        lx = left + (right - left) * value / maximum
+        svg.line(lx, top - 6, lx, top + bar + 6, stroke=colour, width=2.5, dash="5 3" if label == "usable" else None)
+    legend = [(f"{label} {short(value or 0)}", colour, False) for label, value, colour in parts]
+    _legend(svg, 112, legend)
+    limits = [(f"usable {short(usable)} GiB", LIMIT_COLOURS["budget"], True)] if usable is not None else []
+    limits.append((f"capacity {short(capacity)} GiB", INK, True))
+    _legend(svg, 132, limits)
+    return svg.markup()
+
+
+def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
+    """Returns each rack's draw as a bar against its power budget, derated PDU rating and cooling capacity."""
+    racks = [r for r in evidence.get("racks") or [] if isinstance(r, Mapping) and number(r.get("draw_kw")) is not None]
+    if not racks:
+        return None
+    limits = (("budget_kw", "power budget", LIMIT_COLOURS["budget"]),
+              ("pdu_derated_kw", "derated PDU", LIMIT_COLOURS["pdu"]),
+              ("cooling_kw", "cooling", LIMIT_COLOURS["cooling"]))
+    values = [number(r.get("draw_kw")) or 0.0 for r in racks]
+    values += [v for r in racks for name, _, _ in limits if (v := number(r.get(name))) is not None]
+    maximum = max(values) * 1.1 or 1.0
+    left, right, top, row = 130.0, WIDTH - 20.0, 12.0, 34.0
+    axis_y = top + row * len(racks)
+    svg = Svg(axis_y + 56, "Rack power against budget, derated PDU rating and cooling")
+    _axis(svg, left, right, axis_y, top - 4, maximum, "kW per rack")
+    for i, rack in enumerate(racks):
+        y = top + i * row
+        draw = number(rack.get("draw_kw")) or 0.0
+        name = str(rack.get("name", f"rack {i + 1}"))
+        svg.text(left - 8, y + row / 2 + 2, name if len(name) <= 18 else name[:17] + "…", anchor="end")
+        svg.rect(left, y + 7, (right - left) * draw / maximum, row - 16, "#999999")
+        svg.text(left + (right - left) * draw / maximum + 4, y + row / 2 + 2, f"{short(draw)} kW", size=10)
+        for name_kw, _label, colour in limits:
+            value = number(rack.get(name_kw))
+            if value is not None:
+                lx = left + (right - left) * value / maximum
+                svg.line(lx, y + 2, lx, y + row - 2, stroke=colour, width=2.5, dash="5 3")
+    _legend(svg, axis_y + 48, [("draw", "#999999", False), *((label, colour, True) for _, label, colour in limits)])
+    return svg.markup()
+
+
+def _scaling_points(evidence: Mapping[str, Any]) -> list[tuple[float, float]]:
+    for value in evidence.values():
+        if isinstance(value, list) and value and all(isinstance(p, Mapping) for p in value):
+            points = [(number(p.get("gpus")), number(p.get("efficiency"))) for p in value]
+            if all(g is not None and e is not None and g > 0 for g, e in points):
+                return sorted((g, e) for g, e in points)  # type: ignore[misc]
+    gpus, efficiency = number(evidence.get("gpus")), number(evidence.get("efficiency"))
+    return [(gpus, efficiency)] if gpus and efficiency is not None else []
+
+
+def scaling_chart(evidence: Mapping[str, Any], thresholds: Mapping[str, Any] | None = None) -> Markup | None:
+    """Returns scaling efficiency against GPU count (log₂ axis) with the policy's minimum when it has one.
+
+    Reads the first evidence list whose items carry ``gpus`` and ``efficiency``, else the pair of scalars
+    ``gpus`` and ``efficiency``; None when neither is there.
+    """
+    points = _scaling_points(evidence)
+    if not points:
+        return None
+    limits = [(k, float(v)) for k, v in (thresholds or {}).items() if "efficiency" in k and number(v) is not None]
+    low_g, high_g = points[0][0], points[-1][0]
+    if len(points) == 1:  # one modelled or measured size: show it with room on the left, not on the axis
+        log_low, log_high = math.log2(low_g) - 3, math.log2(low_g) + 1
+    else:
+        log_low, log_high = math.log2(low_g), max(math.log2(high_g), math.log2(low_g) + 1)
+    top_e = max(1.0, *(e for _, e in points)) * 1.05
+    left, right, top, bottom = 60.0, WIDTH - 20.0, 12.0, 172.0
+    svg = Svg(bottom + 40, "Scaling efficiency against GPU count")
+
+    def xy(gpus: float, efficiency: float) -> tuple[float, float]:
+        x = left + (right - left) * (math.log2(gpus) - log_low) / (log_high - log_low)
+        return x, bottom - (bottom - top) * efficiency / top_e
+
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        _, y = xy(low_g, tick)
+        svg.line(left, y, right, y, stroke=GRID)
+        svg.text(left - 6, y + 3, f"{tick:.0%}", size=9, anchor="end", fill=MUTED)
+    for gpus, _ in points:
+        x, _ = xy(gpus, 0)
+        svg.text(x, bottom + 14, short(gpus), size=9, anchor="middle", fill=MUTED)
+    svg.text(right, bottom + 28, "GPUs (log scale)", size=9, anchor="end", fill=MUTED)
+    for name, limit in limits:
+        _, y = xy(low_g, limit)
+        svg.line(left, y, right, y, stroke=LIMIT_COLOURS["budget"], width=1.5, dash="5 3")
+        svg.text(right, y - 3, f"{name} {limit:.0%}", size=9, anchor="end", fill=LIMIT_COLOURS["budget"])
+    coords = [xy(g, e) for g, e in points]
+    for (x1, y1), (x2, y2) in zip(coords, coords[1:], strict=False):
+        svg.line(x1, y1, x2, y2, stroke="#0072B2", width=2)
+    for (x, y), (_, efficiency) in zip(coords, points, strict=True):
+        svg.add("circle", cx=f"{x:.1f}", cy=f"{y:.1f}", r=4, fill="#0072B2")
+        svg.text(x, y - 8, f"{efficiency:.0%}", size=9, anchor="middle")
+    return svg.markup()
+
+
+def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
+    """Returns the days to complete (without failures, and expected with them) against the completion window."""
+    window = number(evidence.get("window_days"))
+    bars = [(label, value) for label, name in (("no failures", "compute_days"), ("expected", "days"))
+            if (value := number(evidence.get(name))) is not None]
+    if window is None or not bars:
+        return None
+    maximum = max(window, *(v for _, v in bars)) * 1.1 or 1.0
+    left, right, top, row = 110.0, WIDTH - 20.0, 12.0, 30.0
+    axis_y = top + row * len(bars)
+    svg = Svg(axis_y + 56, "Days to complete against the completion window")
+    _axis(svg, left, right, axis_y, top - 4, maximum, "days")
+    for i, (label, value) in enumerate(bars):
+        y = top + i * row
+        svg.text(left - 8, y + row / 2 + 3, label, anchor="end")
+        colour = "#0072B2" if value <= window else "#D55E00"
+        svg.rect(left, y + 6, (right - left) * value / maximum, row - 12, colour)
+        svg.text(left + (right - left) * value / maximum + 4, y + row / 2 + 3, f"{short(value)} d", size=10)
+    wx = left + (right - left) * window / maximum
+    svg.line(wx, top - 4, wx, axis_y, stroke=LIMIT_COLOURS["window"], width=2.5, dash="5 3")
+    _legend(svg, axis_y + 48, [(f"window {short(window)} days", LIMIT_COLOURS["window"], True)])
+    return svg.markup()
+
+
+def chart_title(chart: Markup) -> str:
+    """Returns the text of a chart's <title> (its one-line description), for a caption."""
+    start, end = chart.find("<title>"), chart.find("</title>")
+    return Markup(chart[start + 7:end]).unescape() if start != -1 and end != -1 else ""
+
+
+def chart_for(check: Mapping[str, Any]) -> Markup | None:
+    """Returns the chart of a check result when its id has one and its evidence holds the figures, else None."""
+    evidence = check.get("evidence") or {}
+    match check.get("id"):
+        case "peak-memory":
+            return memory_chart(evidence)
+        case "rack-power":
+            return rack_power_chart(evidence)
+        case "interconnect-scaling":
+            return scaling_chart(evidence, check.get("thresholds"))
+        case "time-to-result":
+            return completion_chart(evidence)
+    return None

@@ -1,0 +1,52 @@
+"""The outcome of a verification: valid or not, what held, and what did not with found vs expected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Verification:
+    """What a verification found. ``ok`` only when something was verified and nothing failed (fails closed)."""
+
+    subject: str  # what was verified: "record envelope", "DSSE envelope", "PDF"
+    reasons: list[str] = field(default_factory=list)  # each failure, saying what was found and what was expected
+    findings: list[str] = field(default_factory=list)  # each property that held, for the reader
+    key_id: str | None = None  # the key that signed, when known
+    record_digest: str | None = None  # sha256 of the canonical record, when a record was found
+    record: dict[str, Any] | None = None  # the record, when one was found (even when invalid, to show it)
+    parts: list[Verification] = field(default_factory=list)  # e.g. a PDF's embedded record envelope
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons and bool(self.findings) and all(part.ok for part in self.parts)
+
+    def fail(self, reason: str) -> None:
+        self.reasons.append(reason)
+
+    def hold(self, finding: str) -> None:
+        self.findings.append(finding)
+
+    def all_reasons(self) -> list[str]:
+        """Returns this verification's reasons and those of its parts, each part's prefixed by its subject."""
+        reasons = list(self.reasons)
+        if not reasons and not self.findings:
+            reasons.append(f"{self.subject}: nothing was verified")
+        for part in self.parts:
+            reasons += [f"{part.subject}: {reason}" for reason in part.all_reasons()]
+        return reasons
+
+    def as_dict(self) -> dict[str, Any]:
+        """Returns the JSON shape of ``POST /api/v1/records/verify``: ok, subject, reasons, findings, ids, parts."""
+        return {
+            "ok": self.ok,
+            "subject": self.subject,
+            "reasons": self.all_reasons() if not self.ok else [],
+            "findings": list(self.findings),
+            "key_id": self.key_id,
+            "record_digest": self.record_digest,
+            "record_id": (self.record or {}).get("record_id"),
+            "verdict": (self.record or {}).get("verdict"),
+            "parts": [part.as_dict() for part in self.parts],
+        }
