@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# Evaluates the bundled example with no configuration: prints the checklist, writes the record and its PDF
+# (a DRAFT: a record is signed only once approvers approve it through the API).
 demo: $(STAMP)
 	@mkdir -p out
 	@$(BIN)/quotecheck evaluate $(DEMO) --out out/record.json; rc=$$?; \
-	  if [ $$rc -gt 1 ]; then exit $$rc; fi; \
-	  echo; echo "record written to out/record.json"
+	  if [ $$rc -gt 1 ]; then exit $$rc; fi
+	@$(BIN)/quotecheck pdf out/record.json --out out/record.pdf
+	@echo; echo "record written to out/record.json, its draft PDF to out/record.pdf"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
