@@ -15,12 +15,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Returns a Flask app configured from defaults, the instance file, the environment, then ``test_config``.
 
     The instance folder (``QUOTECHECK_INSTANCE_PATH`` or ``INSTANCE_PATH`` in ``test_config``; default
-    ``./instance``) holds ``config.json`` or ``config.py`` and, without DATABASE_URL, the SQLite file.
+    ``./instance``) holds ``config.json`` or ``config.py``, without DATABASE_URL the SQLite file, and without
+    SIGNING_CERT_FILE/SIGNING_KEY_FILE the record signing key (``signing/``, generated on first start).
     Environment variables ``QUOTECHECK_<KEY>`` set ``<KEY>``; values that parse as JSON are taken as JSON.
     """
     # Imported here, not at the top: `import service.models` (Alembic's env, the CLI) must not pull in
     # the whole web layer, which itself imports service.models.
-    from service import api, auth, db, errors, evaluation
+    from service import api, auth, db, errors, evaluation, record
 
     test_config = dict(test_config or {})
     instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")
@@ -36,5 +37,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     auth.init_app(app)
     evaluation.init_app(app)
+    record.init_app(app)
     api.init_app(app)
     return app

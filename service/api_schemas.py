@@ -37,6 +37,23 @@ DECISION_REQUEST: dict[str, Any] = {
     },
 }
 
+PO_NUMBER_PATTERN = "^[A-Za-z0-9._/-]{1,64}$"
+# Printable text without leading or trailing blanks (no control characters anywhere).
+SYSTEM_PATTERN = "^[^\\s\\x00-\\x1f\\x7f](?:[^\\x00-\\x1f\\x7f]*[^\\s\\x00-\\x1f\\x7f])?$"
+
+PURCHASE_ORDER_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["po_number", "system"],
+    "properties": {
+        "po_number": {"type": "string", "maxLength": 64, "pattern": PO_NUMBER_PATTERN,
+                      "description": "the purchase order's number: 1-64 of A-Z a-z 0-9 . _ / -"},
+        "system": {"type": "string", "minLength": 1, "maxLength": 64, "pattern": SYSTEM_PATTERN,
+                   "description": "the purchasing system that holds the order (e.g. `SAP`, `Coupa`): 1-64 "
+                                  "printable characters, no leading or trailing blanks"},
+    },
+}
+
 PROBLEM: dict[str, Any] = {
     "type": "object",
     "description": "RFC 9457 problem details",
@@ -169,7 +186,90 @@ SCHEMA_INDEX: dict[str, Any] = {
         "type": "object", "properties": {"name": _TEXT, "href": _TEXT, "title": _TEXT}}}},
 }
 
+SIGNATURE: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["alg", "key_id", "record_digest", "signed_at", "value"],
+    "description": "signs the RFC 8785 bytes of this object without `value` (docs/records.md)",
+    "properties": {"alg": {"enum": ["ecdsa-p256-sha256", "ed25519"]}, "key_id": _DIGEST, "record_digest": _DIGEST,
+                   "signed_at": _TIME, "value": {"type": "string", "contentEncoding": "base64"}},
+}
+
+SIGNED_RECORD: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["record", "signature"],
+    "description": "a record signed by the service: verify it with a key of GET /api/v1/keys",
+    "properties": {"record": {"$ref": "#/components/schemas/RecordDocument"}, "signature": SIGNATURE},
+}
+
+RECORD_REPRESENTATION: dict[str, Any] = {
+    "description": "an approved record as its signed envelope (Record-Status: signed), any other record as the "
+                   "unsigned record itself (Record-Status: draft)",
+    "anyOf": [{"$ref": "#/components/schemas/SignedRecord"}, {"$ref": "#/components/schemas/RecordDocument"}],
+}
+
+DSSE_ENVELOPE: dict[str, Any] = {
+    "type": "object",
+    "required": ["payloadType", "payload", "signatures"],
+    "description": "the verdict as an in-toto Statement v1 in a DSSE envelope (attached to the signed PDF)",
+    "properties": {"payloadType": _TEXT, "payload": {"type": "string", "contentEncoding": "base64"},
+                   "signatures": {"type": "array", "items": {"type": "object", "required": ["sig"],
+                                                             "properties": {"keyid": _TEXT, "sig": _TEXT}}}},
+}
+
+PDF: dict[str, Any] = {"type": "string", "contentMediaType": "application/pdf"}
+
+VERIFICATION: dict[str, Any] = {
+    "type": "object",
+    "required": ["ok", "subject", "reasons", "findings", "parts"],
+    "properties": {
+        "ok": {"type": "boolean", "description": "true only when every signature and digest verified"},
+        "subject": {"type": "string", "description": "what was verified: record envelope, DSSE envelope, PDF"},
+        "reasons": {"type": "array", "items": _TEXT, "description": "why it is not valid: found vs expected"},
+        "findings": {"type": "array", "items": _TEXT, "description": "what held"},
+        "key_id": _NULLABLE_TEXT, "record_digest": _NULLABLE_TEXT, "record_id": _NULLABLE_TEXT,
+        "verdict": _NULLABLE_TEXT,
+        "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Verification"},
+                  "description": "the verifications of a PDF's attachments"},
+    },
+}
+
+PUBLIC_KEYS: dict[str, Any] = {
+    "type": "object",
+    "required": ["keys"],
+    "properties": {"keys": {"type": "array", "items": {
+        "type": "object",
+        "required": ["key_id", "algorithm", "public_key_pem", "uses"],
+        "properties": {"key_id": _DIGEST, "algorithm": _TEXT, "public_key_pem": _TEXT,
+                       "certificate_pem": _TEXT, "certificate_sha256": _DIGEST, "not_before": _TIME,
+                       "not_after": _TIME, "uses": {"type": "array", "items": _TEXT}}}}},
+}
+
+PURCHASE_ORDER_LINK: dict[str, Any] = {
+    "type": "object",
+    "required": ["record_id", "issue", "record_digest", "purchase_order", "purchase_orders", "linked", "links"],
+    "properties": {
+        "record_id": {"type": "string", "description": "the newest issue of the record, which lists the order"},
+        "issue": {"type": "integer"}, "record_digest": _DIGEST,
+        "supersedes": {"type": ["object", "null"], "properties": {"record_id": _TEXT, "digest": _DIGEST}},
+        "purchase_order": {"type": "object", "description": "the link as the record lists it"},
+        "purchase_orders": {"type": "array", "items": {"type": "object"}},
+        "linked": {"type": "boolean", "description": "true when this request issued the record; false when the "
+                                                     "order was already listed (nothing changed)"},
+        "links": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
 COMPONENTS: dict[str, dict[str, Any]] = {
+    "PurchaseOrderRequest": PURCHASE_ORDER_REQUEST,
+    "PurchaseOrderLink": PURCHASE_ORDER_LINK,
+    "SignedRecord": SIGNED_RECORD,
+    "RecordRepresentation": RECORD_REPRESENTATION,
+    "DsseEnvelope": DSSE_ENVELOPE,
+    "Pdf": PDF,
+    "Verification": VERIFICATION,
+    "PublicKeys": PUBLIC_KEYS,
     "WaiverRequest": WAIVER_REQUEST,
     "DecisionRequest": DECISION_REQUEST,
     "Problem": PROBLEM,

@@ -43,6 +43,8 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "request-changes": frozenset({Role.REVIEWER, Role.APPROVER, Role.ADMIN}),
     "reject": frozenset({Role.REVIEWER, Role.APPROVER, Role.ADMIN}),
     "approve": frozenset({Role.APPROVER, Role.ADMIN}),
+    # Linking a purchase order re-issues the signed record: those accountable for the purchase decision.
+    "link-purchase-order": frozenset({Role.APPROVER, Role.ADMIN}),
 }
 # Posting a decision at all; the action in the body then needs its own permission above.
 PERMISSIONS["decide"] = PERMISSIONS["approve"] | PERMISSIONS["reject"] | PERMISSIONS["request-changes"]
@@ -111,6 +113,7 @@ def current_actor() -> Actor:
 # How Forbidden names each action.
 ACTION_WORDS = {"read": "read", "submit": "submit quotes", "revise": "revise quotes", "waive": "waive checks",
                 "request-changes": "request changes", "reject": "reject quotes", "approve": "approve quotes",
+                "link-purchase-order": "link purchase orders to records",
                 "decide": "post decisions (approve, reject, request-changes)"}
 
 

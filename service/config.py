@@ -30,6 +30,17 @@ DEFAULTS: dict[str, Any] = {
     "SQLITE_BUSY_TIMEOUT_S": 30,
     "DEFAULT_PAGE_SIZE": 20,
     "MAX_PAGE_SIZE": 100,
+    # The record signing key. Neither file set: an ECDSA P-256 key and a self-signed certificate generated on
+    # first use in <instance>/signing/ (under a file lock, so processes starting at once generate one key).
+    # Production sets both (PEM; the key readable by the service user only); setting one alone is an error.
+    "SIGNING_CERT_FILE": None,
+    "SIGNING_KEY_FILE": None,
+    # Decrypts an encrypted SIGNING_KEY_FILE. A string: in the environment, JSON-quote values such as "true"
+    # or digits, e.g. QUOTECHECK_SIGNING_KEY_PASSWORD='"1234"', or they arrive as JSON numbers or booleans.
+    "SIGNING_KEY_PASSWORD": None,
+    # Load (or generate) the signing key when the app is created, so a bad configuration stops the start
+    # rather than the first approval. False: on first use (for processes that never sign, without the key).
+    "SIGNING_KEYS_AT_START": True,
     # The clock the workflow reads (waiver expiry, timestamps); tests replace it to move time.
     "CLOCK": system_clock,
 }

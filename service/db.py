@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,11 +40,30 @@ def make_engine(url: str, sqlite_busy_timeout_s: float = 30) -> Engine:
     def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
         # WAL lets readers proceed while a writer holds the lock; foreign keys are off by default.
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _set_wal(cursor, sqlite_busy_timeout_s)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
     return engine
+
+
+def _set_wal(cursor: Any, timeout_s: float) -> None:
+    """Switches a SQLite database to WAL, retrying while another connection holds it.
+
+    Switching a new database's journal mode can fail with "database is locked" at once, without waiting
+    for the busy timeout, when processes that start together (gunicorn workers) open it at the same time.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class Database:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # Deterministic constraint names, so Alembic can compare and alter them on every database.
@@ -102,7 +102,13 @@ class CheckResult(SQLModel, table=True):
 
 
 class Record(SQLModel, table=True):
-    """A record document as issued: one per evaluation (kind ``evaluation``) and one per final decision."""
+    """A record document as issued: one per evaluation (kind ``evaluation``) and the final records (kind ``final``).
+
+    A final record is issued at approval or rejection (``issue`` 1) and re-issued, as a new row with a new
+    id, for each purchase order linked to an approved one (``issue`` n + 1, ``supersedes_id`` the previous
+    issue; unique, so the issues form one chain). Rows are never updated, except that ``envelope`` is set
+    once: the signed envelope of an approved record, signed when the record is issued.
+    """
 
     id: str = Field(primary_key=True, max_length=36)
     submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
@@ -110,6 +116,24 @@ class Record(SQLModel, table=True):
     kind: str = Field(max_length=16)
     document: dict[str, Any] = Field(sa_type=JSON)
     digest: str = Field(max_length=DIGEST_LENGTH)
+    created_at: datetime
+    issue: int | None = None
+    supersedes_id: str | None = Field(default=None, sa_column=Column(String(36), ForeignKey("record.id"),
+                                                                     unique=True, nullable=True))
+    # SQL NULL (not JSON null) until signed, so "not signed yet" can be tested in SQL.
+    envelope: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+
+
+class RecordPdf(SQLModel, table=True):
+    """The signed PDF of an approved record, stored when first rendered and served unchanged from then on."""
+
+    __tablename__ = "record_pdf"
+
+    record_id: str = Field(sa_column=Column(String(36), ForeignKey("record.id"), primary_key=True))
+    record_digest: str = Field(max_length=DIGEST_LENGTH)
+    # sha256:<hex> of the PDF bytes; the audit event that issued the PDF carries the same digest.
+    pdf_digest: str = Field(max_length=DIGEST_LENGTH)
+    pdf: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     created_at: datetime
 
 

@@ -41,18 +41,22 @@ def operation(*, tag: str, request: str | None = None, responses: dict[int, tupl
               errors: tuple[int, ...] = (), parameters: tuple[dict[str, Any], ...] = (),
               if_match: bool = False, idempotency_key: bool = False,
               response_headers: dict[int, tuple[str, ...]] | None = None,
-              media_type: str = "application/json") -> Callable[[F], F]:
+              media_type: str = "application/json",
+              request_content: dict[str, str] | None = None) -> Callable[[F], F]:
     """Returns a decorator that records a view's OpenAPI metadata on it.
 
     ``request`` and the schema half of each ``responses`` entry name a component (see
-    service.api_schemas.COMPONENTS, or ``<Name>Document`` for a contract schema).
+    service.api_schemas.COMPONENTS, or ``<Name>Document`` for a contract schema). ``request_content`` maps
+    media types to components for a body that is not (only) JSON; such a body is read as bytes, so it
+    gets no 400 or 415 from JSON parsing.
     """
 
     def decorate(view: F) -> F:
         meta = dict(getattr(view, "openapi", {}))
         meta.update(tag=tag, request=request, responses=responses or {200: ("OK", None)}, errors=errors,
                     parameters=parameters, if_match=if_match, idempotency_key=idempotency_key,
-                    response_headers=response_headers or {}, media_type=media_type)
+                    response_headers=response_headers or {}, media_type=media_type,
+                    request_content=request_content or {})
         view.openapi = meta  # type: ignore[attr-defined]
         return view
 
@@ -137,6 +141,10 @@ def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[di
     if meta.get("request"):
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(meta["request"])}}}
         error_statuses |= {400, 413, 415, 422}
+    elif meta.get("request_content"):
+        op["requestBody"] = {"required": True, "content": {media: {"schema": _ref(component)}
+                                                           for media, component in meta["request_content"].items()}}
+        error_statuses |= {413, 422}
     responses: dict[str, Any] = {}
     for status, (text, component) in sorted(meta.get("responses", {200: ("OK", None)}).items()):
         response: dict[str, Any] = {"description": text}
@@ -144,12 +152,28 @@ def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[di
             response["content"] = {meta.get("media_type", "application/json"): {"schema": _ref(component)}}
         headers = meta.get("response_headers", {}).get(status, ())
         if headers:
-            response["headers"] = {name: {"schema": {"type": "string"}} for name in headers}
+            response["headers"] = {name: {"schema": {"type": "string"}, **_header_description(name)}
+                                   for name in headers}
         responses[str(status)] = response
     for status in sorted(error_statuses):
         responses[str(status)] = _problem_response(status)
     op["responses"] = responses
     return op
+
+
+# Response headers whose meaning is the API's own; standard ones (ETag, Location) need no words.
+HEADER_DESCRIPTIONS = {
+    "Record-Status": "`signed`: an approved record, issued signed; `draft`: not approved (an evaluation record, "
+                     "or the record of a rejected quote), unsigned",
+    "Link": "RFC 5829 version links of a final record: `latest-version`, `predecessor-version`, "
+            "`successor-version` (each purchase order linked issues a new version)",
+    "Content-Disposition": "a file name for the download",
+}
+
+
+def _header_description(name: str) -> dict[str, str]:
+    text = HEADER_DESCRIPTIONS.get(name)
+    return {"description": text} if text else {}
 
 
 def build_document(app: Flask) -> dict[str, Any]:

@@ -22,7 +22,18 @@ from rules.evaluate import submission_digest
 from service import audit, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
-from service.models import CheckResult, Decision, Evaluation, IdempotencyKey, Record, Revision, Submission, Waiver
+from service.models import (
+    CheckResult,
+    Decision,
+    Evaluation,
+    IdempotencyKey,
+    Record,
+    RecordPdf,
+    Revision,
+    Submission,
+    Waiver,
+)
+from service.record import SigningKeys, is_approved, sign_record
 from service.signals import before_compare_and_set
 from service.workflow import Event, State, WaiverState
 
@@ -91,7 +102,8 @@ def load(session: Session, submission_id: str) -> Snapshot:
         raise NotFound(f"submission {submission_id!r} has no evaluation")
     records = session.exec(select(Record).where(Record.evaluation_id == evaluation.id)).all()
     record = next(r for r in records if r.kind == "evaluation")
-    final = next((r for r in records if r.kind == "final"), None)
+    # The newest issue of the final record (a purchase order linked to it issues the next one).
+    final = max((r for r in records if r.kind == "final"), key=lambda r: r.issue or 1, default=None)
     results = session.exec(select(CheckResult).where(CheckResult.evaluation_id == evaluation.id)
                            .order_by(col(CheckResult.id))).all()
     waivers = session.exec(select(Waiver).where(Waiver.submission_id == submission_id)
@@ -261,8 +273,12 @@ def waive(session: Session, actor: Actor, snap: Snapshot, check_id: str, justifi
 
 
 def decide(session: Session, actor: Actor, snap: Snapshot, action: str, comment: str | None, request_digest: str,
-           required_approvers: int, now: datetime) -> Decision:
-    """Returns the stored decision after applying it to the submission's state."""
+           required_approvers: int, now: datetime, keys: SigningKeys | None = None) -> Decision:
+    """Returns the stored decision after applying it to the submission's state.
+
+    When the decision makes the submission final, the final record is issued; an approved one is signed
+    with ``keys`` in the same transaction (no keys: it is signed when first read, see ``signed_envelope``).
+    """
     submission = snap.submission
     event = Event(action)
     target = workflow.check_transition(submission.state, event)
@@ -284,14 +300,15 @@ def decide(session: Session, actor: Actor, snap: Snapshot, action: str, comment:
                         actor=actor.name, actor_role=actor.role, actor_token_id=actor.token_id, created_at=now)
     session.add(decision)
     session.flush()
+    detail: dict[str, Any] = {"decision_id": decision.id, "action": action, "revision": submission.revision,
+                              "approvals": approvals, "required_approvers": required_approvers}
+    if target in workflow.FINAL_STATES:
+        final = _issue_final_record(session, snap, [*snap.decisions, decision], now, keys)
+        detail.update(record_id=final.id, record_digest=final.digest)
     audit.append(session, action=f"decision.{action}", actor=actor, occurred_at=now, submission_id=submission.id,
                  input_digest=request_digest, before_state=submission.state, after_state=target,
                  engine_version=snap.evaluation.engine_version, policy_version=snap.evaluation.policy_version,
-                 detail={"decision_id": decision.id, "action": action, "revision": submission.revision,
-                         "approvals": approvals,
-                         "required_approvers": required_approvers})
-    if target in workflow.FINAL_STATES:
-        _issue_final_record(session, snap, [*snap.decisions, decision], now)
+                 detail=detail)
     return decision
 
 
@@ -311,15 +328,161 @@ def decision_document(decision: Decision) -> dict[str, Any]:
     return document
 
 
-def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decision], now: datetime) -> Record:
+def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decision], now: datetime,
+                        keys: SigningKeys | None) -> Record:
     record_id = new_id()
     revision = snap.submission.revision
     waivers = {check_id: waiver_document(w) for check_id, w in snap.active_waivers(now.date()).items()}
     document = workflow.record_with_workflow(
         snap.record.document, record_id=record_id, submission_id=snap.submission.id, revision=revision,
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
-    record = Record(id=record_id, submission_id=snap.submission.id, evaluation_id=snap.evaluation.id, kind="final",
-                    document=document, digest=body_digest(document), created_at=now)
+    document["issue"] = 1
+    return _store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)
+
+
+def _store_final_record(session: Session, submission_id: str, evaluation_id: int, document: dict[str, Any],
+                        now: datetime, keys: SigningKeys | None, supersedes: Record | None = None) -> Record:
+    """Returns the stored final record, with its signed envelope when it is approved and ``keys`` are given."""
+    envelope = sign_record(document, keys, now=now) if keys is not None and is_approved(document) else None
+    record = Record(id=document["record_id"], submission_id=submission_id, evaluation_id=evaluation_id,
+                    kind="final", document=document, digest=body_digest(document), created_at=now,
+                    issue=document["issue"], supersedes_id=supersedes.id if supersedes else None, envelope=envelope)
     session.add(record)
     session.flush()
     return record
+
+
+# --- signed records: envelopes, PDFs, purchase orders --------------------------------------------------------
+
+def get_record(session: Session, record_id: str) -> Record:
+    """Returns the record with ``record_id``; NotFound when there is none."""
+    record = session.get(Record, record_id, populate_existing=True)
+    if record is None:
+        raise NotFound(f"there is no record {record_id!r}")
+    return record
+
+
+def is_signed_record(record: Record) -> bool:
+    """Returns True for a record that is issued signed: a final record whose latest decision is an approval."""
+    return record.kind == "final" and is_approved(record.document)
+
+
+def successor_of(session: Session, record: Record) -> Record | None:
+    """Returns the issue that superseded ``record``, if any."""
+    return session.exec(select(Record).where(col(Record.supersedes_id) == record.id)).first()
+
+
+def latest_issue(session: Session, submission_id: str) -> Record | None:
+    """Returns the newest issue of a submission's final record (None before approval or rejection)."""
+    return session.exec(select(Record).where(Record.submission_id == submission_id, Record.kind == "final")
+                        .order_by(col(Record.issue).desc()).limit(1)
+                        .execution_options(populate_existing=True)).first()
+
+
+def signed_envelope(session: Session, actor: Actor, record: Record, keys: SigningKeys, now: datetime) -> dict[str, Any]:
+    """Returns the signed envelope of an approved final record, signing it now if it was issued unsigned.
+
+    Records are signed when they are issued; one issued before signing existed (or without keys) is signed
+    on first read, once: of two readers that sign at once, the first write wins and both return it. The
+    caller commits.
+    """
+    if record.envelope is not None:
+        return record.envelope
+    if not is_signed_record(record):
+        raise WorkflowConflict(f"record {record.id} is not an approved final record; only those are signed")
+    envelope = sign_record(record.document, keys, now=now)
+    written = session.execute(update(Record).where(col(Record.id) == record.id, col(Record.envelope).is_(None))
+                              .values(envelope=envelope).execution_options(synchronize_session=False))
+    if written.rowcount == 1:
+        audit.append(session, action="record.signed", actor=actor, occurred_at=now, submission_id=record.submission_id,
+                     input_digest=record.digest, before_state=State.APPROVED, after_state=State.APPROVED,
+                     **_engine_policy(record.document),
+                     detail={"record_id": record.id, "record_digest": record.digest,
+                             "key_id": envelope["signature"]["key_id"],
+                             "signed_at": envelope["signature"]["signed_at"]})
+        session.flush()
+        return envelope
+    return get_record(session, record.id).envelope or envelope
+
+
+def stored_pdf(session: Session, record: Record) -> RecordPdf | None:
+    """Returns the signed PDF issued for ``record``, if it was rendered before."""
+    return session.get(RecordPdf, record.id, populate_existing=True)
+
+
+def store_pdf(session: Session, actor: Actor, record: Record, pdf: bytes, now: datetime) -> RecordPdf:
+    """Returns the stored signed PDF of ``record``, audited with its digest. The caller commits.
+
+    Raises IntegrityError (at flush or commit) when another request stored one first; that one stands.
+    """
+    digest = "sha256:" + hashlib.sha256(pdf).hexdigest()
+    row = RecordPdf(record_id=record.id, record_digest=record.digest, pdf_digest=digest, pdf=pdf, created_at=now)
+    session.add(row)
+    session.flush()
+    audit.append(session, action="record.pdf_issued", actor=actor, occurred_at=now, submission_id=record.submission_id,
+                 input_digest=record.digest, before_state=State.APPROVED, after_state=State.APPROVED,
+                 **_engine_policy(record.document),
+                 detail={"record_id": record.id, "record_digest": record.digest, "pdf_digest": digest,
+                         "bytes": len(pdf)})
+    return row
+
+
+def purchase_order_document(po_number: str, system: str, actor: Actor, now: datetime) -> dict[str, Any]:
+    """Returns a purchase-order link in the record schema's shape."""
+    return {"po_number": po_number, "system": system, "linked_at": audit.timestamp(now), "actor": actor.name,
+            "role": actor.role}
+
+
+def _has_purchase_order(record: Record, po_number: str, system: str) -> bool:
+    return any(po.get("po_number") == po_number and po.get("system") == system
+               for po in record.document.get("purchase_orders") or [])
+
+
+def link_purchase_order(session: Session, actor: Actor, record_id: str, po_number: str, system: str,
+                        request_digest: str, keys: SigningKeys, now: datetime) -> tuple[Record, bool]:
+    """Returns the newest issue of the record that lists the purchase order, and whether this call issued it.
+
+    ``record_id`` may name any issue of an approved final record; the link is added to the newest issue by
+    issuing the next one (the same record plus the purchase order, ``supersedes`` the previous issue, signed).
+    Linking a (po_number, system) pair that is already listed changes nothing (False). WorkflowConflict for
+    any record that is not an approved final record. The caller commits only when this returns True.
+    """
+    record = get_record(session, record_id)
+    if not is_signed_record(record):
+        what = ("an evaluation record" if record.kind == "evaluation" else
+                f"the final record of a {State.REJECTED} quote")
+        hint = ""
+        if record.kind == "evaluation":
+            final = latest_issue(session, record.submission_id)
+            approved = final is not None and is_signed_record(final)
+            hint = f"; link it to the approved final record {final.id}" if approved else "; approve the quote first"
+        raise WorkflowConflict(f"record {record.id} is {what}, not an approved one: purchase orders are linked to "
+                               f"approved records only{hint}")
+    latest = latest_issue(session, record.submission_id)
+    assert latest is not None  # ``record`` itself is a final record of this submission
+    if _has_purchase_order(latest, po_number, system):
+        return latest, False
+    # Linking is a change of the submission (its final record changes): bump its version unconditionally.
+    # As the transaction's first write this also queues concurrent links of the same submission, so the
+    # newest issue read next is current and each link extends the chain rather than forking it.
+    session.execute(update(Submission).where(col(Submission.id) == record.submission_id)
+                    .values(version=Submission.version + 1, updated_at=now)
+                    .execution_options(synchronize_session=False))
+    latest = latest_issue(session, record.submission_id)
+    assert latest is not None
+    if _has_purchase_order(latest, po_number, system):
+        return latest, False
+    issue = (latest.issue or 1) + 1
+    document = {**latest.document, "record_id": new_id(), "issue": issue,
+                "supersedes": {"record_id": latest.id, "digest": latest.digest},
+                "purchase_orders": [*(latest.document.get("purchase_orders") or []),
+                                    purchase_order_document(po_number, system, actor, now)]}
+    issued = _store_final_record(session, latest.submission_id, latest.evaluation_id, document, now, keys,
+                                 supersedes=latest)
+    audit.append(session, action="purchase_order.linked", actor=actor, occurred_at=now,
+                 submission_id=latest.submission_id, input_digest=request_digest, before_state=State.APPROVED,
+                 after_state=State.APPROVED, **_engine_policy(document),
+                 detail={"po_number": po_number, "system": system, "record_id": issued.id,
+                         "record_digest": issued.digest, "issue": issue,
+                         "supersedes": {"record_id": latest.id, "record_digest": latest.digest}})
+    return issued, True

@@ -1,27 +1,233 @@
-"""Records: the stored record documents (signing and the PDF come with issue [6])."""
+"""Records: the signed record (JSON and PDF), its verification, and the purchase orders linked to it.
+
+An approved final record is signed once, when it is issued, and its envelope is stored; reads return the
+stored bytes, so the same request always gets the same body and ETag. Any other record is returned
+unsigned and marked ``Record-Status: draft``. Linking a purchase order issues the next version of the
+final record (signed, superseding the previous one); every version stays readable by its id.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+import hashlib
+import json
+import re
 
-from service.auth import require
+from flask import Blueprint, Response, current_app, request, url_for
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
+
+from rules.errors import Problem
+from service import store
+from service.api_schemas import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
+from service.auth import current_actor, public, require
 from service.db import get_db
-from service.errors import NotFound
-from service.http import json_response
+from service.errors import InvalidRequest
+from service.http import canonical_digest, json_body, now, validate_body
 from service.models import Record
 from service.openapi import operation
+from service.record import canonical_bytes, signing_keys, verify_document
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
 
+SIGNED, DRAFT = "signed", "draft"
+NOT_MODIFIED = {304: ("Not modified: If-None-Match names the current ETag", None)}
+RECORD_HEADERS = ("ETag", "Record-Status", "Link")
+
+
+def _etag(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest() + '"'
+
+
+def _version_links(session: Session, record: Record) -> str:
+    """Returns the RFC 5829 Link header of a final record's versions ('' for an evaluation record)."""
+    if record.kind != "final":
+        return ""
+    links = []
+    latest = store.latest_issue(session, record.submission_id)
+    if latest is not None and latest.id != record.id:
+        links.append((latest.id, "latest-version"))
+    if record.supersedes_id:
+        links.append((record.supersedes_id, "predecessor-version"))
+    successor = store.successor_of(session, record)
+    if successor is not None:
+        links.append((successor.id, "successor-version"))
+    return ", ".join(f'<{url_for("records.get_record", record_id=rid)}>; rel="{rel}"' for rid, rel in links)
+
+
+def _conditional(body: bytes, mimetype: str, status_header: str, link: str,
+                 extra: dict[str, str] | None = None, etag: bool = True) -> Response:
+    response = current_app.response_class(body, status=200, mimetype=mimetype)
+    if etag:
+        response.headers["ETag"] = _etag(body)
+    response.headers["Record-Status"] = status_header
+    if link:
+        response.headers["Link"] = link
+    for name, value in (extra or {}).items():
+        response.headers[name] = value
+    return response.make_conditional(request)
+
 
 @bp.get("/<record_id>.json")
-@operation(tag="records", errors=(404,), responses={200: ("The record document", "RecordDocument")},
-           response_headers={200: ("ETag",)})
+@operation(tag="records", errors=(404,),
+           responses={200: ("The signed envelope of an approved record, else the unsigned record (a draft)",
+                            "RecordRepresentation"), **NOT_MODIFIED},
+           response_headers={200: RECORD_HEADERS})
 @require("read")
 def get_record(record_id: str) -> Response:
-    """Read a record as stored: an evaluation's record, or the final record issued at approval or rejection."""
+    """Read a record: an approved one as its signed envelope, any other unsigned and marked as a draft.
+
+    An approved final record is returned as `{"record", "signature"}`, signed when it was issued; verify it
+    offline with a key of `GET /api/v1/keys`. An evaluation record, or the record of a rejected quote, is
+    returned as the record itself with `Record-Status: draft`. The body is RFC 8785 canonical JSON and
+    never changes for a given record id, so its ETag is stable (If-None-Match gives 304). A final record
+    superseded by a later version (a purchase order was linked) links to it with `Link: rel="latest-version"`.
+    """
+    actor = current_actor()
     with get_db().session() as session:
-        record = session.get(Record, record_id)
-        if record is None:
-            raise NotFound(f"there is no record {record_id!r}")
-        return json_response(record.document, 200, {"ETag": f'"{record.digest.removeprefix("sha256:")}"'})
+        record = store.get_record(session, record_id)
+        if store.is_signed_record(record):
+            body, status = canonical_bytes(store.signed_envelope(session, actor, record, signing_keys(), now())), SIGNED
+            session.commit()  # only writes when a record issued before signing existed is signed now
+        else:
+            body, status = canonical_bytes(record.document), DRAFT
+        link = _version_links(session, record)
+    return _conditional(body, "application/json", status, link)
+
+
+@bp.get("/<record_id>.pdf")
+@operation(tag="records", errors=(404,), media_type="application/pdf",
+           responses={200: ("The signed PDF of an approved record, else an unsigned DRAFT", "Pdf"), **NOT_MODIFIED},
+           response_headers={200: (*RECORD_HEADERS, "Content-Disposition")})
+@require("read")
+def get_record_pdf(record_id: str) -> Response:
+    """Read a record as PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT.
+
+    The signed PDF is rendered when first requested (about a second), stored, and served unchanged from
+    then on: its digest is in the audit log (`record.pdf_issued`). It carries the record's signed envelope
+    as issued and the DSSE verdict attestation. A record that is not approved renders as a DRAFT on every
+    request (watermarked, unsigned, not stored).
+    """
+    from workers.tasks import render_record_pdf
+
+    actor = current_actor()
+    db = get_db()
+    with db.session() as session:
+        record = store.get_record(session, record_id)
+        signed = store.is_signed_record(record)
+        envelope = None
+        cached = None
+        if signed:
+            envelope = store.signed_envelope(session, actor, record, signing_keys(), now())
+            session.commit()
+            cached = store.stored_pdf(session, record)
+        link = _version_links(session, record)
+    if cached is not None:
+        return _pdf_response(cached.pdf, record, SIGNED, link)
+    # Rendered outside any transaction: it takes about a second and needs no database.
+    pdf = render_record_pdf(json.dumps(record.document), signed,
+                            envelope_json=json.dumps(envelope) if envelope is not None else None)
+    if not signed:
+        return _pdf_response(pdf, record, DRAFT, link)
+    try:
+        with db.session() as session:
+            store.store_pdf(session, actor, record, pdf, now())
+            session.commit()
+    except IntegrityError:
+        # Another request issued this record's PDF first; that one stands, and this render is dropped.
+        with db.session() as session:
+            stored = store.stored_pdf(session, record)
+            if stored is None:
+                raise
+            pdf = stored.pdf
+    return _pdf_response(pdf, record, SIGNED, link)
+
+
+def _pdf_response(pdf: bytes, record: Record, status: str, link: str) -> Response:
+    suffix = "" if status == SIGNED else "-DRAFT"
+    disposition = f'attachment; filename="commissioning-record-{record.id}{suffix}.pdf"'
+    if status == SIGNED:
+        return _conditional(pdf, "application/pdf", status, link, {"Content-Disposition": disposition})
+    # A draft is rendered anew on each request (its bytes differ): no ETag to revalidate against.
+    return _conditional(pdf, "application/pdf", status, link,
+                        {"Content-Disposition": disposition, "Cache-Control": "no-store"}, etag=False)
+
+
+@bp.post("/verify")
+@operation(tag="records",
+           request_content={"application/json": "SignedRecord", "application/vnd.dsse.envelope.v1+json": "DsseEnvelope",
+                            "application/pdf": "Pdf"},
+           responses={200: ("The verification: `ok`, and the reasons when it is not valid", "Verification")})
+@public
+def verify_record() -> Response:
+    """Verify a signed record JSON, a DSSE verdict attestation or a record PDF against this service's keys.
+
+    The body is the document's bytes as they are (any Content-Type; at most MAX_CONTENT_LENGTH bytes). A
+    document that can be read gets 200 whether it verifies or not: `ok` says which, `reasons` say why not
+    (a changed byte, an unknown key, a DRAFT PDF, an unsigned record). A body that is neither JSON nor a
+    PDF gets 422. Offline, `quotecheck verify FILE --key KEY` does the same with a key from GET /api/v1/keys.
+    """
+    data = request.get_data(cache=False)
+    result = verify_document(data, signing_keys().trusted(), origin="the request body")
+    return current_app.response_class(json.dumps(result.as_dict(), ensure_ascii=False), status=200,
+                                      mimetype="application/json")
+
+
+def _parse_purchase_order(body: object) -> tuple[str, str]:
+    validate_body(body, PURCHASE_ORDER_REQUEST, "purchase order")
+    assert isinstance(body, dict)
+    problems = []
+    # Python's "$" also matches before a final newline, which JSON Schema's (ECMA 262) does not: check the
+    # whole text here too.
+    if not re.fullmatch(PO_NUMBER_PATTERN.removeprefix("^").removesuffix("$"), body["po_number"]):
+        problems.append(Problem("/po_number", "must be 1-64 of A-Z a-z 0-9 . _ / -"))
+    if not re.fullmatch(SYSTEM_PATTERN.removeprefix("^").removesuffix("$"), body["system"]):
+        problems.append(Problem("/system", "must be 1-64 printable characters without leading or trailing blanks"))
+    if problems:
+        raise InvalidRequest("the purchase order is not acceptable", problems)
+    return body["po_number"], body["system"]
+
+
+@bp.post("/<record_id>/purchase-orders")
+@operation(tag="records", request="PurchaseOrderRequest", errors=(404, 409),
+           responses={201: ("Linked: a new version of the record, signed, lists the order", "PurchaseOrderLink"),
+                      200: ("Already linked: nothing changed; the newest version lists the order",
+                            "PurchaseOrderLink")},
+           response_headers={201: ("Location",), 200: ("Location",)})
+@require("link-purchase-order")
+def link_purchase_order(record_id: str) -> Response:
+    """Link a purchase order to an approved record; this issues a new signed version of the record.
+
+    The record (any version of an approved final record) is re-issued with the order added to
+    `purchase_orders`: a new record id, `issue` one higher, `supersedes` naming the previous version by id
+    and digest, signed like the first. Earlier versions stay readable and verifiable. Linking the same
+    (po_number, system) again changes nothing and returns 200. Any record that is not approved gets 409.
+    No If-Match: links only add, so concurrent links cannot overwrite each other; they queue and each
+    extends the newest version.
+    """
+    actor = current_actor()
+    body = json_body()
+    po_number, system = _parse_purchase_order(body)
+    moment = now()
+    with get_db().session() as session:
+        record, linked = store.link_purchase_order(session, actor, record_id, po_number, system,
+                                                   canonical_digest(body), signing_keys(), moment)
+        if linked:
+            session.commit()
+    view = _purchase_order_link(record, po_number, system, linked)
+    response = current_app.response_class(json.dumps(view, ensure_ascii=False), status=201 if linked else 200,
+                                          mimetype="application/json")
+    response.headers["Location"] = view["links"]["record"]
+    return response
+
+
+def _purchase_order_link(record: Record, po_number: str, system: str, linked: bool) -> dict:
+    orders = record.document.get("purchase_orders") or []
+    order = next(po for po in orders if po["po_number"] == po_number and po["system"] == system)
+    links = {"record": url_for("records.get_record", record_id=record.id),
+             "pdf": url_for("records.get_record_pdf", record_id=record.id)}
+    supersedes = record.document.get("supersedes")
+    if supersedes:
+        links["previous"] = url_for("records.get_record", record_id=supersedes["record_id"])
+    return {"record_id": record.id, "issue": record.issue or 1, "record_digest": record.digest,
+            "supersedes": supersedes, "purchase_order": order, "purchase_orders": orders, "linked": linked,
+            "links": links}

@@ -15,6 +15,7 @@ from service.errors import InvalidRequest
 from service.evaluation import required_approvers
 from service.http import canonical_digest, expected_version, json_body, json_response, now, validate_body
 from service.openapi import operation
+from service.record import signing_keys
 from service.representations import decision_view, submission_view, waiver_view
 from service.workflow import MIN_JUSTIFICATION
 
@@ -82,7 +83,8 @@ def create_decision(submission_id: str) -> Response:
 
     approve needs the approver or admin role, every failed or incomplete check covered by a valid
     waiver, and an approver who neither submitted the quote nor waived a check it relies on (four
-    eyes). The submission becomes approved once the policy's number of distinct approvers approved.
+    eyes). The submission becomes approved once the policy's number of distinct approvers approved;
+    its final record is then issued and signed (`final_record_id`, `GET /api/v1/records/{id}.json`).
     reject and request-changes need reviewer, approver or admin. Approved and rejected are final.
     """
     actor = current_actor()
@@ -94,7 +96,7 @@ def create_decision(submission_id: str) -> Response:
         validate_body(body, DECISION_REQUEST, "decision")
         authorize(actor, body["action"])
         decision = store.decide(session, actor, snap, body["action"], body.get("comment"), canonical_digest(body),
-                                required_approvers(), moment)
+                                required_approvers(), moment, signing_keys())
         view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
         view["decision"] = decision_view(decision)
         session.commit()

@@ -1,10 +1,11 @@
 """The signed commissioning record: canonical JSON, signed envelope, in-toto/DSSE verdict, PDF, verification.
 
-What the API wires (issue [6]):
+What the API wires (service/api/records.py, service/api/keys.py; docs/records.md "Over HTTP"):
 
-- ``GET /api/v1/records/{id}.json``  → ``sign_record(record, signing_keys(app))``
-- ``GET /api/v1/records/{id}.pdf``   → ``record_pdf(record, signing_keys(app) if is_approved(record) else None)``
-  (or the task ``workers.tasks.render_record_pdf``)
+- ``GET /api/v1/records/{id}.json``  → the envelope ``sign_record(record, signing_keys(app))`` made when the
+  approved record was issued (service.store), stored and served as it is
+- ``GET /api/v1/records/{id}.pdf``   → the task ``workers.tasks.render_record_pdf`` (``record_pdf`` with the
+  stored envelope when approved, else the DRAFT), the signed one stored when first rendered
 - ``POST /api/v1/records/verify``    → ``verify_document(body_bytes, signing_keys(app).trusted()).as_dict()``
 - ``GET /api/v1/keys``               → ``public_keys_document(signing_keys(app))``
 
@@ -57,13 +58,23 @@ def load_signing_keys(config: dict[str, Any], instance_path: str) -> SigningKeys
             raise SigningError("set both SIGNING_CERT_FILE and SIGNING_KEY_FILE, or neither (to use the key "
                                "generated in the instance folder)")
         password = config.get("SIGNING_KEY_PASSWORD")
+        if password is not None and not isinstance(password, str):
+            raise SigningError(f"SIGNING_KEY_PASSWORD must be a string, found {type(password).__name__} (in the "
+                               "environment, JSON-quote it: QUOTECHECK_SIGNING_KEY_PASSWORD='\"...\"')")
         return SigningKeys.from_files(cert_file, key_file, password.encode() if password else None)
     return SigningKeys.load_or_create(instance_path)
 
 
 def init_app(app: Any) -> None:
-    """Registers the signing subsystem on a Flask app; the keys are loaded (or generated) on first use."""
+    """Registers the signing subsystem on a Flask app and, when SIGNING_KEYS_AT_START (the default), loads its keys.
+
+    Loading at start makes a bad configuration stop the process instead of the first approval, and generates
+    the instance folder's key before any request needs it. Processes that start at once (gunicorn workers)
+    serialise on the key folder's lock file, so exactly one of them generates the key and the others load it.
+    """
     app.extensions.setdefault(EXTENSION, None)
+    if app.config.get("SIGNING_KEYS_AT_START", True):
+        signing_keys(app)
 
 
 def signing_keys(app: Any = None) -> SigningKeys:

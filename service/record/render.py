@@ -287,6 +287,9 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "engine": record["engine"],
         "workload": _workload(record, inputs),
         "decisions": record.get("decisions") or [],
+        "purchase_orders": record.get("purchase_orders") or [],
+        "issue": record.get("issue"),
+        "supersedes": record.get("supersedes"),
         "checks": checks,
         "appendix": _appendix_text(appendix),
         "references": references,
@@ -395,13 +398,17 @@ def draft_pdf(record: dict[str, Any]) -> bytes:
     return html_to_pdf(record_html(record, draft=True), [attachment])
 
 
-def signed_pdf(record: dict[str, Any], keys: SigningKeys, *, now: dt.datetime | None = None) -> bytes:
+def signed_pdf(record: dict[str, Any], keys: SigningKeys, *, now: dt.datetime | None = None,
+               envelope: dict[str, Any] | None = None) -> bytes:
     """Returns the final PDF of an approved record: envelope and DSSE attestation attached, PAdES-signed.
 
+    ``envelope``: the record's signed envelope as already issued (the service signs a record once and keeps
+    the envelope), attached as it is so the PDF carries the same signed bytes as the JSON record; it must be
+    the envelope of ``record`` and verify with ``keys``. Without it the record is signed now.
     Raises UnsignableRecord when the record's latest decision is not an approval.
     """
     from service.record.attestation import sign_dsse, verdict_statement
-    from service.record.envelope import sign_record
+    from service.record.envelope import sign_record, verify_record
     from service.record.pades import sign_pdf
 
     if not is_approved(record):
@@ -409,7 +416,14 @@ def signed_pdf(record: dict[str, Any], keys: SigningKeys, *, now: dt.datetime | 
                                f"{(record.get('decisions') or [{}])[-1].get('action', 'none yet')}; "
                                "render it as a draft instead")
     now = now or dt.datetime.now(dt.UTC)
-    envelope = sign_record(record, keys, now=now)
+    if envelope is None:
+        envelope = sign_record(record, keys, now=now)
+    else:
+        check = verify_record(envelope, keys.trusted())
+        if not check.ok or check.record_digest != record_digest(record):
+            reasons = "; ".join(check.all_reasons()) or (f"it signs record {check.record_digest}, not "
+                                                         f"{record_digest(record)}")
+            raise SigningError(f"the given envelope is not this record's, signed by these keys: {reasons}")
     attestation = sign_dsse(verdict_statement(record), keys)
     attachments = [
         (RECORD_ATTACHMENT, canonical_bytes(envelope), "the signed commissioning record (RFC 8785 JSON envelope)"),
@@ -419,10 +433,14 @@ def signed_pdf(record: dict[str, Any], keys: SigningKeys, *, now: dt.datetime | 
     return sign_pdf(pdf, keys, record_id=record.get("record_id"))
 
 
-def record_pdf(record: dict[str, Any], keys: SigningKeys | None = None, *, now: dt.datetime | None = None) -> bytes:
-    """Returns the PDF of a record: signed when ``keys`` are given (the record must be approved), else a DRAFT."""
+def record_pdf(record: dict[str, Any], keys: SigningKeys | None = None, *, now: dt.datetime | None = None,
+               envelope: dict[str, Any] | None = None) -> bytes:
+    """Returns the PDF of a record: signed when ``keys`` are given (the record must be approved), else a DRAFT.
+
+    ``envelope``: the record's signed envelope as issued, attached instead of a new signature (see signed_pdf).
+    """
     if keys is None:
         return draft_pdf(record)
     if not isinstance(keys, SigningKeys):
         raise SigningError(f"keys must be SigningKeys, not {type(keys).__name__}")
-    return signed_pdf(record, keys, now=now)
+    return signed_pdf(record, keys, now=now, envelope=envelope)
