@@ -108,6 +108,7 @@ class MemoryEstimate:
     capacity_bytes: float
     usable_bytes: float
     parameters: float
+    first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
 
     @property
     def model_state_bytes(self) -> float:
@@ -134,6 +135,7 @@ class MemoryEstimate:
             "model_state_gb_per_gpu": self.model_state_bytes / 1e9,
             "model_state_total_gb": self.parameters * self.state.total_bytes_per_param / 1e9,
             "activations_known": self.activations_bytes is not None,
+            "first_stage_parameter_factor": self.first_stage_factor,
             "spare_fraction": spare_fraction(self.total_bytes, self.usable_bytes),
         }
 
@@ -181,9 +183,10 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
     shard_group = plan.shard_group
     if sharding == "fsdp-hybrid" and shard_group is None:
         shard_group = hybrid_shard_group(plan.data_parallel, plan.gpus_per_node, plan.tensor)
+    stage_factor = _first_stage_factor(ctx, plan)
     per_gpu = memory.model_state_per_gpu_bytes(
-        parameters=parameters,
-        trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters),
+        parameters=parameters * stage_factor,
+        trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters) * stage_factor,
         bytes_per_param=state, sharding=sharding, data_parallel=plan.data_parallel,
         tensor_parallel=plan.tensor, pipeline_parallel=plan.pipeline,
         shard_group=shard_group if sharding == "fsdp-hybrid" else None,
@@ -202,7 +205,31 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
         convention=convention, weights_bytes=per_gpu.weights_bytes, gradients_bytes=per_gpu.gradients_bytes,
         optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
         other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
-        usable_bytes=capacity * (1 - ctx.setting("memory.headroom_fraction")), parameters=parameters)
+        usable_bytes=capacity * (1 - ctx.setting("memory.headroom_fraction")), parameters=parameters,
+        first_stage_factor=stage_factor)
+
+
+def _first_stage_factor(ctx: Context, plan: Layout) -> float:
+    """Returns how many times an even share of the parameters the most loaded pipeline stage holds.
+
+    With pipeline parallelism the first stage holds the embedding on top of its L/p layers (and, untied,
+    the last stage the output layer), so the most loaded GPU holds more than parameters/(t·p): the ratio
+    of Megatron-LM's most-loaded shard (theoretical_memory_usage.py) to the even share. 1 without a
+    pipeline or when the architecture is not known.
+    """
+    if plan.pipeline == 1:
+        return 1.0
+    arch = _architecture(ctx)
+    if arch is None or arch["vocab"] is None:
+        return 1.0
+    shape = {"layers": arch["layers"], "hidden": arch["hidden"], "heads": arch["heads"],
+             "ffn_hidden": arch["ffn_hidden"], "padded_vocab": arch["vocab"], "kv_heads": arch["kv_heads"],
+             "swiglu": arch["mlp"] == "swiglu",
+             "normalization": "RMSNorm" if arch["norm"] == "rmsnorm" else "LayerNorm",
+             "untie_embeddings_and_output_weights": not arch["tied"]}
+    whole = memory.megatron_most_loaded_shard_parameters(**shape)  # p = t = 1: every parameter once
+    most_loaded = memory.megatron_most_loaded_shard_parameters(**shape, pipeline_parallel=plan.pipeline)
+    return max(1.0, most_loaded * plan.pipeline / whole)
 
 
 def _architecture(ctx: Context) -> dict | None:
