@@ -22,6 +22,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # Imported here, not at the top: `import service.models` (Alembic's env, the CLI) must not pull in
     # the whole web layer, which itself imports service.models.
     from service import api, auth, db, errors, evaluation, record
+    from workers import celery_app
 
     test_config = dict(test_config or {})
     instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")
@@ -38,5 +39,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     auth.init_app(app)
     evaluation.init_app(app)
     record.init_app(app)
+    celery_app.init_app(app)
     api.init_app(app)
     return app

@@ -261,7 +261,103 @@ PURCHASE_ORDER_LINK: dict[str, Any] = {
     },
 }
 
+VARIANT_NAME_PATTERN = "^[^\\x00-\\x1f\\x7f]{1,64}$"
+
+COMPARISON_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["submission", "variants"],
+    "properties": {
+        "submission": {"type": "object", "description": "the submission the variants patch (schemas/submission)"},
+        "variants": {"type": "array", "minItems": 1, "description": "at most MAX_COMPARISON_VARIANTS (16 by default)",
+                     "items": {
+                         "type": "object",
+                         "additionalProperties": False,
+                         "required": ["name", "patch"],
+                         "properties": {
+                             "name": {"type": "string", "maxLength": 64, "pattern": VARIANT_NAME_PATTERN,
+                                      "description": "unique within the comparison: 1-64 characters, no control "
+                                                     "characters"},
+                             "patch": {"type": "object",
+                                       "description": "an RFC 7396 JSON merge patch of the submission; {} for the "
+                                                      "submission as it is"}}}},
+    },
+}
+
+# The documented request: the same, with the submission described by its contract schema.
+_COMPARISON_REQUEST_DOC: dict[str, Any] = {
+    **COMPARISON_REQUEST,
+    "properties": {**COMPARISON_REQUEST["properties"],
+                   "submission": {"$ref": "#/components/schemas/SubmissionDocument"}},
+}
+
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+
+COMPARISON_ROW: dict[str, Any] = {
+    "type": "object",
+    "description": "one variant, evaluated; figures from its time-to-result evidence (null where not applicable)",
+    "required": ["name", "submission_digest", "verdict", "failing_checks", "days", "gpus_quoted", "gpus_needed",
+                 "quote_total", "cost_per_run_day"],
+    "properties": {
+        "name": _TEXT, "submission_digest": _DIGEST, "verdict": {"enum": ["pass", "warn", "incomplete", "fail"]},
+        "summary": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "failing_checks": {"type": "array", "items": _TEXT},
+        "warning_checks": {"type": "array", "items": _TEXT},
+        "incomplete_checks": {"type": "array", "items": _TEXT},
+        "time_to_result": _NULLABLE_TEXT,
+        "days": {**_NUMBER_OR_NULL, "description": "expected days to result, failures and restarts included"},
+        "compute_days": {**_NUMBER_OR_NULL, "description": "days without failures"},
+        "window_days": _NUMBER_OR_NULL,
+        "gpus_quoted": {"type": ["integer", "null"], "description": "Σ nodes × GPUs per node over the node groups"},
+        "gpus": {**_NUMBER_OR_NULL, "description": "GPUs the training job uses"},
+        "gpus_needed": {**_NUMBER_OR_NULL, "description": "GPUs the completion window needs"},
+        "currency": _NULLABLE_TEXT, "quote_total": _NUMBER_OR_NULL,
+        "cost_per_run_day": {**_NUMBER_OR_NULL, "description": "quote total / expected days (capital only)"},
+    },
+}
+
+COMPARISON: dict[str, Any] = {
+    "type": "object",
+    "required": ["key", "submission_digest", "engine_version", "policy", "variants"],
+    "properties": {
+        "key": {**_DIGEST, "description": "identifies the comparison: submission, variants, engine and policy"},
+        "submission_digest": _DIGEST, "engine_version": _TEXT, "policy": {"type": "object"},
+        "variants": {"type": "array", "items": {"$ref": "#/components/schemas/ComparisonRow"}},
+    },
+}
+
+RECORD_PDF_RESULT: dict[str, Any] = {
+    "type": "object",
+    "description": "the signed PDF, stored: fetch it from `href` (GET /api/v1/records/{id}.pdf)",
+    "required": ["record_id", "record_digest", "pdf_digest", "bytes", "href"],
+    "properties": {"record_id": _TEXT, "record_digest": _DIGEST, "record_status": _TEXT, "pdf_digest": _DIGEST,
+                   "bytes": {"type": "integer"}, "href": _TEXT},
+}
+
+TASK: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "kind", "state", "progress", "created_at", "updated_at", "links"],
+    "properties": {
+        "id": _TEXT,
+        "kind": {"enum": ["comparison", "record-pdf"]},
+        "state": {"enum": ["PENDING", "PROGRESS", "SUCCESS", "FAILURE"],
+                  "description": "PENDING: queued; PROGRESS: running; SUCCESS: `result`; FAILURE: `error`"},
+        "progress": {"type": "object", "required": ["current", "total"],
+                     "properties": {"current": {"type": "integer"}, "total": {"type": "integer"}}},
+        "result": {"anyOf": [{"$ref": "#/components/schemas/Comparison"},
+                             {"$ref": "#/components/schemas/RecordPdfResult"}]},
+        "error": {"$ref": "#/components/schemas/Problem"},
+        "created_at": _TIME, "updated_at": _TIME,
+        "links": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+
 COMPONENTS: dict[str, dict[str, Any]] = {
+    "ComparisonRequest": _COMPARISON_REQUEST_DOC,
+    "ComparisonRow": COMPARISON_ROW,
+    "Comparison": COMPARISON,
+    "RecordPdfResult": RECORD_PDF_RESULT,
+    "Task": TASK,
     "PurchaseOrderRequest": PURCHASE_ORDER_REQUEST,
     "PurchaseOrderLink": PURCHASE_ORDER_LINK,
     "SignedRecord": SIGNED_RECORD,

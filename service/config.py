@@ -43,6 +43,25 @@ DEFAULTS: dict[str, Any] = {
     "SIGNING_KEYS_AT_START": True,
     # The clock the workflow reads (waiver expiry, timestamps); tests replace it to move time.
     "CLOCK": system_clock,
+    # Celery (workers/celery_app.py). No broker: tasks run in-process at once (eager) and their progress is
+    # kept in memory; the task table in the database is what GET /api/v1/tasks/{id} reads either way.
+    # redis://host:6379/0 hands them to `celery -A workers.worker worker` processes.
+    "CELERY_BROKER_URL": None,
+    # None: the broker's URL when that is Redis (progress and states of running tasks live there).
+    "CELERY_RESULT_BACKEND": None,
+    # The queue tasks are sent to; a worker consumes it with `-Q` (default: this queue).
+    "CELERY_QUEUE": "quotecheck",
+    # Past the soft limit a task gets SoftTimeLimitExceeded (recorded as its failure); past the hard limit
+    # its worker process is killed (prefork pool only). A comparison of 16 variants takes about a second.
+    "CELERY_TASK_SOFT_TIME_LIMIT_S": 120,
+    "CELERY_TASK_TIME_LIMIT_S": 150,
+    # How long the result backend keeps a task's state; the database keeps the outcome for good.
+    "CELERY_RESULT_EXPIRES_S": 24 * 3600,
+    # Further Celery settings by their lowercase names, applied last, e.g. {"broker_transport_options":
+    # {"global_keyprefix": "qc:"}}. Serialisation is JSON only whatever this says.
+    "CELERY": {},
+    # POST /api/v1/comparisons takes at most this many variants.
+    "MAX_COMPARISON_VARIANTS": 16,
 }
 
 

@@ -219,3 +219,29 @@ class IdempotencyKey(SQLModel, table=True):
     submission_id: str = Field(sa_column=Column(String(36), ForeignKey(SUBMISSION_FK), nullable=False))
     response: dict[str, Any] = Field(sa_type=JSON)
     created_at: datetime
+
+
+class TaskRun(SQLModel, table=True):
+    """A background task the API issued (workers/tasks.py): its state, progress and outcome, kept for good.
+
+    ``id`` is the Celery task id. ``key`` identifies the work (sha256 of its inputs, engine version and
+    policy): a second request for the same work finds this row instead of queueing it again. The row is
+    what ``GET /api/v1/tasks/{id}`` reads, so an id that was never issued is unknown (404), not pending.
+    """
+
+    __tablename__ = "task_run"
+    __table_args__ = (UniqueConstraint("kind", "key"),)
+
+    id: str = Field(primary_key=True, max_length=36)
+    kind: str = Field(max_length=32)
+    key: str = Field(max_length=DIGEST_LENGTH)
+    # PENDING (queued) | PROGRESS (running; progress_current of progress_total done) | SUCCESS | FAILURE
+    state: str = Field(max_length=16)
+    progress_current: int = 0
+    progress_total: int = 0
+    # SQL NULL (not JSON null) until the task ends: the result of a success, the problem of a failure.
+    result: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+    error: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+    requested_by: str | None = Field(default=None, max_length=200)
+    created_at: datetime
+    updated_at: datetime

@@ -29,7 +29,7 @@ _RULE_ARGUMENT = re.compile(r"<(?:(?P<converter>[a-zA-Z_][a-zA-Z0-9_]*)(?:\([^)]
 _CONVERTER_TYPES = {"int": {"type": "integer"}, "float": {"type": "number"}, "uuid": {"type": "string",
                                                                                       "format": "uuid"}}
 _STATUS_TEXT = {
-    200: "OK", 201: "Created", 304: "Not modified", 400: "The body is not valid JSON",
+    200: "OK", 201: "Created", 202: "Accepted", 304: "Not modified", 400: "The body is not valid JSON",
     401: "No valid API token (see WWW-Authenticate)", 403: "The token's role may not do this",
     404: "Not found", 409: "The workflow state does not allow this", 412: "If-Match is not the current ETag",
     413: "The body is larger than the configured limit", 415: "The body is not declared as JSON",
@@ -37,7 +37,7 @@ _STATUS_TEXT = {
 }
 
 
-def operation(*, tag: str, request: str | None = None, responses: dict[int, tuple[str, str | None]] | None = None,
+def operation(*, tag: str, request: str | None = None, responses: dict[int, tuple[str | None, ...]] | None = None,
               errors: tuple[int, ...] = (), parameters: tuple[dict[str, Any], ...] = (),
               if_match: bool = False, idempotency_key: bool = False,
               response_headers: dict[int, tuple[str, ...]] | None = None,
@@ -46,7 +46,8 @@ def operation(*, tag: str, request: str | None = None, responses: dict[int, tupl
     """Returns a decorator that records a view's OpenAPI metadata on it.
 
     ``request`` and the schema half of each ``responses`` entry name a component (see
-    service.api_schemas.COMPONENTS, or ``<Name>Document`` for a contract schema). ``request_content`` maps
+    service.api_schemas.COMPONENTS, or ``<Name>Document`` for a contract schema); an entry's optional third
+    item is its media type when it differs from ``media_type``. ``request_content`` maps
     media types to components for a body that is not (only) JSON; such a body is read as bytes, so it
     gets no 400 or 415 from JSON parsing.
     """
@@ -146,10 +147,11 @@ def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[di
                                                            for media, component in meta["request_content"].items()}}
         error_statuses |= {413, 422}
     responses: dict[str, Any] = {}
-    for status, (text, component) in sorted(meta.get("responses", {200: ("OK", None)}).items()):
+    for status, (text, component, *media) in sorted(meta.get("responses", {200: ("OK", None)}).items()):
         response: dict[str, Any] = {"description": text}
         if component:
-            response["content"] = {meta.get("media_type", "application/json"): {"schema": _ref(component)}}
+            media_type = media[0] if media else meta.get("media_type", "application/json")
+            response["content"] = {media_type: {"schema": _ref(component)}}
         headers = meta.get("response_headers", {}).get(status, ())
         if headers:
             response["headers"] = {name: {"schema": {"type": "string"}, **_header_description(name)}
@@ -168,6 +170,7 @@ HEADER_DESCRIPTIONS = {
     "Link": "RFC 5829 version links of a final record: `latest-version`, `predecessor-version`, "
             "`successor-version` (each purchase order linked issues a new version)",
     "Content-Disposition": "a file name for the download",
+    "Preference-Applied": "`respond-async` when the request's `Prefer: respond-async` was honoured (RFC 7240)",
 }
 
 

@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import asdict
 
 from flask import Blueprint, Response, current_app, request, url_for
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from rules.errors import Problem
-from service import store
+from service import store, task_runs
+from service.api import tasks
 from service.api_schemas import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
 from service.auth import current_actor, public, require
 from service.db import get_db
@@ -94,10 +96,23 @@ def get_record(record_id: str) -> Response:
     return _conditional(body, "application/json", status, link)
 
 
+PREFER_PARAMETER = {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
+                    "description": "`respond-async` (RFC 7240): render an approved record's signed PDF that was "
+                                   "not rendered yet in a background task and answer 202 with the task"}
+
+
+def prefers_async() -> bool:
+    """Returns True when the request's Prefer header (RFC 7240) asks for ``respond-async``."""
+    preferences = ",".join(request.headers.getlist("Prefer"))
+    return any(p.split(";")[0].strip().lower() == "respond-async" for p in preferences.split(","))
+
+
 @bp.get("/<record_id>.pdf")
-@operation(tag="records", errors=(404,), media_type="application/pdf",
-           responses={200: ("The signed PDF of an approved record, else an unsigned DRAFT", "Pdf"), **NOT_MODIFIED},
-           response_headers={200: (*RECORD_HEADERS, "Content-Disposition")})
+@operation(tag="records", errors=(404, 503), media_type="application/pdf", parameters=(PREFER_PARAMETER,),
+           responses={200: ("The signed PDF of an approved record, else an unsigned DRAFT", "Pdf"), **NOT_MODIFIED,
+                      202: ("`Prefer: respond-async` and the signed PDF is not rendered yet: the task that renders "
+                            "and stores it (`Location`); then GET this URL again", "Task", "application/json")},
+           response_headers={200: (*RECORD_HEADERS, "Content-Disposition"), 202: ("Location", "Preference-Applied")})
 @require("read")
 def get_record_pdf(record_id: str) -> Response:
     """Read a record as PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT.
@@ -105,9 +120,11 @@ def get_record_pdf(record_id: str) -> Response:
     The signed PDF is rendered when first requested (about a second), stored, and served unchanged from
     then on: its digest is in the audit log (`record.pdf_issued`). It carries the record's signed envelope
     as issued and the DSSE verdict attestation. A record that is not approved renders as a DRAFT on every
-    request (watermarked, unsigned, not stored).
+    request (watermarked, unsigned, not stored). With `Prefer: respond-async` a signed PDF not rendered
+    yet is rendered by a background task instead: 202 with the task (`Location`, `GET /api/v1/tasks/{id}`),
+    whose result links back here; a stored PDF or a DRAFT is answered at once, as without the header.
     """
-    from workers.tasks import render_record_pdf
+    from workers.tasks import record_pdf_key, render_record_pdf
 
     actor = current_actor()
     db = get_db()
@@ -123,6 +140,11 @@ def get_record_pdf(record_id: str) -> Response:
         link = _version_links(session, record)
     if cached is not None:
         return _pdf_response(cached.pdf, record, SIGNED, link)
+    if signed and prefers_async():
+        row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_pdf_key(record.id, record.digest), 1, now())
+        if send:
+            tasks.send(row, [record.id, asdict(actor)])
+        return tasks.accepted(row.id, **{"Preference-Applied": "respond-async"})
     # Rendered outside any transaction: it takes about a second and needs no database.
     pdf = render_record_pdf(json.dumps(record.document), signed,
                             envelope_json=json.dumps(envelope) if envelope is not None else None)

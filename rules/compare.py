@@ -1,0 +1,176 @@
+"""Compare configurations: one submission evaluated under several variants, each a JSON merge patch (RFC 7396).
+
+A variant is what-if input ("the same quote with FSDP instead of DDP", "8 nodes instead of 16"): its patch
+is applied to the submission and the result is evaluated like any submission. The comparison is one row
+per variant with the figures a buyer weighs: verdict, failing checks, expected days, GPUs quoted and
+needed, the quote total and its cost per expected run day. Pure: no I/O, no Flask, no Celery.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import rfc8785
+
+import schemas
+from rules.errors import InvalidSubmission, Problem
+from rules.evaluate import engine_version, evaluate, submission_digest
+from rules.inputs import Inputs
+from rules.policy import Policy, default_policy
+from rules.status import Status
+
+TIME_TO_RESULT = "time-to-result"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """Returns ``target`` with ``patch`` applied as a JSON merge patch (RFC 7396 §2); neither is changed.
+
+    An object patch merges member by member, ``null`` removes a member, and anything else (arrays
+    included) replaces the target's value whole.
+    """
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = merge_patch(result.get(name), value)
+    return result
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named variant: its patch and the patched submission it describes."""
+
+    name: str
+    patch: dict[str, Any]
+    document: dict[str, Any]
+
+
+def _in_patch(patch: Any, pointer: str) -> bool:
+    """Returns True when ``pointer`` (into the patched submission) names a value the patch supplied."""
+    node = patch
+    for token in pointer.split("/")[1:] if pointer else []:
+        part = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False
+    return True
+
+
+def locate(index: int, name: str, patch: dict[str, Any], problem: Problem) -> Problem:
+    """Returns a problem of variant ``index``'s patched submission, located in the comparison request.
+
+    A value the patch supplied (or removed with null) is located in the patch
+    (``/variants/<i>/patch/...``); any other comes from the submission (``/submission/...``). The message
+    names the variant and the pointer into the patched submission.
+    """
+    where = f"/variants/{index}/patch{problem.pointer}" if _in_patch(patch, problem.pointer) else \
+        f"/submission{problem.pointer}"
+    return Problem(where, f"variant {name!r}, at {problem.pointer or '/'} of the patched submission: "
+                          f"{problem.message}")
+
+
+def variant_documents(submission: dict[str, Any], variants: list[dict[str, Any]]) -> list[Variant]:
+    """Returns each variant's patched submission; InvalidSubmission lists every problem of every variant.
+
+    ``variants`` is ``[{"name": ..., "patch": {...}}, ...]`` with unique names. Each patched submission
+    must satisfy the submission schema (the base submission need not, if every patch completes it).
+    """
+    problems: list[Problem] = []
+    prepared: list[Variant] = []
+    seen: dict[str, int] = {}
+    for index, variant in enumerate(variants):
+        name, patch = variant["name"], variant["patch"]
+        if name in seen:
+            problems.append(Problem(f"/variants/{index}/name", f"variant name {name!r} is used by variant "
+                                                               f"{seen[name]} too; names must be unique"))
+        seen.setdefault(name, index)
+        document = merge_patch(submission, patch)
+        problems += [locate(index, name, patch, p) for p in schemas.validate("submission", document)]
+        prepared.append(Variant(name, patch, document))
+    if problems:
+        noun = "problem" if len(problems) == 1 else "problems"
+        raise InvalidSubmission(f"the variants do not all describe valid submissions ({len(problems)} {noun})",
+                                problems)
+    return prepared
+
+
+def comparison_key(submission: dict[str, Any], variants: list[dict[str, Any]], engine: str, policy_digest: str) -> str:
+    """Returns ``sha256:<hex>`` identifying a comparison: the same inputs, engine and policy give the same result."""
+    identity = {"submission": submission_digest(submission), "variants": variants, "engine_version": engine,
+                "policy_digest": policy_digest}
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(identity)).hexdigest()
+
+
+def gpus_quoted(document: dict[str, Any]) -> int | None:
+    """Returns Σ nodes × GPUs per node over the quote's node groups (catalogue fills included); None without GPUs."""
+    inputs = Inputs(document)
+    total, found = 0, False
+    for index, group in enumerate(inputs.get("/quote/node_groups", [])):
+        base = f"/quote/node_groups/{index}"
+        count, per_node = inputs.get(f"{base}/count"), inputs.get(f"{base}/gpu/count")
+        if isinstance(count, int | float) and isinstance(per_node, int | float) and group.get("gpu"):
+            total += int(count) * int(per_node)
+            found = True
+    return total if found else None
+
+
+def comparison_row(variant: Variant, record: dict[str, Any]) -> dict[str, Any]:
+    """Returns the comparison row of one evaluated variant (figures from its time-to-result evidence)."""
+    checks = record["checks"]
+    by_status = {status: [c["id"] for c in checks if c["status"] == status] for status in Status}
+    timing = next((c for c in checks if c["id"] == TIME_TO_RESULT), None)
+    evidence = timing["evidence"] if timing else {}
+    return {
+        "name": variant.name,
+        "submission_digest": record["submission"]["digest"],
+        "verdict": record["verdict"],
+        "summary": record["summary"],
+        "failing_checks": by_status[Status.FAIL],
+        "warning_checks": by_status[Status.WARN],
+        "incomplete_checks": by_status[Status.INSUFFICIENT_DATA],
+        "time_to_result": timing["status"] if timing else None,
+        "days": evidence.get("days"),
+        "compute_days": evidence.get("compute_days"),
+        "window_days": evidence.get("window_days"),
+        "gpus_quoted": gpus_quoted(variant.document),
+        "gpus": evidence.get("gpus"),
+        "gpus_needed": evidence.get("gpus_needed"),
+        "currency": evidence.get("currency") or variant.document.get("quote", {}).get("currency"),
+        "quote_total": evidence.get("quote_total"),
+        "cost_per_run_day": evidence.get("cost_per_day"),
+    }
+
+
+def compare(submission: dict[str, Any], variants: list[dict[str, Any]], policy: Policy | None = None, *,
+            now: datetime | None = None, on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Returns the comparison of ``submission`` under each variant, in the order given.
+
+    ``on_progress(done, total)`` is called after each variant is evaluated. InvalidSubmission (before any
+    evaluation) when a patched submission breaks the schema.
+    """
+    policy = policy or default_policy()
+    prepared = variant_documents(submission, variants)
+    rows = []
+    for done, variant in enumerate(prepared, start=1):
+        rows.append(comparison_row(variant, evaluate(variant.document, policy, now=now)))
+        if on_progress is not None:
+            on_progress(done, len(prepared))
+    identity = policy.identity()
+    return {
+        "key": comparison_key(submission, variants, engine_version(), identity["digest"]),
+        "submission_digest": submission_digest(submission),
+        "engine_version": engine_version(),
+        "policy": {"id": identity["id"], "version": identity["version"], "digest": identity["digest"]},
+        "variants": rows,
+    }

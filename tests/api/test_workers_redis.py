@@ -1,0 +1,180 @@
+"""Real services: a Celery worker process on Redis runs the tasks the API sends, on SQLite and PostgreSQL.
+
+The worker is started as an operator would (`celery -A workers.worker worker`), configured only through
+the environment, on the test's database and instance folder (so it signs with the same key). Each run
+uses its own queue and Redis key prefix, and deletes its keys afterwards. Without Redis on 127.0.0.1:6379
+these tests are skipped (CI starts it: .ci/run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_support import url, waive_all
+from flask import Flask
+from task_support import direct_evaluation, example, poll, three_variants
+
+from service.record import TrustedKeys, verify_document
+
+pytestmark = pytest.mark.redis
+
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+# A database number the suite owns; keys carry a per-run prefix on top, so parallel runs do not meet.
+REDIS_DB = int(os.environ.get("QUOTECHECK_TEST_REDIS_DB", "15"))
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    import redis
+
+    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_DB, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        pytest.skip(f"Redis on {REDIS_HOST}:{REDIS_PORT} is unreachable: {error}. CI starts it (.ci/run).")
+    finally:
+        client.close()
+    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
+
+
+@pytest.fixture
+def isolation(redis_url: str) -> Iterator[dict[str, str]]:
+    """Yields this test's queue and key prefix; deletes every key under the prefix afterwards."""
+    import redis
+
+    run = secrets.token_hex(4)
+    names = {"queue": f"qc-test-{run}", "prefix": f"qc-test-{run}:"}
+    yield names
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=names["prefix"] + "*", count=500))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def celery_config(redis_url: str, isolation: dict[str, str]) -> dict[str, Any]:
+    """The Celery configuration the app and the worker share (Flask config keys)."""
+    prefix = {"global_keyprefix": isolation["prefix"]}
+    return {"CELERY_BROKER_URL": redis_url, "CELERY_RESULT_BACKEND": redis_url, "CELERY_QUEUE": isolation["queue"],
+            "CELERY": {"broker_transport_options": prefix, "result_backend_transport_options": prefix}}
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask], celery_config: dict[str, Any]) -> Flask:
+    """The API, sending its tasks to Redis (overrides conftest's eager app)."""
+    return make_app(**celery_config)
+
+
+@pytest.fixture
+def worker(database_url: str, tmp_path: Path, celery_config: dict[str, Any], app: Flask) -> Iterator[Path]:
+    """Runs `celery -A workers.worker worker` on this test's database, instance folder and queue; yields its log."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTECHECK_")}
+    env.update({"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(tmp_path / "instance")})
+    env.update({f"QUOTECHECK_{key}": value if isinstance(value, str) else json.dumps(value)
+                for key, value in celery_config.items()})
+    log = tmp_path / "worker.log"
+    command = [sys.executable, "-m", "celery", "-A", "workers.worker", "worker", "--pool=solo", "--concurrency=1",
+               "-Q", celery_config["CELERY_QUEUE"], "-n", f"{celery_config['CELERY_QUEUE']}@%h",
+               "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"]
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield log
+    finally:
+        process.send_signal(signal.SIGTERM)  # warm shutdown: finish the current task, then exit
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+def _drain(listener: Any, until: Callable[[dict], bool], window_s: float = 3) -> list[dict]:
+    """Returns the task metas published so far, reading until ``until`` holds for one or ``window_s`` passed."""
+    published: list[dict] = []
+    deadline = time.monotonic() + window_s
+    while time.monotonic() < deadline:
+        # None both when nothing arrived and for the (ignored) subscribe confirmation: keep reading.
+        message = listener.get_message(timeout=0.1)
+        if message is not None:
+            published.append(json.loads(message["data"]))
+            if until(published[-1]):
+                break
+    return published
+
+
+def _tail(log: Path) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+
+
+def test_a_worker_process_compares_variants_and_reports_progress(app, as_role, worker, isolation, redis_url):
+    import redis
+
+    submitter = as_role("submitter")
+    submission = example()
+    variants = three_variants(submission)
+    # Every state change the worker stores is also published on the task's key: watch them all
+    listener = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe(isolation["prefix"] + "celery-task-meta-*")
+    try:
+        response = submitter.post("/api/v1/comparisons", json={"submission": submission, "variants": variants})
+
+        assert response.status_code == 202, response.get_json()
+        assert response.get_json()["state"] in ("PENDING", "PROGRESS", "SUCCESS")
+        task, seen = poll(submitter.get, response.headers["Location"])
+        published = _drain(listener, until=lambda meta: meta.get("result") == {"current": 3, "total": 3})
+    finally:
+        listener.close()
+
+    assert task["state"] == "SUCCESS", f"{task.get('error')}\nworker log:\n{_tail(worker)}"
+    assert task["progress"] == {"current": 3, "total": 3}
+    rows = {row["name"]: row for row in task["result"]["variants"]}
+    for variant in variants:
+        direct = direct_evaluation(submission, variant["patch"])
+        assert rows[variant["name"]]["failing_checks"] == direct["failing"]
+        assert rows[variant["name"]]["days"] == pytest.approx(direct["timing"]["days"])
+    assert "peak-memory" in rows["ddp"]["failing_checks"]
+    progress = [m["result"] for m in published if m["status"] == "PROGRESS" and m["task_id"] == task["id"]]
+    assert {"current": 3, "total": 3} in progress, (published, seen)
+    assert all(state in ("PENDING", "PROGRESS", "SUCCESS") for state, _, _ in seen)
+    # Asked again, the stored result answers at once: nothing is queued
+    again = submitter.post("/api/v1/comparisons", json={"submission": submission, "variants": variants})
+    assert again.headers["Location"] == response.headers["Location"]
+    assert again.get_json()["state"] == "SUCCESS" and again.get_json()["result"] == task["result"]
+
+
+def test_a_worker_process_renders_and_stores_the_signed_pdf(app, client, as_role, submitted, worker):
+    _, view = submitted
+    view = waive_all(as_role("reviewer"), view)
+    approved = as_role("approver").post(url(view["id"], "decisions"), json={"action": "approve"},
+                                        if_match=view["etag"]).get_json()
+    record_pdf = f"/api/v1/records/{approved['final_record_id']}.pdf"
+    reader = as_role("reviewer")
+
+    response = reader.get(record_pdf, headers={"Prefer": "respond-async"})
+
+    assert response.status_code == 202, response.get_data(as_text=True)[:300]
+    task, _ = poll(reader.get, response.headers["Location"])
+    assert task["state"] == "SUCCESS", f"{task.get('error')}\nworker log:\n{_tail(worker)}"
+    assert task["progress"] == {"current": 1, "total": 1}
+    pdf = reader.get(task["links"]["result"])
+    assert pdf.status_code == 200 and pdf.headers["Record-Status"] == "signed"
+    assert task["result"]["pdf_digest"] == "sha256:" + hashlib.sha256(pdf.data).hexdigest()
+    # Signed in the worker with the instance's key, which GET /api/v1/keys publishes
+    pem = "".join(k["certificate_pem"] for k in client.get("/api/v1/keys").get_json()["keys"])
+    assert verify_document(pdf.data, TrustedKeys.from_pem(pem.encode(), "GET /api/v1/keys")).ok

@@ -1,0 +1,50 @@
+"""The Celery settings a Flask configuration gives: eager without a broker, JSON only, late acknowledgement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.config import DEFAULTS
+from workers.celery_app import celery_settings
+
+
+def _settings(**config: Any) -> dict[str, Any]:
+    return celery_settings({**DEFAULTS, **config})
+
+
+def test_without_a_broker_tasks_run_in_process_and_keep_their_state_in_memory() -> None:
+    settings = _settings()
+
+    assert settings["task_always_eager"] is True and settings["task_eager_propagates"] is False
+    assert settings["result_backend"] == "cache+memory://" and settings["task_store_eager_result"] is True
+
+
+def test_a_redis_broker_is_the_result_backend_too_unless_one_is_named() -> None:
+    assert _settings(CELERY_BROKER_URL="redis://r:6379/0")["result_backend"] == "redis://r:6379/0"
+    assert _settings(CELERY_BROKER_URL="redis://r:6379/0",
+                     CELERY_RESULT_BACKEND="redis://r:6379/1")["result_backend"] == "redis://r:6379/1"
+    assert _settings(CELERY_BROKER_URL="redis://r:6379/0")["task_always_eager"] is False
+
+
+def test_tasks_are_acknowledged_late_within_time_limits() -> None:
+    settings = _settings(CELERY_TASK_SOFT_TIME_LIMIT_S=10, CELERY_TASK_TIME_LIMIT_S=20, CELERY_QUEUE="q")
+
+    assert settings["task_acks_late"] and settings["task_reject_on_worker_lost"]
+    assert settings["worker_prefetch_multiplier"] == 1
+    assert (settings["task_soft_time_limit"], settings["task_time_limit"]) == (10, 20)
+    assert settings["task_default_queue"] == "q"
+
+
+def test_pickle_cannot_be_configured_back_on() -> None:
+    settings = _settings(CELERY={"task_serializer": "pickle", "accept_content": ["pickle", "json"]})
+
+    assert settings["task_serializer"] == settings["result_serializer"] == "json"
+    assert settings["accept_content"] == settings["result_accept_content"] == ["json"]
+
+
+def test_transport_options_merge_with_the_defaults() -> None:
+    settings = _settings(CELERY_BROKER_URL="redis://r:6379/0",
+                         CELERY={"result_backend_transport_options": {"global_keyprefix": "qc:"}})
+
+    options = settings["result_backend_transport_options"]
+    assert options["global_keyprefix"] == "qc:" and options["retry_policy"]["max_retries"] == 2

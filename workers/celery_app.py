@@ -1,0 +1,90 @@
+"""The Celery app of a Flask app, in the shape of Flask's ``celery_init_app`` ("Background Tasks with Celery").
+
+Every task runs inside the Flask app's context, so it reads the same configuration, database and signing
+keys as the API. Without ``CELERY_BROKER_URL`` tasks run in-process when they are sent (eager), which is
+what one machine and the fast tests use; with a Redis URL they go to ``celery -A workers.worker worker``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery, Task
+from flask import Flask
+
+EXTENSION = "celery"
+REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
+# Only JSON crosses the broker: a message or result that only pickle could carry is refused, not executed.
+JSON_ONLY: dict[str, Any] = {
+    "task_serializer": "json",
+    "result_serializer": "json",
+    "accept_content": ["json"],
+    "result_accept_content": ["json"],
+    "event_serializer": "json",
+}
+
+
+def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """Returns the Celery settings (lowercase names) for a Flask app's configuration."""
+    broker = config.get("CELERY_BROKER_URL")
+    backend = config.get("CELERY_RESULT_BACKEND")
+    settings: dict[str, Any] = {
+        # A task is acknowledged when it has finished, not when a worker took it: a worker that dies
+        # mid-task (OOM, deploy) leaves it on the queue for the next one. Tasks are idempotent for this.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        # With late acknowledgement a worker process should hold one unacknowledged message, not four.
+        "worker_prefetch_multiplier": 1,
+        "task_soft_time_limit": config["CELERY_TASK_SOFT_TIME_LIMIT_S"],
+        "task_time_limit": config["CELERY_TASK_TIME_LIMIT_S"],
+        "task_default_queue": config["CELERY_QUEUE"],
+        "result_expires": config["CELERY_RESULT_EXPIRES_S"],
+        # The API sends tasks with ignore_result (the task table holds results); a failure the task could not
+        # record itself (killed at the hard time limit) is still stored, for GET /api/v1/tasks/{id} to find.
+        "task_store_errors_even_if_ignored": True,
+        "broker_connection_retry_on_startup": True,
+    }
+    if broker:
+        if backend is None and str(broker).startswith(REDIS_SCHEMES):
+            backend = broker
+        settings.update(broker_url=broker, result_backend=backend, task_always_eager=False)
+        if backend and str(backend).startswith(REDIS_SCHEMES):
+            # Celery retries a result backend operation 20 times by default: a request would hang for
+            # seconds when Redis is down. The backend is advisory for the API, so give up quickly.
+            settings["result_backend_transport_options"] = {"retry_policy": {
+                "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}}
+    else:
+        # One process: run each task when it is sent, keep its states in this process's memory (for
+        # AsyncResult and update_state), and let a task's failure be recorded rather than raised at the caller.
+        settings.update(broker_url="memory://", result_backend=backend or "cache+memory://",
+                        task_always_eager=True, task_store_eager_result=True, task_eager_propagates=False)
+    for name, value in (config.get("CELERY") or {}).items():
+        # Option dicts (transport options) are merged one level deep, so adding a key prefix keeps the rest.
+        if isinstance(value, dict) and isinstance(settings.get(name), dict):
+            value = {**settings[name], **value}
+        settings[name] = value
+    settings.update(JSON_ONLY)
+    return settings
+
+
+def celery_init_app(app: Flask) -> Celery:
+    """Returns the Celery app bound to ``app`` (also ``app.extensions["celery"]``), configured from ``app.config``."""
+
+    class FlaskTask(Task):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            with app.app_context():
+                return self.run(*args, **kwargs)
+
+    celery_app = Celery(app.name, task_cls=FlaskTask)
+    celery_app.config_from_object(celery_settings(app.config))
+    celery_app.set_default()
+    app.extensions[EXTENSION] = celery_app
+    # Registers the shared tasks on this app (and on every Celery app created later).
+    import workers.tasks  # noqa: F401
+
+    return celery_app
+
+
+def init_app(app: Flask) -> None:
+    """The subsystem entry point create_app calls: wires Celery to ``app``."""
+    celery_init_app(app)
