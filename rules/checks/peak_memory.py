@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.training import T, memory_estimate, spare_fraction
+from rules.checks.training import T, measured_peak_gib, memory_estimate, spare_fraction
 from rules.status import Basis, Status
 
 # The capacity-planning guide's rough rule (2 + 2 + 8 bytes/param) that this check corrects.
@@ -58,7 +58,7 @@ class PeakMemory(Check):
         evidence["seed_note"] = _seed_note(estimate.state.total_bytes_per_param,
                                            estimate.state.master_weights_bytes_per_param)
         basis = Basis.ESTIMATED
-        measured = _measured_peak(ctx, estimate.micro_batch)
+        measured = measured_peak_gib(ctx, estimate.micro_batch)
         if measured is not None:
             estimated_gib = evidence["total_gib"]
             evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured,
@@ -75,15 +75,3 @@ def _seed_note(bytes_per_param: float, master_bytes: float) -> str:
     return (f"; the rough {SEED_RULE_BYTES_PER_PARAM} B/param rule of 004_fd79d6760ce15dd9.txt undercounts because "
             f"it omits the {master_bytes:g} B/param fp32 master weights that mixed-precision optimizers keep")
 
-
-def _measured_peak(ctx: Context, micro_batch: int | None) -> float | None:
-    """Returns the measured peak (reserved, else allocated) GiB at the planned micro-batch and sequence."""
-    runs = ctx.inputs.get("/measurements/peak_memory") or []
-    sequence_length = ctx.inputs.get(f"{T}/sequence_length")
-    for index, run in enumerate(runs):
-        same_batch = run.get("micro_batch") in (None, micro_batch)
-        same_sequence = run.get("sequence_length") in (None, sequence_length)
-        if same_batch and same_sequence:
-            base = f"/measurements/peak_memory/{index}"
-            return ctx.num(f"{base}/reserved_gib") or ctx.num(f"{base}/allocated_gib")
-    return None

@@ -366,7 +366,8 @@ def largest_fitting_micro_batch(ctx: Context, limit: int) -> int | None:
 def measured_peak_gib(ctx: Context, micro_batch: int | None) -> float | None:
     """Returns the measured peak (reserved, else allocated) GiB per GPU at this micro-batch and the planned sequence.
 
-    The same reading as peak-memory's: a run that names no micro-batch or sequence length matches any.
+    A run that names no micro-batch or sequence length matches any; peak-memory and gradient-accumulation
+    both read measurements through this one function.
     """
     sequence_length = ctx.inputs.get(f"{T}/sequence_length")
     for index, run in enumerate(ctx.inputs.get("/measurements/peak_memory") or []):
