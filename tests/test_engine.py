@@ -46,20 +46,19 @@ def test_two_rules_matching_one_fact_is_an_error() -> None:
 
 
 def test_an_error_inside_a_rule_action_surfaces() -> None:
+    # durable_rules records an exception raised by an action on the state instead of raising it.
+    class ExplodingEngine(RuleEngine):
+        def _recorder(self, check_id: str, rule: Rule):
+            def action(c) -> None:
+                raise RuntimeError("action exploded")
+
+            return action
+
     check = _check("raising-check", Rule(Status.PASS, "any", lambda m: m.value > 0, ""))
-    engine = RuleEngine([check])
-    engine._recorder = None  # noqa: SLF001 - not used after construction; the registered action is patched below
+    engine = ExplodingEngine([check])
 
-    def boom(sid: str) -> None:
-        raise RuntimeError("action exploded")
-
-    original = engine._verdicts
-    engine._verdicts = type("Exploding", (dict,), {"__getitem__": lambda self, key: boom(key)})()
-    try:
-        with pytest.raises(EngineError, match="action exploded"):
-            engine.decide([(check, _facts(value=1), {"limit": 0})])
-    finally:
-        engine._verdicts = original
+    with pytest.raises(EngineError, match="a rule of check raising-check raised: .*action exploded"):
+        engine.decide([(check, _facts(value=1), {"limit": 0})])
 
 
 def test_the_state_is_deleted_after_every_evaluation_even_on_error() -> None:
