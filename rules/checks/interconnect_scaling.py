@@ -66,5 +66,5 @@ def _modelled_detail(e: dict) -> str:
             f"{e['exposed_communication_s_per_step']:.2f} s exposed; busbw {e['node_busbw_gbs']:.0f} GB/s in a node "
             f"({e['intra_node_link']}), {e['cluster_busbw_gbs']:.0f} GB/s across the job{network} "
             f"({bound}); bandwidths from {e['bandwidth_source']}; throughput "
-            f"{e['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU from {e['throughput_from']}, taken as the rate "
-            f"without communication")
+            f"{e['tokens_per_s_per_gpu']:,.0f} tokens/s per GPU from {e['throughput_from']}, taken as one model "
+            f"replica's rate (tensor and pipeline communication inside it) before data-parallel communication")
