@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import string
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
@@ -19,7 +21,7 @@ from rules.checks import CATALOGUE
 from rules.checks.base import Check, Context, Facts, Stage
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InvalidSubmission, Problem
-from rules.inputs import Inputs
+from rules.inputs import Inputs, escape
 from rules.policy import Policy, default_policy
 from rules.status import Status
 
@@ -89,11 +91,27 @@ def _oversize_problems(raw: bytes | str, size: int) -> list[Problem]:
 
 def validate_submission(document: Any, origin: str = "submission") -> None:
     """Raises InvalidSubmission listing every schema problem of ``document``; returns None when valid."""
-    problems = schemas.validate("submission", document)
+    problems = schemas.validate("submission", document) or _unrepresentable_numbers(document)
     if problems:
         noun = "problem" if len(problems) == 1 else "problems"
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({len(problems)} {noun})",
                                 problems)
+
+
+def _unrepresentable_numbers(node: Any, pointer: str = "") -> list[Problem]:
+    """Returns a Problem for each number RFC 8785 cannot canonicalise (infinite, or an integer beyond ±(2^53 − 1)).
+
+    The submission digest is taken over its canonical form, so such a number could not be recorded faithfully.
+    """
+    if isinstance(node, dict):
+        return [p for key, value in node.items() for p in _unrepresentable_numbers(value, f"{pointer}/{escape(key)}")]
+    if isinstance(node, list):
+        return [p for i, value in enumerate(node) for p in _unrepresentable_numbers(value, f"{pointer}/{i}")]
+    if isinstance(node, bool):
+        return []
+    if (isinstance(node, int) and abs(node) > _SAFE_INTEGER) or (isinstance(node, float) and not math.isfinite(node)):
+        return [Problem(pointer, f"{str(node)[:40]} is outside the numbers JSON carries exactly (±{_SAFE_INTEGER:,})")]
+    return []
 
 
 def submission_digest(document: dict[str, Any]) -> str:
@@ -117,9 +135,11 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         ctx.peer_missing = missing
         try:
             facts = check().gather(ctx)
-        except ValueError as error:
+            facts = replace(facts, evidence=_representable(facts.evidence))
+        except (ValueError, OverflowError) as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
+            # Inputs of absurd magnitude (10^300 layers) overflow instead, and are refused the same way.
             facts = Facts(stage=Stage.INCONSISTENT, reason=str(error))
         if facts.stage is Stage.DECIDE and ctx.missing:
             facts = ctx.insufficient(facts.reason, **facts.evidence)
@@ -131,6 +151,35 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
     decided = engine.decide((check, facts, thresholds) for check, facts, thresholds, _ in gathered)
     results = [_result(check, facts, thresholds, ctx, *decided[check.id]) for check, facts, thresholds, ctx in gathered]
     return _record(submission, policy, inputs, results, now or datetime.now(UTC))
+
+
+# The record is RFC 8785 JSON, whose numbers are IEEE doubles: integers are exact only within ±(2^53 - 1).
+_SAFE_INTEGER = 2**53 - 1
+
+
+def _representable(value: Any, name: str = "evidence") -> Any:
+    """Returns evidence with integers beyond ±(2^53 - 1) as floats; ValueError for a number JSON cannot carry.
+
+    Huge inputs (a node count of 10^20) give huge derived integers, which RFC 8785 cannot canonicalise,
+    or infinities, which no JSON can hold.
+    """
+    if isinstance(value, dict):
+        return {key: _representable(item, key) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_representable(item, name) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(f"{name} is too large to compute with (an integer of {value.bit_length()} bits); "
+                             "check the magnitudes of the inputs it derives from") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} is not a finite number ({value}); check the magnitudes of the inputs it derives "
+                         "from")
+    return value
 
 
 def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: Context,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from flask import Flask, Response, current_app, json, request
 from werkzeug.exceptions import HTTPException
@@ -137,11 +138,24 @@ def problem_type(slug: str) -> str:
     return current_app.config["PROBLEM_TYPE_BASE"] + slug
 
 
+# What RFC 3986 allows unencoded in a path (pchar and "/"); everything else in ``instance`` is percent-encoded.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+
+
+def problem_instance() -> str:
+    """Returns the request's path as a URI reference (RFC 3986), the ``instance`` of its problems.
+
+    ``request.path`` is decoded: a path parameter sent as ``%20`` or ``%C3%A9`` comes back as a space or
+    ``é``, which is not a URI reference; it is encoded again, and a literal ``%`` becomes ``%25``.
+    """
+    return quote(request.path, safe=_PATH_SAFE)
+
+
 def render_problem(status: int, type_uri: str, title: str, detail: str, problems: list[Problem] | None = None,
                    headers: dict[str, str] | None = None, **extra: Any) -> Response:
     """Returns an ``application/problem+json`` response with the RFC 9457 members and ``errors``."""
     body: dict[str, Any] = {"type": type_uri, "title": title, "status": status, "detail": detail,
-                            "instance": request.path}
+                            "instance": problem_instance()}
     if problems:
         body["errors"] = [p.as_dict() for p in problems]
     body.update(extra)

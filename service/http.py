@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -33,27 +35,86 @@ def is_json_media_type(mimetype: str) -> bool:
     return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
 
 
+# Deeper nesting than this is refused (RFC 8259 §9 lets a parser limit it): no request body of this API
+# nests beyond about ten levels, and every recursive step after parsing (schema validation, RFC 8785,
+# merge patches, deep copies) stays far from Python's recursion limit.
+MAX_JSON_DEPTH = 64
+_TOO_DEEP = f"the body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep"
+
+
 def json_body() -> Any:
     """Returns the parsed JSON body: 415 when it is not declared as JSON, 400 when it does not parse.
 
-    Werkzeug raises 413 here first when the body exceeds MAX_CONTENT_LENGTH.
+    Werkzeug raises 413 here first when the body exceeds MAX_CONTENT_LENGTH. The body must be UTF-8 (a
+    leading byte order mark is ignored), with unique member names, no NaN or Infinity, at most
+    MAX_JSON_DEPTH levels of arrays and objects (400 otherwise), and no U+0000 in any string (422:
+    PostgreSQL's text cannot hold it, and it is never meant).
     """
     raw = request.get_data(cache=True)
     if not is_json_media_type(request.mimetype):
         found = request.mimetype or "no Content-Type"
         raise UnsupportedMediaType(f"the body must be JSON sent as Content-Type: application/json; found {found}")
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise MalformedRequest(f"the body is not UTF-8 text: {error.reason} at byte {error.start}") from None
+    try:
+        document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise MalformedRequest(_TOO_DEEP) from None
     except json.JSONDecodeError as error:
         raise MalformedRequest(f"the body is not valid JSON: {error.msg} at line {error.lineno}, "
                                f"column {error.colno}") from None
+    except _RepeatedName as error:
+        raise MalformedRequest(f"the body is not acceptable JSON: {error}") from None
+    except ValueError:  # Python converts integers of at most sys.get_int_max_str_digits() digits
+        raise MalformedRequest(f"the body holds an integer of more than {sys.get_int_max_str_digits():,} digits; "
+                               "no number here needs that many") from None
+    _check_structure(document, may_hold_nul="\\u0000" in text)
+    return document
 
 
 def _reject_constant(name: str) -> Any:
     # Python's json accepts NaN and Infinity; JSON (RFC 8259) does not, and neither can be canonicalised.
     raise json.JSONDecodeError(f"{name} is not a JSON number", name, 0)
+
+
+class _RepeatedName(ValueError):
+    pass
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Parsers disagree on which of two equal names wins (RFC 8259 §4): the evaluated, stored and signed
+    # document must be the one every reader of the body sees.
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        repeated = sorted(name for name, count in Counter(name for name, _ in pairs).items() if count > 1)
+        raise _RepeatedName(f"member name {', '.join(map(repr, repeated))} appears more than once in one object")
+    return members
+
+
+def _check_structure(document: Any, may_hold_nul: bool) -> None:
+    """Raises MalformedRequest past MAX_JSON_DEPTH, InvalidRequest for U+0000 in a name or string (iteratively)."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict | list):
+            if len(path) >= MAX_JSON_DEPTH:
+                raise MalformedRequest(_TOO_DEEP)
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if may_hold_nul and isinstance(key, str) and "\x00" in key:
+                    _refuse_nul(path + (key,))
+                if isinstance(item, dict | list) or (may_hold_nul and isinstance(item, str)):
+                    stack.append((item, path + (key,)))
+        elif isinstance(value, str) and "\x00" in value:
+            _refuse_nul(path)
+
+
+def _refuse_nul(path: tuple[str | int, ...]) -> None:
+    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    raise InvalidRequest("the body contains the character U+0000 (NUL), which text may not hold here",
+                         [Problem(pointer, "must not contain U+0000 (NUL)")])
 
 
 def canonical_digest(document: Any) -> str:

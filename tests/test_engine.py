@@ -203,3 +203,26 @@ def test_engines_built_from_many_threads_at_once_are_all_usable() -> None:
 
     assert not errors and len({e.ruleset for e in engines}) == 8
     assert all(e.decide([(check, _facts(value=1), {})]) == {"parallel-check": (Status.PASS, "ok")} for e in engines)
+
+
+def test_numbers_json_cannot_carry_exactly_are_refused_by_pointer() -> None:
+    # The submission digest is over RFC 8785 canonical JSON, which holds integers only within ±(2^53 - 1).
+    from rules.errors import InvalidSubmission
+
+    submission = json.loads(EXAMPLE.read_text())
+    submission["quote"]["node_groups"][0]["count"] = 10**20
+
+    with pytest.raises(InvalidSubmission) as raised:
+        evaluate(submission)
+
+    assert [p.pointer for p in raised.value.problems] == ["/quote/node_groups/0/count"]
+
+
+def test_large_but_exact_inputs_fail_their_checks_instead_of_raising() -> None:
+    submission = json.loads(EXAMPLE.read_text())
+    submission["quote"]["node_groups"][0]["count"] = 2**50
+    submission["workload"]["training"]["gpus"] = 2**53 - 1
+
+    record = evaluate(submission)
+
+    assert record["verdict"] in ("fail", "warn", "incomplete", "pass")

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from rules.estimates._args import require_positive_int, require_positive_ints
 
+# valid_micro_batches lists micro-batches up to this many sequences at most: no GPU holds the activations of
+# more, and scanning every candidate up to a global batch of 2^53 sequences would never end.
+MAX_MICRO_BATCH = 65536
+
 
 @dataclass(frozen=True)
 class BatchSplit:
@@ -54,7 +58,8 @@ def nearest_global_batches(global_batch: int, micro_batch: int, data_parallel: i
 
 
 def valid_micro_batches(global_batch: int, data_parallel: int, largest: int | None = None) -> list[int]:
-    """Return the micro-batches m (ascending, at most ``largest``) for which global / (m × DP) is whole.
+    """Return the micro-batches m (ascending, at most ``largest`` and MAX_MICRO_BATCH) for which global / (m × DP)
+    is whole.
 
     Empty when the global batch is not a multiple of the data-parallel size: then no micro-batch works
     and the global batch (or the GPU count) must change. E.g. global 256 on 16 ranks → 1, 2, 4, 8, 16.
@@ -66,7 +71,7 @@ def valid_micro_batches(global_batch: int, data_parallel: int, largest: int | No
     if global_batch % data_parallel:
         return []
     per_rank = global_batch // data_parallel
-    limit = per_rank if largest is None else min(per_rank, largest)
+    limit = min(per_rank, MAX_MICRO_BATCH) if largest is None else min(per_rank, largest, MAX_MICRO_BATCH)
     return [m for m in range(1, limit + 1) if per_rank % m == 0]
 
 

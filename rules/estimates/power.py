@@ -91,23 +91,38 @@ def pdu_capacity_kw(
     """
     require_choice("redundancy", redundancy, REDUNDANCY_MODES)
     require_fraction("continuous_load_factor", continuous_load_factor)
-    ratings: list[float] = []
+    # (rating, count) from the weakest up: the PDUs are counted, never listed one by one, so a rack that
+    # claims 2^53 PDUs costs no memory.
+    groups: list[tuple[float, int]] = []
     for group in pdus:
         require_positive_int("PDU count", group.count)
         require_positive("rating_kw", group.rating_kw)
-        ratings.extend([group.rating_kw] * group.count)
-    if not ratings:
+        groups.append((group.rating_kw, group.count))
+    total = sum(count for _, count in groups)
+    if not total:
         raise ValueError("a rack needs at least one PDU")
-    ratings.sort()
+    groups.sort()
     if redundancy == "N":
-        usable = ratings
-    elif len(ratings) < 2:
-        raise ValueError(f"{redundancy} redundancy needs at least two PDUs, got {len(ratings)}")
+        usable = total
+    elif total < 2:
+        raise ValueError(f"{redundancy} redundancy needs at least two PDUs, got {total}")
     elif redundancy == "N+1":
-        usable = ratings[:-1]
+        usable = total - 1
     else:  # 2N: the weaker feed carries everything
-        usable = ratings[: len(ratings) // 2]
-    return sum(usable) * continuous_load_factor
+        usable = total // 2
+    return _weakest_kw(groups, usable) * continuous_load_factor
+
+
+def _weakest_kw(groups: list[tuple[float, int]], n: int) -> float:
+    """Returns the summed rating of the ``n`` weakest PDUs of ``groups`` ((rating, count), weakest first)."""
+    capacity = 0.0
+    for rating, count in groups:
+        taken = min(count, n)
+        capacity += rating * taken
+        n -= taken
+        if not n:
+            break
+    return capacity
 
 
 def rack_power(

@@ -23,6 +23,9 @@ bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
 
 VERDICTS = ("pass", "warn", "incomplete", "fail")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+# Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
+MAX_PAGE = 1_000_000
+_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 def _query(name: str, description: str, schema: dict) -> dict:
@@ -34,7 +37,7 @@ LIST_PARAMETERS = (
     _query("verdict", "only submissions whose current evaluation has this verdict", {"enum": list(VERDICTS)}),
     _query("vendor", "only vendors whose name contains this text (case-insensitive)",
            {"type": "string", "maxLength": 200}),
-    _query("page", "page number, from 1", {"type": "integer", "minimum": 1, "default": 1}),
+    _query("page", "page number, from 1", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}),
     _query("per_page", "items per page", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
 )
 
@@ -97,13 +100,14 @@ def create_submission() -> Response:
     return _created(view, 201)
 
 
-def _int_parameter(name: str, default: int, maximum: int | None, problems: list) -> int:
+def _int_parameter(name: str, default: int, maximum: int, problems: list) -> int:
     raw = request.args.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or int(raw) < 1 or (maximum is not None and int(raw) > maximum):
-        bound = f"1 to {maximum}" if maximum else "1 or more"
-        problems.append(ParameterProblem("", f"must be an integer from {bound}, found {raw!r}", name))
+    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses) and other scripts' digits.
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= maximum:
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        problems.append(ParameterProblem("", f"must be an integer from 1 to {maximum:,}, found {shown!r}", name))
         return default
     return int(raw)
 
@@ -122,8 +126,10 @@ def list_submissions() -> Response:
         problems.append(ParameterProblem("", f"{verdict!r} is not one of {', '.join(VERDICTS)}", "verdict"))
     if vendor is not None and len(vendor) > 200:
         problems.append(ParameterProblem("", "must be at most 200 characters", "vendor"))
+    elif vendor is not None and "\x00" in vendor:
+        problems.append(ParameterProblem("", "must not contain U+0000 (NUL)", "vendor"))
     config = current_app.config
-    page = _int_parameter("page", 1, None, problems)
+    page = _int_parameter("page", 1, MAX_PAGE, problems)
     per_page = _int_parameter("per_page", config["DEFAULT_PAGE_SIZE"], config["MAX_PAGE_SIZE"], problems)
     if problems:
         raise InvalidRequest("the query has invalid parameters", problems)

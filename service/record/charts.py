@@ -74,14 +74,23 @@ class Svg:
                       f"<title>{escape(self.title)}</title>{body}</svg>")
 
 
+def _drawable(maximum: float) -> bool:
+    """Returns True when an axis can run from 0 to ``maximum``: figures near the float limit overflow to inf
+    once the chart adds its margin, and such a chart is left out rather than drawn (or looped over) forever."""
+    return math.isfinite(maximum) and maximum > 0 and math.isfinite(maximum * 1.0001)
+
+
 def _axis(svg: Svg, left: float, right: float, y: float, top: float, maximum: float, unit: str, ticks: int = 5) -> None:
     step = _nice_step(maximum / ticks)
-    value = 0.0
-    while value <= maximum * 1.0001:
+    # step ≥ maximum / ticks, so at most ticks + 1 of them fit; counted, since adding a step to a huge value
+    # can leave it unchanged.
+    for index in range(ticks + 2):
+        value = index * step
+        if value > maximum * 1.0001:
+            break
         x = left + (right - left) * value / maximum
         svg.line(x, top, x, y, stroke=GRID)
         svg.text(x, y + 14, short(value), size=9, anchor="middle", fill=MUTED)
-        value += step
     svg.text(right, y + 28, unit, size=9, anchor="end", fill=MUTED)
 
 
@@ -115,6 +124,8 @@ def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
         return None
     total = sum(value for _, value, _ in parts if value)
     maximum = max(total, capacity) * 1.08
+    if not _drawable(maximum):
+        return None
     left, right, top, bar = 110.0, WIDTH - 20.0, 14.0, 34.0
     svg = Svg(140, f"Per-GPU memory: {short(total)} GiB needed of {short(usable or capacity)} GiB usable")
     axis_y = top + bar + 14
@@ -150,6 +161,8 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
     values = [number(r.get("draw_kw")) or 0.0 for r in racks]
     values += [v for r in racks for name, _, _ in limits if (v := number(r.get(name))) is not None]
     maximum = max(values) * 1.1 or 1.0
+    if not _drawable(maximum):
+        return None
     left, right, top, row = 130.0, WIDTH - 20.0, 12.0, 34.0
     axis_y = top + row * len(racks)
     svg = Svg(axis_y + 56, "Rack power against budget, derated PDU rating and cooling")
@@ -196,6 +209,8 @@ def scaling_chart(evidence: Mapping[str, Any], thresholds: Mapping[str, Any] | N
     else:
         log_low, log_high = math.log2(low_g), max(math.log2(high_g), math.log2(low_g) + 1)
     top_e = max(1.0, *(e for _, e in points)) * 1.05
+    if not _drawable(top_e):
+        return None
     left, right, top, bottom = 60.0, WIDTH - 20.0, 12.0, 172.0
     svg = Svg(bottom + 40, "Scaling efficiency against GPU count")
 
@@ -232,6 +247,8 @@ def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
     if window is None or not bars:
         return None
     maximum = max(window, *(v for _, v in bars)) * 1.1 or 1.0
+    if not _drawable(maximum):
+        return None
     left, right, top, row = 110.0, WIDTH - 20.0, 12.0, 30.0
     axis_y = top + row * len(bars)
     svg = Svg(axis_y + 56, "Days to complete against the completion window")

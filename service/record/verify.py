@@ -6,6 +6,7 @@ Trust roots are always explicit (``TrustedKeys``); nothing falls back to a syste
 from __future__ import annotations
 
 import json
+from collections import Counter
 from io import BytesIO
 from typing import Any
 
@@ -19,15 +20,30 @@ from service.record.verification import Verification
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 MAX_NAME_TREE_DEPTH = 16
+# What one stream of a PDF under verification may inflate to, and all of its streams together. A record
+# PDF's largest stream (a font, the attached record) is well under 1 MiB; pyHanko's defaults for untrusted
+# input (256 MiB a stream) would let a 2 MiB upload cost half a GiB of memory.
+MAX_STREAM_DECODED_BYTES = 16 * 1024 * 1024
+MAX_DOCUMENT_DECODED_BYTES = 64 * 1024 * 1024
+
+
+def _pdf_reader(data: bytes) -> Any:
+    """Returns a pyHanko reader of untrusted PDF ``data`` whose stream decoding is bounded (see above)."""
+    from pyhanko.pdf_utils.decode_limits import DecodeLimits, DocumentDecodeBudget, StreamDecodeLimits
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    limits = DecodeLimits(per_stream=StreamDecodeLimits(max_output_size=MAX_STREAM_DECODED_BYTES),
+                          document_budget=DocumentDecodeBudget(base_allowance=MAX_DOCUMENT_DECODED_BYTES, max_ratio=0))
+    return PdfFileReader(BytesIO(data), strict=False, decode_limits=limits)
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     # Two members of one name would let two verifiers see two different records under one signature.
-    names = [name for name, _ in pairs]
-    duplicated = sorted({name for name in names if names.count(name) > 1})
-    if duplicated:
+    members = dict(pairs)
+    if len(members) != len(pairs):  # counted only then: counting every object's names would be quadratic
+        duplicated = sorted(name for name, count in Counter(name for name, _ in pairs).items() if count > 1)
         raise ValueError(f"duplicate member names {', '.join(duplicated)}")
-    return dict(pairs)
+    return members
 
 
 def _reject_constant(name: str) -> Any:
@@ -43,6 +59,8 @@ def parse_json(data: bytes, origin: str = "document") -> Any:
         return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
     except UnicodeDecodeError as error:
         raise UnreadableDocument(f"{origin} is not UTF-8 text: {error.reason} at byte {error.start}") from None
+    except RecursionError:
+        raise UnreadableDocument(f"{origin} nests arrays and objects too deeply to be read") from None
     except ValueError as error:
         raise UnreadableDocument(f"{origin} is not valid JSON: {error}") from None
 
@@ -109,10 +127,8 @@ def embedded_files(reader: Any) -> dict[str, bytes]:
 
 def pdf_attachments(data: bytes) -> dict[str, bytes]:
     """Returns the files embedded in PDF ``data`` by name; UnreadableDocument when it cannot be parsed."""
-    from pyhanko.pdf_utils.reader import PdfFileReader
-
     try:
-        return embedded_files(PdfFileReader(BytesIO(data), strict=False))
+        return embedded_files(_pdf_reader(data))
     except Exception as error:
         raise UnreadableDocument(f"the PDF cannot be parsed: {type(error).__name__}: {error}") from None
 
@@ -124,13 +140,11 @@ def verify_pdf(data: bytes, trusted_keys: TrustedKeys) -> Verification:
     covers the whole file, the attached record envelope verifies with the same key, and the attached
     verdict attestation (when present) verifies and agrees with the record.
     """
-    from pyhanko.pdf_utils.reader import PdfFileReader
-
     from service.record.pades import check_pdf_signatures
 
     result = Verification("PDF")
     try:
-        reader = PdfFileReader(BytesIO(data), strict=False)
+        reader = _pdf_reader(data)
         signer_key_id = check_pdf_signatures(reader, trusted_keys, result)
         files = embedded_files(reader)
     except Exception as error:  # a damaged PDF is an invalid one: say so rather than crash

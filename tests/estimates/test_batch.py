@@ -58,3 +58,12 @@ def test_sequences_per_rank_rounds_up():
     # 256 sequences over 128 ranks: 2 each; 100 over 24 ranks: at most 5 on a rank.
     assert sequences_per_rank(256, 128) == 2
     assert sequences_per_rank(100, 24) == 5
+
+
+def test_valid_micro_batches_stop_at_the_scan_limit() -> None:
+    # A global batch of 2^52 sequences once made the scan run for ever.
+    from rules.estimates.batch import MAX_MICRO_BATCH, valid_micro_batches
+
+    found = valid_micro_batches(2**52, 1)
+
+    assert found[-1] <= MAX_MICRO_BATCH and found[:3] == [1, 2, 4]

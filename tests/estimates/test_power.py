@@ -78,3 +78,13 @@ def test_results_are_finite_and_non_negative(count, watts, pdus, rating, mode):
     r = rack_power([NodePower(count, watts)], [PduGroup(pdus, rating)], mode)
     for value in (r.draw_kw, r.pdu_derated_kw, r.limit_kw, r.headroom_kw, r.shortfall_kw):
         assert math.isfinite(value) and value >= 0
+
+
+def test_pdu_capacity_counts_pdus_without_listing_them() -> None:
+    # A rack claiming 2^53 PDUs once made the estimator build a list of 2^53 ratings.
+    from rules.estimates.power import PduGroup, pdu_capacity_kw
+
+    huge = 2**53
+
+    assert pdu_capacity_kw([PduGroup(huge, 10.0)], "N+1", 0.8) == pytest.approx((huge - 1) * 10.0 * 0.8)
+    assert pdu_capacity_kw([PduGroup(2, 10.0), PduGroup(2, 20.0)], "2N", 0.8) == pytest.approx(16.0)
