@@ -136,11 +136,14 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         try:
             facts = check().gather(ctx)
             facts = replace(facts, evidence=_representable(facts.evidence))
-        except (ValueError, OverflowError) as error:
+        except ValueError as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
-            # Inputs of absurd magnitude (10^300 layers) overflow instead, and are refused the same way.
             facts = Facts(stage=Stage.INCONSISTENT, reason=str(error))
+        except OverflowError as error:
+            # Inputs of absurd magnitude (10^300 layers) overflow the arithmetic: refused the same way.
+            facts = Facts(stage=Stage.INCONSISTENT, reason=f"a figure derived from the inputs overflows ({error}); "
+                                                           "check the magnitudes of the inputs")
         if facts.stage is Stage.DECIDE and ctx.missing:
             facts = ctx.insufficient(facts.reason, **facts.evidence)
         if facts.stage is Stage.INSUFFICIENT_DATA:
