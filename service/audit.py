@@ -2,11 +2,17 @@
 
 An event's hash is SHA-256 over the RFC 8785 canonical JSON of all its fields except ``hash``, so
 editing any stored field, deleting an event or reordering events breaks the chain at that event.
+
+The chain alone cannot show that its tail was cut off, or that everything after some event was rewritten
+and re-hashed, by someone who also rewrites the head row. Each record the service issues signed therefore
+carries an **anchor**: the chain's length N and head hash just before the event that issues it (``anchor``),
+so that event is N + 1. ``check_anchor`` holds a stored chain against a record's anchor.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +22,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
 from service.models import AuditChainHead, AuditEvent
+from service.signals import audit_anchored
 
 GENESIS_HASH = "0" * 64
 HEAD_ID = 1
@@ -99,6 +106,121 @@ class Verification:
     @property
     def ok(self) -> bool:
         return self.broken_at is None
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """The chain's length and head hash at one moment, as a record carries it (``audit_anchor``)."""
+
+    events: int
+    head_hash: str  # ``sha256:<hex>``; the genesis hash for an empty chain
+
+    def as_record_member(self) -> dict[str, Any]:
+        """Returns the anchor in the record schema's shape: ``{"events": N, "head_hash": "sha256:<hex>"}``."""
+        return {"events": self.events, "head_hash": self.head_hash}
+
+    @classmethod
+    def of_record(cls, record: dict[str, Any]) -> Anchor | None:
+        """Returns the anchor a record carries, None when it carries none; ValueError when it is malformed."""
+        member = record.get("audit_anchor")
+        if member is None:
+            return None
+        events = member.get("events") if isinstance(member, dict) else None
+        head_hash = member.get("head_hash") if isinstance(member, dict) else None
+        if isinstance(events, float) and events.is_integer():
+            events = int(events)  # a reader that takes every JSON number as a double (I-JSON) gives 41.0
+        # bool is an int in Python; JSON true is no count.
+        if not isinstance(events, int) or isinstance(events, bool) or events < 0 \
+                or not isinstance(head_hash, str) or not ANCHOR_HASH.fullmatch(head_hash):
+            raise ValueError(f"audit_anchor is {member!r}; expected {{\"events\": a count >= 0, "
+                             "\"head_hash\": \"sha256:<64 hex digits>\"}")
+        return cls(events, head_hash)
+
+
+ANCHOR_PREFIX = "sha256:"
+ANCHOR_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def anchor(session: Session) -> Anchor:
+    """Returns the chain's length and head hash, and holds the chain's write lock until the transaction ends.
+
+    The next event this transaction appends is therefore event ``events + 1`` with ``prev_hash`` equal to
+    the anchor's head: no concurrent appender can slip in between (see ``append``).
+    """
+    # The same no-op bump of the head row as ``append`` takes: the row lock on PostgreSQL, the database
+    # write lock on SQLite.
+    session.execute(update(AuditChainHead).where(col(AuditChainHead.id) == HEAD_ID)
+                    .values(length=AuditChainHead.length))
+    head = session.exec(select(AuditChainHead).where(AuditChainHead.id == HEAD_ID)
+                        .execution_options(populate_existing=True)).one()
+    taken = Anchor(head.length, ANCHOR_PREFIX + head.last_hash)
+    audit_anchored.send(None, anchor=taken)
+    return taken
+
+
+def event_at(session: Session, event_id: int) -> AuditEvent | None:
+    """Returns the event with id ``event_id`` (its position in the chain), if stored."""
+    return session.get(AuditEvent, event_id, populate_existing=True)
+
+
+ISSUING_ACTIONS = ("decision.approve", "decision.reject", "purchase_order.linked")
+
+
+@dataclass(frozen=True)
+class AnchorCheck:
+    """The outcome of holding the stored chain against a record's anchor: ``problems`` empty when it holds."""
+
+    findings: list[str]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_anchor(session: Session, expected: Anchor, record_id: str, record_digest: str | None) -> AnchorCheck:
+    """Returns whether the stored chain still holds what the record anchored.
+
+    It holds when the chain has event N (``expected.events``) with the anchored hash, and event N + 1 is
+    the event that issued the record (``record_id``, and ``record_digest`` when given). A chain cut at or
+    before N + 1, or rewritten at or before N and re-hashed from there, fails; events appended after N + 1
+    change nothing. Each problem says what was found and what was expected.
+    """
+    findings: list[str] = []
+    problems: list[str] = []
+    stored = count(session)
+    n = expected.events
+    if n == 0:
+        found_hash = ANCHOR_PREFIX + GENESIS_HASH
+    else:
+        event = event_at(session, n)
+        if event is None:
+            problems.append(f"the chain has {stored} events, but record {record_id} was signed when it had {n}: "
+                            f"event {n} is missing, so the tail of the chain was deleted")
+            return AnchorCheck(findings, problems)
+        found_hash = ANCHOR_PREFIX + event.hash
+    if found_hash != expected.head_hash:
+        problems.append(f"event {n} has hash {found_hash}, but record {record_id} anchors {expected.head_hash}: "
+                        f"events up to {n} were rewritten (or the chain was replaced) after the record was signed")
+    else:
+        findings.append(f"event {n} has the anchored hash {expected.head_hash}")
+    issuing = event_at(session, n + 1)
+    if issuing is None:
+        problems.append(f"the chain has {stored} events, but event {n + 1}, which issued record {record_id}, is "
+                        "missing: the tail of the chain was deleted")
+        return AnchorCheck(findings, problems)
+    named = (issuing.detail or {}).get("record_id")
+    if issuing.action not in ISSUING_ACTIONS or named != record_id:
+        problems.append(f"event {n + 1} is {issuing.action} naming record {named}, expected the event that issued "
+                        f"record {record_id} ({' or '.join(ISSUING_ACTIONS)})")
+        return AnchorCheck(findings, problems)
+    digest = (issuing.detail or {}).get("record_digest")
+    if record_digest is not None and digest != record_digest:
+        problems.append(f"event {n + 1} records digest {digest} for record {record_id}, but the record's digest is "
+                        f"{record_digest}")
+        return AnchorCheck(findings, problems)
+    findings.append(f"event {n + 1} ({issuing.action}, {timestamp(issuing.occurred_at)}) issued record {record_id}")
+    return AnchorCheck(findings, problems)
 
 
 def verify(session: Session) -> Verification:

@@ -8,3 +8,8 @@ _signals = Namespace()
 # ``expected_version``. Instrumentation hooks here; the concurrency tests use it to line up two requests
 # so that both have read the same version before either writes.
 before_compare_and_set = _signals.signal("before-compare-and-set")
+
+# Sent by ``audit.anchor`` once a transaction holds the audit chain's write lock and has read the anchor a
+# record will carry, before that transaction appends the event that issues the record. The concurrency test
+# of the anchor uses it to write another event in that window.
+audit_anchored = _signals.signal("audit-anchored")

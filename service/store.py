@@ -330,6 +330,11 @@ def decision_document(decision: Decision) -> dict[str, Any]:
 
 def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decision], now: datetime,
                         keys: SigningKeys | None) -> Record:
+    """Returns the stored final record of a decision that ends the workflow (approve or reject).
+
+    The record carries the audit chain's anchor (``audit.anchor``): the caller's next audit event, the
+    decision that names this record, must be the very next one appended in this transaction.
+    """
     record_id = new_id()
     revision = snap.submission.revision
     waivers = {check_id: waiver_document(w) for check_id, w in snap.active_waivers(now.date()).items()}
@@ -337,6 +342,7 @@ def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decisi
         snap.record.document, record_id=record_id, submission_id=snap.submission.id, revision=revision,
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
     document["issue"] = 1
+    document["audit_anchor"] = audit.anchor(session).as_record_member()
     return _store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)
 
 
@@ -476,7 +482,8 @@ def link_purchase_order(session: Session, actor: Actor, record_id: str, po_numbe
     document = {**latest.document, "record_id": new_id(), "issue": issue,
                 "supersedes": {"record_id": latest.id, "digest": latest.digest},
                 "purchase_orders": [*(latest.document.get("purchase_orders") or []),
-                                    purchase_order_document(po_number, system, actor, now)]}
+                                    purchase_order_document(po_number, system, actor, now)],
+                "audit_anchor": audit.anchor(session).as_record_member()}
     issued = _store_final_record(session, latest.submission_id, latest.evaluation_id, document, now, keys,
                                  supersedes=latest)
     audit.append(session, action="purchase_order.linked", actor=actor, occurred_at=now,

@@ -278,11 +278,12 @@ def test_linking_a_purchase_order_issues_a_new_signed_version(app, client, appro
     assert second["record"]["purchase_orders"] == [{**PO, "actor": approver.name, "role": "approver",
                                                     "linked_at": link["purchase_order"]["linked_at"]}]
     assert schemas.validate("record", second["record"]) == []
-    # Everything else is the record that was approved
+    # Everything else is the record that was approved; the audit anchor is taken anew, later in the chain
     unchanged = {k: v for k, v in second["record"].items() if k not in ("record_id", "issue", "supersedes",
-                                                                        "purchase_orders")}
+                                                                        "purchase_orders", "audit_anchor")}
     assert unchanged == {k: v for k, v in first["record"].items() if k not in ("record_id", "issue",
-                                                                               "purchase_orders")}
+                                                                               "purchase_orders", "audit_anchor")}
+    assert second["record"]["audit_anchor"]["events"] > first["record"]["audit_anchor"]["events"]
     # The first version is kept, byte for byte, still verifies, and points to its successor
     old = approver.get(records(first_id))
     assert old.data == first_body and verify_record(json.loads(old.data), trusted).ok
