@@ -230,6 +230,10 @@ VERIFICATION: dict[str, Any] = {
         "findings": {"type": "array", "items": _TEXT, "description": "what held"},
         "key_id": _NULLABLE_TEXT, "record_digest": _NULLABLE_TEXT, "record_id": _NULLABLE_TEXT,
         "verdict": _NULLABLE_TEXT,
+        "approved": {"type": ["boolean", "null"],
+                     "description": "whether the record's latest decision is an approval; false for an evaluation "
+                                    "signed outside the workflow, whatever `ok` says of its signature; null "
+                                    "when no record was found"},
         "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Verification"},
                   "description": "the verifications of a PDF's attachments"},
     },

@@ -27,3 +27,20 @@ def is_approved(record: dict[str, Any]) -> bool:
     """Returns True when the record's latest decision is an approval (only such a record is issued signed)."""
     decisions = record.get("decisions") or []
     return bool(decisions) and decisions[-1].get("action") == "approve"
+
+
+def not_approved_reason(record: dict[str, Any]) -> str | None:
+    """Returns why ``record`` is not an approval (None when its latest decision is ``approve``).
+
+    This reads the record itself, so whatever signature covers the record covers this too: an evaluation
+    record signed with ``quotecheck sign`` has no decisions and can never pass for an approved one.
+    """
+    if is_approved(record):
+        return None
+    decisions = record.get("decisions") or []
+    if not decisions:
+        return ("the record carries no approval decision (its decisions list is empty): it is an evaluation "
+                "that nobody approved through the approval workflow")
+    latest = decisions[-1] if isinstance(decisions[-1], dict) else {}
+    return (f"the record's latest decision is {latest.get('action')!r} by {latest.get('actor')!r}, "
+            "not an approval")

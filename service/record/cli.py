@@ -17,7 +17,10 @@ VERIFY_EXIT_CODES = """\b
 Exit codes:
   0  valid: every signature verifies with a trusted key and every digest matches
   1  invalid: the output says what was found and what was expected
-  2  unreadable input: the file cannot be read, is neither JSON nor PDF, or no trust root was given"""
+  2  unreadable input: the file cannot be read, is neither JSON nor PDF, or no trust root was given
+A record that is not approved (no approval decision, e.g. signed with `quotecheck sign` from
+`evaluate --out`) is reported first, "NOT APPROVED: ...", and the exit code still says whether its
+signature is valid."""
 
 SIGN_EXIT_CODES = """\b
 Exit codes:
@@ -104,8 +107,14 @@ def verify(file: str, key_files: tuple[str, ...], instance_dir: str | None, fmt:
 
 
 def render_verification(file: str, result: Any) -> str:
-    """Returns a verification as text: VALID or INVALID, the reasons, then what held."""
-    lines = [f"{'VALID' if result.ok else 'INVALID'}  {file} ({result.subject})"]
+    """Returns a verification as text: NOT APPROVED first when the record is no approval, VALID or INVALID,
+    the reasons, then what held."""
+    from service.record.canonical import not_approved_reason
+
+    lines = []
+    if result.record is not None and (why := not_approved_reason(result.record)):
+        lines.append(f"NOT APPROVED: {why}")
+    lines.append(f"{'VALID' if result.ok else 'INVALID'}  {file} ({result.subject})")
     if not result.ok:
         lines += [f"  x {reason}" for reason in result.all_reasons()]
     for part in [result, *result.parts]:
@@ -126,11 +135,20 @@ def render_verification(file: str, result: Any) -> str:
 @click.option("--attestation", type=click.Path(dir_okay=False),
               help="also write the verdict as a DSSE-signed in-toto statement here")
 def sign(file: str, instance_dir: str, out: str | None, attestation: str | None) -> None:
-    """Sign the record in FILE; print or write the envelope {record, signature}."""
+    """Sign the record in FILE; print or write the envelope {record, signature}.
+
+    A record that is not approved (an evaluation from `quotecheck evaluate --out` has no decisions) is
+    signed as it is, and its signed content says so: `quotecheck verify` prints "NOT APPROVED: ..." first.
+    Only the service's approval workflow issues approved records.
+    """
     from service.record import sign_dsse, sign_record, verdict_statement
+    from service.record.canonical import not_approved_reason
 
     record = _read_record(file)
     keys = _keys(instance_dir)
+    if why := not_approved_reason(record):
+        click.echo(f"warning: NOT APPROVED: {why}. Signing it as it is; `quotecheck verify` will report it "
+                   "NOT APPROVED first", err=True)
     envelope = json.dumps(sign_record(record, keys), indent=2, ensure_ascii=False)
     if out:
         Path(out).write_text(envelope + "\n", encoding="utf-8")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from service.record.canonical import is_approved
+
 
 @dataclass
 class Verification:
@@ -22,6 +24,11 @@ class Verification:
     def ok(self) -> bool:
         return not self.reasons and bool(self.findings) and all(part.ok for part in self.parts)
 
+    @property
+    def approved(self) -> bool | None:
+        """Returns whether the record found is an approved one (latest decision approve); None without a record."""
+        return None if self.record is None else is_approved(self.record)
+
     def fail(self, reason: str) -> None:
         self.reasons.append(reason)
 
@@ -38,7 +45,11 @@ class Verification:
         return reasons
 
     def as_dict(self) -> dict[str, Any]:
-        """Returns the JSON shape of ``POST /api/v1/records/verify``: ok, subject, reasons, findings, ids, parts."""
+        """Returns the JSON shape of ``POST /api/v1/records/verify``: ok, subject, reasons, findings, ids, parts.
+
+        ``approved`` is False for a record whose latest decision is not an approval (e.g. an evaluation
+        signed with ``quotecheck sign``), whatever ``ok`` says of its signature; None when no record was found.
+        """
         return {
             "ok": self.ok,
             "subject": self.subject,
@@ -48,5 +59,6 @@ class Verification:
             "record_digest": self.record_digest,
             "record_id": (self.record or {}).get("record_id"),
             "verdict": (self.record or {}).get("verdict"),
+            "approved": self.approved,
             "parts": [part.as_dict() for part in self.parts],
         }
