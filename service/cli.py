@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -263,15 +263,16 @@ def audit_verify(record_file: str | None, key_files: tuple[str, ...]) -> None:
     signed = _anchored_record(app, record_file, key_files) if record_file else None
     with get_db(app).session() as session:
         result = audit_log.verify(session)
-        held = audit_log.check_anchor(session, signed[1], signed[0]["record_id"], signed[2]) if signed else None
+        held = (audit_log.check_anchor(session, signed.anchor, signed.record["record_id"], signed.digest)
+                if signed else None)
     if result.ok:
         click.echo(f"audit chain OK: {result.count} events, head {result.head_hash}")
     else:
         click.echo(f"audit chain BROKEN at event {result.broken_at}: {result.problem} "
                    f"({result.count} events before it verified)")
     if signed is not None and held is not None:
-        record, anchor, _digest = signed
-        what = f"record {record['record_id']} (issue {record.get('issue', 1)}) anchors event {anchor.events}"
+        what = (f"record {signed.record['record_id']} (issue {signed.record.get('issue', 1)}) anchors event "
+                f"{signed.anchor.events}")
         if held.ok:
             click.echo(f"anchor OK: {what}; the chain still holds it")
         else:
@@ -281,8 +282,16 @@ def audit_verify(record_file: str | None, key_files: tuple[str, ...]) -> None:
     sys.exit(EXIT_OK if result.ok and (held is None or held.ok) else EXIT_FAILED)
 
 
-def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> tuple[dict[str, Any], Any, str | None]:
-    """Returns the record signed in ``path`` (JSON envelope or PDF), its audit anchor and digest.
+class AnchoredRecord(NamedTuple):
+    """A record whose signature verified, the audit anchor it carries, and its digest."""
+
+    record: dict[str, Any]
+    anchor: Any  # service.audit.Anchor (imported with the database side, on use)
+    digest: str | None
+
+
+def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> AnchoredRecord:
+    """Returns the record signed in ``path`` (JSON envelope or PDF) with its audit anchor and digest.
 
     Exits 1 when the signature does not verify (its anchor is then no evidence), 2 when the file cannot be
     read, holds no record, or the record carries no anchor.
@@ -299,6 +308,8 @@ def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> tuple[d
         verification = verify_document(data, trusted, origin=path)
     except QuotecheckError as error:
         _fail_input(error)
+    except Exception as error:  # whatever the file holds, the answer is an exit code, not a traceback
+        _fail_input(QuotecheckError(f"{path} cannot be verified: {type(error).__name__}: {error}"))
     record = verification.record
     if not isinstance(record, dict) or not isinstance(record.get("record_id"), str):
         _fail_input(QuotecheckError(f"{path} holds no commissioning record with a record_id ({verification.subject}); "
@@ -315,7 +326,7 @@ def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> tuple[d
         _fail_input(QuotecheckError(f"record {record['record_id']} in {path} carries no audit_anchor: only records "
                                     "the service issues (at approval or a purchase-order link) carry one, and only "
                                     "since anchoring was introduced"))
-    return record, anchor, verification.record_digest
+    return AnchoredRecord(record, anchor, verification.record_digest)
 
 
 # --- signed records: verify, sign, pdf, keys (service/record/cli.py) ------------------------------------
