@@ -259,6 +259,71 @@ def test_a_vendor_scoped_token_reads_only_its_own_tasks(app):
     assert sam.get(in_house.headers["Location"]).status_code == 200
 
 
+def test_a_vendor_reads_its_approved_record_and_pdf_task_and_no_other_vendor_does(app, submission_document):
+    # Given acme's quote, approved, and a second vendor
+    acme, globex = token_for(app, "acme", "submitter", scope="own"), token_for(app, "globex", "submitter", scope="own")
+    view = waive_all(token_for(app, "rita", "reviewer"), submit(acme, submission_document))
+    final = approve(token_for(app, "bob", "approver"), view).get_json()["final_record_id"]
+    record = f"/api/v1/records/{final}"
+
+    # When acme asks for the signed PDF in the background
+    task = acme.get(f"{record}.pdf", headers={"Prefer": "respond-async"})
+    assert task.status_code == 202, task.get_json()
+
+    # Then acme reads the signed record, the task and the PDF; the other vendor gets 404 for each
+    assert acme.get(f"{record}.json").headers["Record-Status"] == "signed"
+    assert acme.get(task.headers["Location"]).get_json()["state"] == "SUCCESS"
+    assert acme.get(f"{record}.pdf").mimetype == "application/pdf"
+    for path in (f"{record}.json", f"{record}.pdf", task.headers["Location"]):
+        assert globex.get(path).status_code == 404, path
+
+
+def test_cli_users_and_tokens(app):
+    from click.testing import CliRunner
+
+    from service.cli import main
+
+    def cli(*args: str) -> Any:
+        return CliRunner().invoke(main, list(args), obj={"app": app})
+
+    # users: created once per identity, listed, disabled
+    assert cli("user", "create", " Ada  Lovelace ").output == "created user Ada Lovelace\n"
+    taken = cli("user", "create", "ada.lovelace")
+    assert taken.exit_code == 2 and "exists already" in taken.stderr and "'Ada Lovelace'" in taken.stderr
+    bidi = cli("user", "create", "eve\u202e")
+    assert bidi.exit_code == 2 and "U+202E" in bidi.stderr
+    # tokens: for an existing user, with a lifetime and a scope; bad input is exit 2 naming the option
+    first = cli("token", "create", "--user", "ada lovelace", "--role", "submitter", "--expires", "30d",
+                "--scope", "own")
+    assert first.exit_code == 0, first.output
+    assert "scope own" in first.stderr and first.stdout.startswith("qc_")
+    second = cli("token", "create", "--user", "Ada Lovelace", "--role", "reviewer")
+    assert second.exit_code == 0, second.output
+    assert "--expires '3 days'" in cli("token", "create", "--user", "ada", "--role", "admin",
+                                        "--expires", "3 days").stderr
+    assert "for submitters" in cli("token", "create", "--user", "Ada Lovelace", "--role", "admin",
+                                   "--scope", "own").stderr
+    assert cli("token", "create", "--role", "admin").exit_code == 2
+    listed = cli("token", "list", "--user", "ADA LOVELACE").output.splitlines()
+    assert listed[0].split() == ["PREFIX", "USER", "ROLE", "SCOPE", "CREATED", "EXPIRES", "STATUS"]
+    assert [line.split()[3:5] for line in listed[1:]] == [["submitter", "own"], ["reviewer", "all"]]
+    assert "2" in cli("user", "list").output.splitlines()[1].split()
+    # revoke: by prefix, or by user when that user has a single unrevoked token
+    ambiguous = cli("token", "revoke", "--name", "Ada Lovelace")
+    assert ambiguous.exit_code == 2 and "2 unrevoked tokens" in ambiguous.stderr
+    prefix = first.stdout.strip().split("_")[1]
+    assert cli("token", "revoke", prefix).exit_code == 0
+    assert cli("token", "revoke", "--name", "ada lovelace").exit_code == 0
+    assert cli("token", "list").output.splitlines()[1:] == []
+    assert [line.split()[-1] for line in cli("token", "list", "--all").output.splitlines()[1:]] == ["revoked"] * 2
+    assert cli("token", "rotate", prefix).exit_code == 2
+    assert cli("user", "disable", "ada").exit_code == 2
+    assert cli("user", "disable", "ada-lovelace").exit_code == 0
+    assert "user disabled" in cli("token", "list", "--all").output
+    refused = cli("token", "create", "--name", "Ada Lovelace", "--role", "admin")
+    assert refused.exit_code == 2 and "disabled" in refused.stderr
+
+
 @pytest.mark.parametrize("role", ["reviewer", "approver", "admin"])
 def test_scope_own_is_for_submitters_only(app, role):
     from service.errors import InvalidRequest
