@@ -32,12 +32,17 @@ VERIFY_BATCH = 1000
 
 @dataclass(frozen=True)
 class Actor:
-    """Who acts: the token's name and role (and prefix, which identifies the token without its secret)."""
+    """Who acts: the user's name, the token's role (and prefix, which identifies the token without its secret).
+
+    ``user_id`` is what the four-eyes rule compares; ``scope`` is the token's (service.auth.Scope).
+    """
 
     name: str
     role: str
     token_id: int | None = None
     token_prefix: str | None = None
+    user_id: int | None = None
+    scope: str = "all"
 
 
 def timestamp(moment: datetime) -> str:

@@ -10,19 +10,21 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import wraps
 from typing import Any, TypeVar
 
-from flask import Flask, g, request
+from flask import Flask, current_app, g, request
 from sqlmodel import Session, select
 
-from service.audit import Actor, append
+from service import users
+from service.audit import Actor, append, timestamp
+from service.config import DEFAULT_TOKEN_LIFETIME_DAYS, clock_of
 from service.db import get_db
 from service.errors import Forbidden, InvalidRequest, Unauthorized
-from service.models import ApiToken
+from service.models import ApiToken, User
 
 
 class Role(StrEnum):
@@ -49,8 +51,14 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
 # Posting a decision at all; the action in the body then needs its own permission above.
 PERMISSIONS["decide"] = PERMISSIONS["approve"] | PERMISSIONS["reject"] | PERMISSIONS["request-changes"]
 
+class Scope(StrEnum):
+    ALL = "all"  # reads every submission, record and task
+    OWN = "own"  # reads only what its user submitted; anything else is 404, as if it did not exist
+
+
 TOKEN_PATTERN = re.compile(r"^qc_(?P<prefix>[a-z0-9]{10})_(?P<secret>[A-Za-z0-9_-]{43})$")
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._@+-]{0,199}$")
+LIFETIME_PATTERN = re.compile(r"^(?P<days>[0-9]{1,4})d$")
+MAX_LIFETIME_DAYS = 3650
 # Compared against when the prefix is unknown, so a miss costs the same as a wrong secret.
 _DUMMY_HASH = hashlib.sha256(b"quotecheck: no such token").hexdigest()
 
@@ -62,33 +70,121 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(session: Session, name: str, role: str, now: datetime) -> tuple[ApiToken, str]:
-    """Returns the stored token row and the token text, which exists nowhere else afterwards.
+def parse_lifetime(text: str) -> timedelta:
+    """Returns the lifetime that ``text`` (``90d``: days) gives; InvalidRequest when it is not one."""
+    match = LIFETIME_PATTERN.match(text.strip())
+    if not match or not 1 <= int(match["days"]) <= MAX_LIFETIME_DAYS:
+        raise InvalidRequest(f"--expires {text!r} must be a number of days from 1 to {MAX_LIFETIME_DAYS} "
+                             "followed by d, e.g. 90d")
+    return timedelta(days=int(match["days"]))
 
-    Raises InvalidRequest for an unknown role, a malformed name or a name already taken.
-    """
-    if role not in ALL_ROLES:
-        raise InvalidRequest(f"unknown role {role!r}; roles: {', '.join(Role)}")
-    if not NAME_PATTERN.match(name):
-        raise InvalidRequest(f"token name {name!r} must be 1-200 letters, digits, spaces or ._@+-")
-    if session.exec(select(ApiToken).where(ApiToken.name == name)).first() is not None:
-        raise InvalidRequest(f"a token named {name!r} exists already; names identify people for the "
-                             "four-eyes rule, so each must be unique")
+
+def default_lifetime(config: Mapping[str, Any]) -> timedelta:
+    """Returns the configured lifetime of a new token (TOKEN_LIFETIME_DAYS)."""
+    days = config.get("TOKEN_LIFETIME_DAYS", DEFAULT_TOKEN_LIFETIME_DAYS)
+    if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= MAX_LIFETIME_DAYS:
+        raise InvalidRequest(f"TOKEN_LIFETIME_DAYS must be a whole number of days from 1 to {MAX_LIFETIME_DAYS}, "
+                             f"found {days!r}")
+    return timedelta(days=days)
+
+
+def aware(moment: datetime) -> datetime:
+    """Returns ``moment`` timezone-aware (SQLite hands back naive UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _new_row(user: User, role: str, scope: str, now: datetime, lifetime: timedelta,
+             rotated_from: ApiToken | None = None) -> tuple[ApiToken, str]:
     prefix = secrets.token_hex(5)
     token = f"qc_{prefix}_{secrets.token_urlsafe(32)}"
-    row = ApiToken(name=name, role=role, prefix=prefix, token_hash=hash_token(token), created_at=now)
-    session.add(row)
-    session.flush()
-    append(session, action="token.created", actor=None, occurred_at=row.created_at,
-           detail={"name": name, "role": role, "token_prefix": prefix})
+    row = ApiToken(name=user.name, role=role, prefix=prefix, token_hash=hash_token(token), created_at=now,
+                   user_id=user.id, scope=scope, expires_at=now + lifetime,
+                   rotated_from_id=rotated_from.id if rotated_from is not None else None)
     return row, token
 
 
-def authenticate(session: Session, header: str | None) -> Actor:
-    """Returns the Actor of a valid, unrevoked bearer token; Unauthorized otherwise."""
+def create_token(session: Session, user_name: str, role: str, now: datetime, *,
+                 lifetime: timedelta = timedelta(days=DEFAULT_TOKEN_LIFETIME_DAYS), scope: str = Scope.ALL,
+                 create_user: bool = True) -> tuple[ApiToken, str]:
+    """Returns the stored token row of user ``user_name`` and the token text, which exists nowhere else afterwards.
+
+    The user is created when there is none and ``create_user`` is set (``token create --name``); otherwise
+    it must exist (``token create --user``). Raises InvalidRequest for an unknown role or scope, a scope
+    ``own`` on a role other than submitter, a malformed name, an unknown or disabled user.
+    """
+    if role not in ALL_ROLES:
+        raise InvalidRequest(f"unknown role {role!r}; roles: {', '.join(Role)}")
+    if scope not in set(Scope):
+        raise InvalidRequest(f"unknown scope {scope!r}; scopes: {', '.join(Scope)}")
+    if scope == Scope.OWN and role != Role.SUBMITTER:
+        raise InvalidRequest(f"scope 'own' is for submitters (vendors); a {role} sees every submission")
+    if create_user:
+        user, _ = users.ensure_user(session, user_name, now)
+    else:
+        user = users.get_user(session, user_name)
+    if user.disabled_at is not None:
+        raise InvalidRequest(f"user {user.name!r} is disabled; a disabled user gets no tokens")
+    row, token = _new_row(user, role, scope, now, lifetime)
+    session.add(row)
+    session.flush()
+    append(session, action="token.created", actor=None, occurred_at=row.created_at,
+           detail={"name": user.name, "user_id": user.id, "role": role, "scope": scope, "token_prefix": row.prefix,
+                   "expires_at": timestamp(row.expires_at)})
+    return row, token
+
+
+def find_token(session: Session, reference: str) -> ApiToken:
+    """Returns the token a prefix (or a whole token's text) names; InvalidRequest when none does."""
+    reference = reference.strip()
+    match = TOKEN_PATTERN.match(reference)
+    prefix = match["prefix"] if match else reference
+    row = session.exec(select(ApiToken).where(ApiToken.prefix == prefix)).first()
+    if row is None:
+        raise InvalidRequest(f"there is no token with prefix {prefix!r}; `quotecheck token list` shows them")
+    return row
+
+
+def revoke_token(session: Session, row: ApiToken, now: datetime) -> None:
+    """Revokes ``row`` (requests with it get 401 from now on) and audits it; nothing when it was revoked."""
+    if row.revoked_at is not None:
+        return
+    row.revoked_at = now
+    session.add(row)
+    session.flush()
+    append(session, action="token.revoked", actor=None, occurred_at=now,
+           detail={"name": row.name, "user_id": row.user_id, "role": row.role, "token_prefix": row.prefix})
+
+
+def rotate_token(session: Session, row: ApiToken, now: datetime, lifetime: timedelta) -> tuple[ApiToken, str]:
+    """Returns a new token of the same user, role and scope that replaces ``row``, which is revoked now.
+
+    The new row names the old one (``rotated_from_id``), so the history of a token stays readable.
+    """
+    if row.revoked_at is not None:
+        raise InvalidRequest(f"token {row.prefix} is revoked; create a new one with `quotecheck token create`")
+    user = session.get(User, row.user_id)
+    assert user is not None  # a foreign key
+    if user.disabled_at is not None:
+        raise InvalidRequest(f"user {user.name!r} is disabled; a disabled user gets no tokens")
+    new, token = _new_row(user, row.role, row.scope, now, lifetime, rotated_from=row)
+    row.revoked_at = now
+    session.add(row)
+    session.add(new)
+    session.flush()
+    append(session, action="token.rotated", actor=None, occurred_at=now,
+           detail={"name": user.name, "user_id": user.id, "role": row.role, "scope": row.scope,
+                   "token_prefix": new.prefix, "rotated_from": row.prefix, "expires_at": timestamp(new.expires_at)})
+    return new, token
+
+
+def authenticate(session: Session, header: str | None, now: datetime) -> Actor:
+    """Returns the Actor (user, role, scope) of a valid bearer token; Unauthorized otherwise.
+
+    A token is valid when its secret matches, it is neither revoked nor expired, and its user is not disabled.
+    """
     if not header:
         raise Unauthorized("this endpoint needs an API token: send 'Authorization: Bearer <token>'; "
-                           "create one with `quotecheck token create --name NAME --role ROLE`")
+                           "create one with `quotecheck token create --user NAME --role ROLE`")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("the Authorization header must use the Bearer scheme", invalid_token=True)
@@ -101,8 +197,20 @@ def authenticate(session: Session, header: str | None) -> Actor:
     if not hmac.compare_digest(stored, hash_token(token)) or row is None:
         raise Unauthorized("the API token is not valid", invalid_token=True)
     if row.revoked_at is not None:
-        raise Unauthorized(f"the API token {row.name!r} was revoked", invalid_token=True)
-    return Actor(name=row.name, role=row.role, token_id=row.id, token_prefix=row.prefix)
+        successor = session.exec(select(ApiToken.prefix).where(ApiToken.rotated_from_id == row.id)).first()
+        if successor is not None:
+            raise Unauthorized(f"the API token {row.prefix} was rotated at {timestamp(aware(row.revoked_at))}; "
+                               f"use its replacement (token {successor})", invalid_token=True)
+        raise Unauthorized(f"the API token {row.prefix} of {row.name!r} was revoked", invalid_token=True)
+    if aware(row.expires_at) <= now:
+        raise Unauthorized(f"the API token {row.prefix} of {row.name!r} expired at "
+                           f"{timestamp(aware(row.expires_at))}; ask for a new one "
+                           f"(`quotecheck token rotate {row.prefix}`)", invalid_token=True)
+    user = session.get(User, row.user_id)
+    if user is None or user.disabled_at is not None:
+        raise Unauthorized(f"the user {row.name!r} of API token {row.prefix} is disabled", invalid_token=True)
+    return Actor(name=user.name, role=row.role, token_id=row.id, token_prefix=row.prefix, user_id=user.id,
+                 scope=row.scope)
 
 
 def current_actor() -> Actor:
@@ -132,7 +240,8 @@ def require(action: str) -> Callable[[F], F]:
         @wraps(view)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             with get_db().session() as session:
-                actor = authenticate(session, request.headers.get("Authorization"))
+                actor = authenticate(session, request.headers.get("Authorization"),
+                                     clock_of(current_app.config)())
             authorize(actor, action)
             g.quotecheck_actor = actor
             return view(*args, **kwargs)
@@ -154,5 +263,6 @@ def public(view: F) -> F:
 
 
 def init_app(app: Flask) -> None:
-    """Nothing to set up per app yet; kept so every subsystem has the same entry point."""
+    """Checks the token lifetime setting, so a bad one stops the start rather than the first token."""
+    default_lifetime(app.config)
     app.extensions["quotecheck.auth"] = PERMISSIONS

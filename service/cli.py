@@ -173,56 +173,227 @@ def db_current() -> None:
     click.echo(f"current: {current_revision(get_db(app).engine) or 'none'}   head: {head_revision()}")
 
 
-@main.group()
-def token() -> None:
-    """API tokens: each has a unique name (a person, for the four-eyes rule) and one role."""
-
-
-@token.command("create", epilog=SERVICE_EXIT_CODES)
-@click.option("--name", required=True, help="who holds the token; unique")
-@click.option("--role", required=True, type=click.Choice(["submitter", "reviewer", "approver", "admin"]))
-def token_create(name: str, role: str) -> None:
-    """Create a token and print it once; only its SHA-256 is stored."""
-    from service.auth import create_token
-    from service.config import clock_of
+def _service_session() -> Any:
+    """Returns (app, session context) for a command that changes the configured database."""
     from service.db import get_db
 
     app = _app()
-    with app.app_context(), get_db(app).session() as session:
+    return app, get_db(app).session()
+
+
+def _when(moment: Any) -> str:
+    from service.audit import timestamp
+    from service.auth import aware
+
+    return timestamp(aware(moment))[:19] + "Z" if moment is not None else "-"
+
+
+@main.group()
+def user() -> None:
+    """Users: the people behind tokens. The four-eyes rule compares users, so give each person one user.
+
+    Names are compared without case, blanks or punctuation: `Alice`, `alice ` and `alice.` are one user.
+    """
+
+
+@user.command("create", epilog=SERVICE_EXIT_CODES)
+@click.argument("name")
+def user_create(name: str) -> None:
+    """Create the user NAME (unique: a name that differs from another only by case or punctuation is refused)."""
+    from service import users
+    from service.config import clock_of
+
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
         try:
-            _row, secret = create_token(session, name, role, clock_of(app.config)())
+            created = users.create_user(session, name, clock_of(app.config)())
         except QuotecheckError as error:
             _fail_input(error)
         session.commit()
-    click.echo(f"token for {name} ({role}); it is shown once, store it now:", err=True)
+    click.echo(f"created user {created.name}")
+
+
+@user.command("list", epilog=SERVICE_EXIT_CODES)
+def user_list() -> None:
+    """List users: name, when created, when disabled, and how many tokens are active."""
+    from sqlmodel import func, select
+
+    from service import users
+    from service.config import clock_of
+    from service.models import ApiToken
+
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
+        moment = clock_of(app.config)()
+        rows = [("USER", "CREATED", "DISABLED", "ACTIVE TOKENS")]
+        for row in users.list_users(session):
+            active = session.exec(select(func.count()).select_from(ApiToken).where(
+                ApiToken.user_id == row.id, ApiToken.revoked_at == None)  # noqa: E711 (SQL IS NULL)
+                .where(ApiToken.expires_at > moment)).one() if row.disabled_at is None else 0
+            rows.append((row.name, _when(row.created_at), _when(row.disabled_at), str(active)))
+    click.echo(_columns(rows))
+
+
+@user.command("disable", epilog=SERVICE_EXIT_CODES)
+@click.argument("name")
+def user_disable(name: str) -> None:
+    """Disable the user NAME: every token of theirs gets 401 from now on. Their history stays."""
+    from service import users
+    from service.config import clock_of
+
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
+        try:
+            disabled = users.disable_user(session, name, clock_of(app.config)())
+        except QuotecheckError as error:
+            _fail_input(error)
+        session.commit()
+    click.echo(f"disabled user {disabled.name}; their tokens get 401 from now on")
+
+
+def _columns(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows)
+
+
+@main.group()
+def token() -> None:
+    """API tokens: each belongs to one user, has one role, a scope and an expiry. Shown once, stored hashed."""
+
+
+TOKEN_SCOPES = click.Choice(["all", "own"])
+
+
+@token.command("create", epilog=SERVICE_EXIT_CODES)
+@click.option("--user", "user_name", help="the user the token belongs to; must exist (`quotecheck user create`)")
+@click.option("--name", help="the user the token belongs to, created when there is none (older form of --user)")
+@click.option("--role", required=True, type=click.Choice(["submitter", "reviewer", "approver", "admin"]))
+@click.option("--expires", help="lifetime in days, e.g. 30d [default: TOKEN_LIFETIME_DAYS, 90]")
+@click.option("--scope", type=TOKEN_SCOPES, default="all", show_default=True,
+              help="own: the token sees only its user's submissions (vendors; submitter role only)")
+def token_create(user_name: str | None, name: str | None, role: str, expires: str | None, scope: str) -> None:
+    """Create a token for a user and print it once; only its SHA-256 is stored."""
+    from service.auth import create_token, default_lifetime, parse_lifetime
+    from service.config import clock_of
+
+    if (user_name is None) == (name is None):
+        click.echo("error: give the token's user with --user NAME (or --name NAME), exactly once", err=True)
+        sys.exit(EXIT_INVALID)
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
+        try:
+            lifetime = parse_lifetime(expires) if expires is not None else default_lifetime(app.config)
+            row, secret = create_token(session, user_name or name or "", role, clock_of(app.config)(),
+                                       lifetime=lifetime, scope=scope, create_user=user_name is None)
+        except QuotecheckError as error:
+            _fail_input(error)
+        session.commit()
+    click.echo(f"token {row.prefix} for {row.name} ({role}, scope {scope}, expires {_when(row.expires_at)}); "
+               "it is shown once, store it now:", err=True)
     click.echo(secret)
 
 
+@token.command("list", epilog=SERVICE_EXIT_CODES)
+@click.option("--user", "user_name", help="only this user's tokens")
+@click.option("--all", "show_all", is_flag=True, help="also revoked and expired tokens (the history)")
+def token_list(user_name: str | None, show_all: bool) -> None:
+    """List tokens by prefix: user, role, scope, created, expires, and revoked or rotated."""
+    from sqlmodel import col, select
+
+    from service import users
+    from service.auth import aware
+    from service.config import clock_of
+    from service.models import ApiToken, User
+
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
+        moment = clock_of(app.config)()
+        query = select(ApiToken, User).join(User, col(User.id) == ApiToken.user_id).order_by(col(ApiToken.id))
+        if user_name is not None:
+            try:
+                query = query.where(ApiToken.user_id == users.get_user(session, user_name).id)
+            except QuotecheckError as error:
+                _fail_input(error)
+        pairs = session.exec(query).all()
+        replaced = {row.rotated_from_id: row.prefix for row, _ in pairs if row.rotated_from_id is not None}
+        rows = [("PREFIX", "USER", "ROLE", "SCOPE", "CREATED", "EXPIRES", "STATUS")]
+        for row, owner in pairs:
+            if owner.disabled_at is not None:
+                status = "user disabled"
+            elif row.revoked_at is not None:
+                status = f"rotated to {replaced[row.id]}" if row.id in replaced else "revoked"
+            elif aware(row.expires_at) <= moment:
+                status = "expired"
+            else:
+                status = "active"
+            if status != "active" and not show_all:
+                continue
+            rows.append((row.prefix, owner.name, row.role, row.scope, _when(row.created_at), _when(row.expires_at),
+                         status))
+    click.echo(_columns(rows))
+
+
 @token.command("revoke", epilog=SERVICE_EXIT_CODES)
-@click.option("--name", required=True)
-def token_revoke(name: str) -> None:
-    """Revoke the token called NAME; requests with it get 401 from now on."""
+@click.argument("prefix", required=False)
+@click.option("--name", help="the user whose one active token to revoke (older form; a prefix names one token)")
+def token_revoke(prefix: str | None, name: str | None) -> None:
+    """Revoke the token PREFIX (or a whole token's text); requests with it get 401 from now on."""
     from sqlmodel import select
 
-    from service import audit
+    from service import users
+    from service.auth import find_token, revoke_token
     from service.config import clock_of
-    from service.db import get_db
     from service.models import ApiToken
 
-    app = _app()
-    with app.app_context(), get_db(app).session() as session:
-        row = session.exec(select(ApiToken).where(ApiToken.name == name)).first()
-        if row is None:
-            click.echo(f"error: there is no token named {name!r}", err=True)
-            sys.exit(EXIT_INVALID)
+    if (prefix is None) == (name is None):
+        click.echo("error: name the token by its PREFIX (see `quotecheck token list`) or its user by --name",
+                   err=True)
+        sys.exit(EXIT_INVALID)
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
         moment = clock_of(app.config)()
-        row.revoked_at = moment
-        session.add(row)
-        session.flush()
-        audit.append(session, action="token.revoked", actor=None, occurred_at=moment,
-                     detail={"name": name, "role": row.role, "token_prefix": row.prefix})
+        try:
+            if prefix is not None:
+                row = find_token(session, prefix)
+            else:
+                owner = users.get_user(session, name or "")
+                active = session.exec(select(ApiToken).where(ApiToken.user_id == owner.id,
+                                                             ApiToken.revoked_at == None)).all()  # noqa: E711
+                if len(active) != 1:
+                    prefixes = ", ".join(r.prefix for r in active) or "none"
+                    click.echo(f"error: user {owner.name!r} has {len(active)} unrevoked tokens ({prefixes}); "
+                               "name the one to revoke by its prefix", err=True)
+                    sys.exit(EXIT_INVALID)
+                row = active[0]
+        except QuotecheckError as error:
+            _fail_input(error)
+        revoke_token(session, row, moment)
         session.commit()
-    click.echo(f"revoked token {name}")
+    click.echo(f"revoked token {row.prefix} of {row.name}")
+
+
+@token.command("rotate", epilog=SERVICE_EXIT_CODES)
+@click.argument("prefix")
+@click.option("--expires", help="lifetime of the new token in days, e.g. 30d [default: TOKEN_LIFETIME_DAYS, 90]")
+def token_rotate(prefix: str, expires: str | None) -> None:
+    """Replace the token PREFIX by a new one of the same user, role and scope, printed once.
+
+    The old token stops working at once; `token list --all` keeps it, marked as rotated to the new one.
+    """
+    from service.auth import default_lifetime, find_token, parse_lifetime, rotate_token
+    from service.config import clock_of
+
+    app, db_session = _service_session()
+    with app.app_context(), db_session as session:
+        try:
+            lifetime = parse_lifetime(expires) if expires is not None else default_lifetime(app.config)
+            new, secret = rotate_token(session, find_token(session, prefix), clock_of(app.config)(), lifetime)
+        except QuotecheckError as error:
+            _fail_input(error)
+        session.commit()
+    click.echo(f"token {new.prefix} replaces {prefix} for {new.name} ({new.role}, scope {new.scope}, expires "
+               f"{_when(new.expires_at)}); the old one no longer works. Shown once, store it now:", err=True)
+    click.echo(secret)
 
 
 @main.group()

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 ENV_PREFIX = "QUOTECHECK"
+# How long a new API token is valid unless `quotecheck token create --expires` says otherwise.
+DEFAULT_TOKEN_LIFETIME_DAYS = 90
 
 
 def system_clock() -> datetime:
@@ -60,6 +62,9 @@ DEFAULTS: dict[str, Any] = {
     # Further Celery settings by their lowercase names, applied last, e.g. {"broker_transport_options":
     # {"global_keyprefix": "qc:"}}. Serialisation is JSON only whatever this says.
     "CELERY": {},
+    # Days a new or rotated API token is valid (1-3650); `--expires 30d` overrides it per token. An expired
+    # token gets 401.
+    "TOKEN_LIFETIME_DAYS": DEFAULT_TOKEN_LIFETIME_DAYS,
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
 }

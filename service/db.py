@@ -107,9 +107,22 @@ def head_revision() -> str:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     """Applies the migrations up to ``revision`` on ``engine``'s database."""
     config = alembic_config()
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+    with engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # SQLite alters a table by rebuilding it (drop, then rename a copy), which enforced foreign keys
+            # refuse for a table others refer to. The switch works only outside a transaction; the migration
+            # environment checks every foreign key before it commits (service/migrations/env.py).
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+        try:
+            with connection.begin():
+                config.attributes["connection"] = connection
+                command.upgrade(config, revision)
+        finally:
+            if sqlite:
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -26,18 +26,45 @@ DIGEST_LENGTH = 71  # "sha256:" + 64 hex digits
 HEX_HASH_LENGTH = 64
 
 
+class User(SQLModel, table=True):
+    """A person. The four-eyes rule and a token's scope compare users; each API token belongs to one.
+
+    ``name`` is shown as given (NFKC, blanks trimmed); ``name_key`` is its identity (service.users.name_key:
+    case, blanks and punctuation folded away), unique, so ``Alice``, ``alice `` and ``alice.`` are one user.
+    """
+
+    __tablename__ = "app_user"  # "user" is a reserved word in PostgreSQL
+
+    id: int | None = Field(default=None, primary_key=True)
+    name: str = Field(max_length=200)
+    name_key: str = Field(max_length=200, unique=True)
+    created_at: datetime
+    # Set by `quotecheck user disable`: every token of the user gets 401 from then on.
+    disabled_at: datetime | None = None
+
+
 class ApiToken(SQLModel, table=True):
-    """An API token: only the SHA-256 of the secret is kept; ``prefix`` finds the row without it."""
+    """An API token: only the SHA-256 of the secret is kept; ``prefix`` finds the row without it.
+
+    ``name`` is a label (the user's name when the token was created); who acts is ``user_id``. A rotated
+    token is revoked and its successor names it in ``rotated_from_id``, so a token's history is a chain.
+    """
 
     __tablename__ = "api_token"
 
     id: int | None = Field(default=None, primary_key=True)
-    name: str = Field(max_length=200, unique=True)
+    name: str = Field(max_length=200)
     role: str = Field(max_length=32)
     prefix: str = Field(max_length=16, unique=True)
     token_hash: str = Field(max_length=HEX_HASH_LENGTH)
     created_at: datetime
     revoked_at: datetime | None = None
+    user_id: int = Field(foreign_key="app_user.id", index=True)
+    # "all": reads everything; "own": reads only what its user submitted (vendors), 404 for the rest.
+    scope: str = Field(default="all", max_length=16)
+    expires_at: datetime
+    rotated_from_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("api_token.id"),
+                                                                       unique=True, nullable=True))
 
 
 class Submission(SQLModel, table=True):
@@ -245,3 +272,8 @@ class TaskRun(SQLModel, table=True):
     requested_by: str | None = Field(default=None, max_length=200)
     created_at: datetime
     updated_at: datetime
+    # Who may read the task with a token of scope "own": the owner of ``submission_id`` (the submission the
+    # work is about: a record's PDF), or ``user_id`` (work private to that user: a scoped caller's comparison).
+    submission_id: str | None = Field(default=None, sa_column=Column(String(36), ForeignKey(SUBMISSION_FK),
+                                                                    nullable=True))
+    user_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("app_user.id"), nullable=True))

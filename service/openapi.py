@@ -30,7 +30,8 @@ _CONVERTER_TYPES = {"int": {"type": "integer"}, "float": {"type": "number"}, "uu
                                                                                       "format": "uuid"}}
 _STATUS_TEXT = {
     200: "OK", 201: "Created", 202: "Accepted", 304: "Not modified", 400: "The body is not valid JSON",
-    401: "No valid API token (see WWW-Authenticate)", 403: "The token's role may not do this",
+    401: "No valid API token: missing, unknown, revoked, expired, or of a disabled user (see WWW-Authenticate)",
+    403: "The token's role may not do this",
     404: "Not found", 409: "The workflow state does not allow this", 412: "If-Match is not the current ETag",
     413: "The body is larger than the configured limit", 415: "The body is not declared as JSON",
     422: "The body or a parameter breaks the contract", 428: "If-Match is required", 503: "Not ready",
@@ -202,7 +203,10 @@ def build_document(app: Flask) -> dict[str, Any]:
         "components": {
             "schemas": components,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
-                                           "description": "an API token from `quotecheck token create`"}},
+                                           "description": "an API token from `quotecheck token create`: it belongs to "
+                                                          "one user, has a role and an expiry (401 after it), and "
+                                                          "with scope `own` sees only its user's submissions "
+                                                          "(anything else is 404)"}},
         },
         "security": [{"bearer": []}],
     }

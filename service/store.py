@@ -23,6 +23,7 @@ from service import audit, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
 from service.models import (
+    ApiToken,
     CheckResult,
     Decision,
     Evaluation,
@@ -63,9 +64,11 @@ class Snapshot:
     results: list[CheckResult]
     waivers: list[Waiver]
     decisions: list[Decision]
-    revision_authors: set[str]
+    # The user of every token that acted on the submission (submitted, revised, waived, decided).
+    token_users: dict[int, int]
     final_record: Record | None = None
     digests: dict[str, str] = field(init=False)
+    revision_token_ids: set[int] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:
         self.digests = {r.check_id: r.digest for r in self.results}
@@ -85,10 +88,33 @@ class Snapshot:
                 active[waiver.check_id] = waiver
         return active
 
+    @property
+    def submitter_user(self) -> int:
+        """Returns the id of the user who submitted the quote (with whichever of their tokens)."""
+        return self.token_users[self.submission.submitter_token_id]
+
+    def author_users(self) -> set[int]:
+        """Returns the users who submitted the quote or any revision of it."""
+        return {self.submitter_user} | {self.token_users[t] for t in self.revision_token_ids}
+
+    def waiver_users(self) -> set[int]:
+        """Returns the users who wrote any waiver on the submission, whatever its state."""
+        return {self.token_users[w.author_token_id] for w in self.waivers}
+
+    def _approvals(self) -> dict[int, str]:
+        approvals: dict[int, str] = {}
+        for decision in self.decisions:
+            if decision.action == "approve" and decision.revision == self.submission.revision:
+                approvals.setdefault(self.token_users[decision.actor_token_id], decision.actor)
+        return approvals
+
+    def approver_users(self) -> set[int]:
+        """Returns the distinct users who approved the current revision."""
+        return set(self._approvals())
+
     def approvers(self) -> list[str]:
-        """Returns the distinct approvers of the current revision, in order of approval."""
-        names = [d.actor for d in self.decisions if d.action == "approve" and d.revision == self.submission.revision]
-        return list(dict.fromkeys(names))
+        """Returns the names of the distinct users who approved the current revision, in order of approval."""
+        return list(self._approvals().values())
 
 
 def load(session: Session, submission_id: str) -> Snapshot:
@@ -110,9 +136,44 @@ def load(session: Session, submission_id: str) -> Snapshot:
                            .order_by(col(Waiver.id))).all()
     decisions = session.exec(select(Decision).where(Decision.submission_id == submission_id)
                              .order_by(col(Decision.id))).all()
-    authors = set(session.exec(select(Revision.author).where(Revision.submission_id == submission_id)).all())
-    return Snapshot(submission, evaluation, record, list(results), list(waivers), list(decisions),
-                    authors | {submission.submitter}, final)
+    revision_tokens = set(session.exec(select(Revision.author_token_id)
+                                       .where(Revision.submission_id == submission_id)).all())
+    token_ids = ({submission.submitter_token_id} | revision_tokens | {w.author_token_id for w in waivers}
+                 | {d.actor_token_id for d in decisions})
+    token_users = dict(session.exec(select(ApiToken.id, ApiToken.user_id)
+                                    .where(col(ApiToken.id).in_(token_ids))).all())
+    snap = Snapshot(submission, evaluation, record, list(results), list(waivers), list(decisions),
+                    token_users, final)
+    snap.revision_token_ids = revision_tokens
+    return snap
+
+
+def owner_of(session: Session, submission_id: str) -> int | None:
+    """Returns the id of the user who submitted ``submission_id`` (None when there is no such submission)."""
+    return session.exec(select(ApiToken.user_id).join(Submission, col(Submission.submitter_token_id) == ApiToken.id)
+                        .where(Submission.id == submission_id)).first()
+
+
+def may_see(session: Session, actor: Actor, submission_id: str | None) -> bool:
+    """Returns whether ``actor`` may read the submission: always, unless their token's scope is ``own``
+    and someone else submitted it."""
+    if actor.scope != "own":
+        return True
+    return submission_id is not None and owner_of(session, submission_id) == actor.user_id
+
+
+def ensure_visible(session: Session, actor: Actor, submission_id: str) -> None:
+    """Raises NotFound, as for a submission that does not exist, when ``actor`` may not see it."""
+    if not may_see(session, actor, submission_id):
+        raise NotFound(f"there is no submission {submission_id!r}")
+
+
+def own_submissions(actor: Actor) -> list[Any]:
+    """Returns the conditions that restrict a query of submissions to those ``actor`` may see."""
+    if actor.scope != "own":
+        return []
+    tokens = select(ApiToken.id).where(ApiToken.user_id == actor.user_id)
+    return [col(Submission.submitter_token_id).in_(tokens)]
 
 
 def compare_and_set(session: Session, submission_id: str, expected_version: int, **values: Any) -> int:
@@ -213,7 +274,7 @@ def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, A
     """Returns the diff of a new revision's evaluation against the previous one, after storing both."""
     submission = snap.submission
     workflow.check_transition(submission.state, Event.REVISE)
-    if actor.role != "admin" and actor.name != submission.submitter:
+    if actor.role != "admin" and actor.user_id != snap.submitter_user:
         raise Forbidden(f"only the original submitter ({submission.submitter!r}) or an admin may revise this quote")
     number = submission.revision + 1
     today = now.date()
@@ -253,6 +314,9 @@ def waive(session: Session, actor: Actor, snap: Snapshot, check_id: str, justifi
     if check["status"] not in workflow.WAIVABLE:
         raise WorkflowConflict(f"{check_id} is {check['status']}; only fail, warn or insufficient-data results "
                                "can be waived")
+    if actor.user_id in snap.author_users():
+        raise Forbidden(f"four-eyes rule: {actor.name!r} submitted this quote (or a revision of it) and may not "
+                        "waive its checks")
     digest = snap.digests[check_id]
     existing = snap.active_waivers(now.date()).get(check_id)
     if existing is not None:
@@ -285,10 +349,11 @@ def decide(session: Session, actor: Actor, snap: Snapshot, action: str, comment:
     approvals = len(snap.approvers())
     if event is Event.APPROVE:
         active = snap.active_waivers(now.date())
-        reason = workflow.check_four_eyes(actor.name, snap.revision_authors, {w.author for w in active.values()})
+        assert actor.user_id is not None  # every authenticated actor has a user
+        reason = workflow.check_four_eyes(actor.user_id, actor.name, snap.author_users(), snap.waiver_users())
         if reason:
             raise Forbidden(f"four-eyes rule: {reason}")
-        if actor.name in snap.approvers():
+        if actor.user_id in snap.approver_users():
             raise WorkflowConflict(f"{actor.name!r} has already approved revision {submission.revision}; "
                                    f"approval needs {required_approvers} distinct approvers")
         workflow.ensure_approvable(snap.checks, set(active))
@@ -364,6 +429,14 @@ def get_record(session: Session, record_id: str) -> Record:
     """Returns the record with ``record_id``; NotFound when there is none."""
     record = session.get(Record, record_id, populate_existing=True)
     if record is None:
+        raise NotFound(f"there is no record {record_id!r}")
+    return record
+
+
+def visible_record(session: Session, actor: Actor, record_id: str) -> Record:
+    """Returns the record with ``record_id``; NotFound when there is none or ``actor`` may not see its submission."""
+    record = get_record(session, record_id)
+    if not may_see(session, actor, record.submission_id):
         raise NotFound(f"there is no record {record_id!r}")
     return record
 

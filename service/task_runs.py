@@ -41,13 +41,14 @@ def find_by_key(session: Session, kind: str, key: str) -> TaskRun | None:
                         .execution_options(populate_existing=True)).first()
 
 
-def issue(session: Session, kind: str, key: str, total: int, requested_by: str | None,
-          now: datetime) -> tuple[TaskRun, bool]:
+def issue(session: Session, kind: str, key: str, total: int, requested_by: str | None, now: datetime,
+          submission_id: str | None = None, user_id: int | None = None) -> tuple[TaskRun, bool]:
     """Returns the task for the work ``key`` and whether the caller must send it now. The caller commits.
 
     The same work asked for again gets the task issued first (queued, running or done), which is not sent
     again; a failed one is reset to PENDING under its id and sent again. Raises IntegrityError at flush
     when a concurrent request issued the same work first (read it again with ``find_by_key``).
+    ``submission_id`` and ``user_id`` say who may read the task with a token of scope ``own`` (models.TaskRun).
     """
     existing = find_by_key(session, kind, key)
     if existing is not None:
@@ -60,7 +61,8 @@ def issue(session: Session, kind: str, key: str, total: int, requested_by: str |
                                 .execution_options(synchronize_session=False))
         return find(session, existing.id) or existing, reset.rowcount == 1
     row = TaskRun(id=str(uuid.uuid4()), kind=kind, key=key, state=PENDING, progress_current=0,
-                  progress_total=total, requested_by=requested_by, created_at=now, updated_at=now)
+                  progress_total=total, requested_by=requested_by, created_at=now, updated_at=now,
+                  submission_id=submission_id, user_id=user_id)
     session.add(row)
     session.flush()
     return row, True

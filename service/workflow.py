@@ -137,12 +137,15 @@ def ensure_approvable(checks: list[dict[str, Any]], waived_ids: set[str]) -> Non
         raise ApprovalBlocked(f"{len(problems)} {noun} approval", problems)
 
 
-def check_four_eyes(approver: str, submitters: set[str], waiver_authors: set[str]) -> str | None:
-    """Returns why ``approver`` may not approve (four-eyes), or None when they may."""
-    if approver in submitters:
-        return f"{approver!r} submitted this quote (or a revision of it) and may not approve it"
+def check_four_eyes(approver: int, name: str, authors: set[int], waiver_authors: set[int]) -> str | None:
+    """Returns why user ``approver`` (called ``name``) may not approve (four-eyes), or None when they may.
+
+    Users are compared, not tokens: a second token of the person who submitted or waived is that person.
+    """
+    if approver in authors:
+        return f"{name!r} submitted this quote (or a revision of it) and may not approve it, with any of their tokens"
     if approver in waiver_authors:
-        return f"{approver!r} waived a check this approval relies on and may not approve it"
+        return f"{name!r} waived a check of this quote and may not approve it, with any of their tokens"
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -60,7 +61,12 @@ def create_comparison() -> Response:
     variant_documents(submission, variants)
     identity = policy().identity()
     key = comparison_key(submission, variants, engine_version(), identity["digest"])
-    row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now(), event={
+    private = actor.scope == "own"
+    if private:
+        # A vendor's comparison is theirs alone: bound to their user, it is neither shared with nor found by
+        # another user asking for the same work.
+        key = "sha256:" + hashlib.sha256(f"{key}\nuser:{actor.user_id}".encode()).hexdigest()
+    row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now(), private=private, event={
         "action": "comparison.requested", "input_digest": submission_digest(submission),
         "engine_version": engine_version(), "policy_version": identity["version"],
         "detail": {"key": key, "variants": [v["name"] for v in variants]}})

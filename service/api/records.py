@@ -86,7 +86,7 @@ def get_record(record_id: str) -> Response:
     """
     actor = current_actor()
     with get_db().session() as session:
-        record = store.get_record(session, record_id)
+        record = store.visible_record(session, actor, record_id)
         if store.is_signed_record(record):
             body, status = canonical_bytes(store.signed_envelope(session, actor, record, signing_keys(), now())), SIGNED
             session.commit()  # only writes when a record issued before signing existed is signed now
@@ -129,7 +129,7 @@ def get_record_pdf(record_id: str) -> Response:
     actor = current_actor()
     db = get_db()
     with db.session() as session:
-        record = store.get_record(session, record_id)
+        record = store.visible_record(session, actor, record_id)
         signed = store.is_signed_record(record)
         envelope = None
         cached = None
@@ -141,7 +141,8 @@ def get_record_pdf(record_id: str) -> Response:
     if cached is not None:
         return _pdf_response(cached.pdf, record, SIGNED, link)
     if signed and prefers_async():
-        row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_pdf_key(record.id, record.digest), 1, now())
+        row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_pdf_key(record.id, record.digest), 1, now(),
+                                submission_id=record.submission_id)
         if send:
             tasks.send(row, [record.id, asdict(actor)])
         return tasks.accepted(row.id, **{"Preference-Applied": "respond-async"})

@@ -61,6 +61,7 @@ def create_waiver(submission_id: str, check_id: str) -> Response:
     actor = current_actor()
     moment = now()
     with get_db().session() as session:
+        store.ensure_visible(session, actor, submission_id)
         snap = store.load(session, submission_id)
         expected_version(snap.submission.version)
         body = json_body()
@@ -90,6 +91,7 @@ def create_decision(submission_id: str) -> Response:
     actor = current_actor()
     moment = now()
     with get_db().session() as session:
+        store.ensure_visible(session, actor, submission_id)
         snap = store.load(session, submission_id)
         expected_version(snap.submission.version)
         body = json_body()

@@ -117,7 +117,10 @@ def _int_parameter(name: str, default: int, maximum: int, problems: list) -> int
            responses={200: ("A page of submissions, newest first", "SubmissionPage")})
 @require("read")
 def list_submissions() -> Response:
-    """List submissions, newest first, filtered by state, verdict or vendor."""
+    """List submissions, newest first, filtered by state, verdict or vendor.
+
+    A token of scope `own` lists only the submissions of its user.
+    """
     problems: list = []
     state, verdict, vendor = request.args.get("state"), request.args.get("verdict"), request.args.get("vendor")
     if state is not None and state not in set(State):
@@ -133,7 +136,7 @@ def list_submissions() -> Response:
     per_page = _int_parameter("per_page", config["DEFAULT_PAGE_SIZE"], config["MAX_PAGE_SIZE"], problems)
     if problems:
         raise InvalidRequest("the query has invalid parameters", problems)
-    conditions = []
+    conditions = store.own_submissions(current_actor())
     if state:
         conditions.append(col(Submission.state) == state)
     if verdict:
@@ -167,6 +170,7 @@ def get_submission(submission_id: str) -> Response:
     """Read a submission: state, current evaluation with every check, waivers, decisions and its ETag."""
     moment = now()
     with get_db().session() as session:
+        store.ensure_visible(session, current_actor(), submission_id)
         view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
     return json_response(view, 200, {"ETag": view["etag"]})
 
@@ -184,6 +188,7 @@ def create_revision(submission_id: str) -> Response:
     """
     actor = current_actor()
     with get_db().session() as session:
+        store.ensure_visible(session, actor, submission_id)
         snap = store.load(session, submission_id)
         expected_version(snap.submission.version)
         document = json_body()
@@ -204,5 +209,6 @@ def get_audit(submission_id: str) -> Response:
     with get_db().session() as session:
         if session.get(Submission, submission_id) is None:
             raise NotFound(f"there is no submission {submission_id!r}")
+        store.ensure_visible(session, current_actor(), submission_id)
         events = [audit_event_view(e) for e in audit.events_of(session, submission_id)]
     return json_response({"submission_id": submission_id, "events": events})

@@ -13,9 +13,9 @@ from typing import Any
 from flask import Blueprint, Response, current_app, url_for
 from sqlalchemy.exc import IntegrityError
 
-from service import audit, task_runs
+from service import audit, store, task_runs
 from service.audit import Actor, timestamp
-from service.auth import require
+from service.auth import current_actor, require
 from service.db import get_db
 from service.errors import NotFound, ServiceUnavailable
 from service.http import json_response
@@ -28,18 +28,21 @@ bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 TASK_NAMES = {task_runs.COMPARISON: COMPARE_CONFIGURATIONS, task_runs.RECORD_PDF: RENDER_RECORD_PDF}
 
 
-def issue(actor: Actor, kind: str, key: str, total: int, now: datetime,
-          event: dict[str, Any] | None = None) -> tuple[TaskRun, bool]:
+def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, event: dict[str, Any] | None = None,
+          submission_id: str | None = None, private: bool = False) -> tuple[TaskRun, bool]:
     """Returns the task for the work ``key`` and whether it must be sent now (see task_runs.issue).
 
     ``event``: the audit event to append with it (``action``, ``detail`` and other audit.append
-    arguments); ``detail`` gains ``task_id`` and ``sent``.
+    arguments); ``detail`` gains ``task_id`` and ``sent``. ``submission_id``: the submission the work is
+    about; ``private``: the work is the actor's own (its key must then name the actor's user). Either lets
+    a token of scope ``own`` read the task.
     """
     db = get_db()
     for attempt in (1, 2):
         try:
             with db.session() as session:
-                row, send = task_runs.issue(session, kind, key, total, actor.name, now)
+                row, send = task_runs.issue(session, kind, key, total, actor.name, now, submission_id=submission_id,
+                                            user_id=actor.user_id if private else None)
                 if event is not None:
                     fields = {k: v for k, v in event.items() if k != "detail"}
                     audit.append(session, actor=actor, occurred_at=now,
@@ -118,10 +121,18 @@ def view_of(row: TaskRun) -> dict[str, Any]:
     return view
 
 
-def load_view(task_id: str) -> dict[str, Any]:
-    """Returns the representation of task ``task_id``; NotFound when no such task was issued."""
+def load_view(task_id: str, actor: Actor | None = None) -> dict[str, Any]:
+    """Returns the representation of task ``task_id``; NotFound when no such task was issued.
+
+    With ``actor`` of scope ``own``, a task that is neither about one of their submissions nor their own
+    work is NotFound too.
+    """
     with get_db().session() as session:
         row = task_runs.find(session, task_id)
+        if row is not None and actor is not None and actor.scope == "own":
+            mine = row.user_id == actor.user_id if row.submission_id is None else \
+                store.may_see(session, actor, row.submission_id)
+            row = row if mine else None
     if row is None:
         raise NotFound(f"there is no task {task_id!r}: task ids come from the Location of a 202 response")
     return view_of(row)
@@ -143,4 +154,4 @@ def get_task(task_id: str) -> Response:
     SUCCESS (`result`) or FAILURE (`error`, a problem object). Poll until SUCCESS or FAILURE; a task id
     never issued by this service is 404.
     """
-    return json_response(load_view(task_id))
+    return json_response(load_view(task_id, current_actor()))

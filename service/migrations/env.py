@@ -27,6 +27,11 @@ def _run(connection: Connection) -> None:
             # reading the version table and creating the tables happen under one lock.
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         context.run_migrations()
+        if connection.dialect.name == "sqlite":
+            # service.db.upgrade runs SQLite migrations with foreign keys off (tables are rebuilt): check now.
+            broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise RuntimeError(f"the migration left rows whose foreign keys point nowhere: {broken[:10]}")
 
 
 def run_offline() -> None:

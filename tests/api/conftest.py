@@ -88,6 +88,28 @@ def database_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -
 
 
 @pytest.fixture
+def empty_database_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """Yields the URL of a database without tables (for migration tests): a new SQLite file, or a PostgreSQL
+    database created for this test and dropped after it."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+        return
+    try:
+        admin, user = _admin_connection()
+    except (ConnectionError, ImportError) as error:
+        pytest.skip(f"PostgreSQL on {PG_HOST}:{PG_PORT} is unreachable: {error}")
+    name = f"qc_test_{secrets.token_hex(6)}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://{user}@{PG_HOST}:{PG_PORT}/{name}"
+    finally:
+        admin, _ = _admin_connection()
+        with admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
 def clock() -> Clock:
     return Clock()
 

@@ -8,9 +8,10 @@ from sqlalchemy import text
 from sqlmodel import select
 
 from service import audit
+from service.auth import aware
 from service.cli import main
 from service.db import get_db
-from service.models import AuditEvent
+from service.models import ApiToken, AuditEvent
 
 
 def _verify_cli(database_url: str, tmp_path) -> object:
@@ -80,5 +81,9 @@ def test_token_creation_is_audited(app, as_role):
     with get_db(app).session() as session:
         assert audit.verify(session).ok
         rows = session.exec(select(AuditEvent).where(AuditEvent.action == "token.created")).all()
+        users = session.exec(select(AuditEvent).where(AuditEvent.action == "user.created")).all()
+        token = session.exec(select(ApiToken).where(ApiToken.prefix == caller.token.split("_")[1])).one()
     assert [r.detail for r in rows if r.detail["name"] == caller.name] == [
-        {"name": caller.name, "role": "approver", "token_prefix": caller.token.split("_")[1]}]
+        {"name": caller.name, "user_id": token.user_id, "role": "approver", "scope": "all",
+         "token_prefix": token.prefix, "expires_at": audit.timestamp(aware(token.expires_at))}]
+    assert [e.detail for e in users] == [{"user_id": token.user_id, "name": caller.name}]

@@ -97,7 +97,13 @@ def test_cli_token_create_prints_a_working_token_once(app, database_url, tmp_pat
     assert token.startswith("qc_")
     response = app.test_client().get("/api/v1/submissions", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 200
-    duplicate = CliRunner().invoke(main, ["token", "create", "--name", "Ada Lovelace", "--role", "admin"], env=env)
+    # --name names the token's user: a second token of the same name is a second token of the same person
+    second = CliRunner().invoke(main, ["token", "create", "--name", "ada lovelace.", "--role", "admin"], env=env)
+    assert second.exit_code == 0, second.output
+    with get_db(app).session() as session:
+        rows = session.exec(select(ApiToken)).all()
+    assert len(rows) == 2 and rows[0].user_id == rows[1].user_id
+    duplicate = CliRunner().invoke(main, ["user", "create", "ADA  Lovelace"], env=env)
     assert duplicate.exit_code == 2 and "exists already" in duplicate.stderr
 
 

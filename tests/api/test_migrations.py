@@ -8,7 +8,7 @@ from typing import Any
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, select
 
 from service.db import current_revision, get_db, head_revision, make_engine, upgrade
 
@@ -66,4 +66,73 @@ def test_processes_starting_at_once_migrate_once(tmp_path):
     assert [w.exitcode for w in workers] == [0, 0, 0, 0]
     engine = make_engine(url)
     assert current_revision(engine) == head_revision()
+    engine.dispose()
+
+
+def test_tokens_of_a_database_at_0003_keep_working_after_the_upgrade_each_as_a_user(empty_database_url, tmp_path):
+    # Given a database at migration 0003 with three tokens, two of them one person's name variants, and a
+    # submission of one of them
+    import secrets
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from service import create_app
+    from service.auth import hash_token
+
+    engine = make_engine(empty_database_url)
+    upgrade(engine, "0003")
+    tokens = {}
+    now = datetime.now(UTC)
+    with engine.begin() as connection:
+        for token_id, (name, role) in enumerate([("Alice", "submitter"), ("alice.", "approver"),
+                                                 ("bob", "reviewer")], start=1):
+            prefix = secrets.token_hex(5)
+            tokens[name] = f"qc_{prefix}_{secrets.token_urlsafe(32)}"
+            connection.execute(text("INSERT INTO api_token (id, name, role, prefix, token_hash, created_at) "
+                                    "VALUES (:id, :name, :role, :prefix, :hash, :at)"),
+                               {"id": token_id, "name": name, "role": role, "prefix": prefix,
+                                "hash": hash_token(tokens[name]), "at": now})
+        connection.execute(text("INSERT INTO submission (id, state, version, revision, submitter, submitter_token_id,"
+                                " created_at, updated_at) VALUES ('s-1', 'evaluated', 1, 1, 'Alice', 1, :at, :at)"),
+                           {"at": now})
+    engine.dispose()
+
+    # When the app starts on it (and migrates it to the newest migration)
+    app = create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path / "instance"),
+                      "DATABASE_URL": empty_database_url})
+    engine = get_db(app).engine
+    assert current_revision(engine) == head_revision()
+
+    # Then every old token still authenticates, and sees the old submission (as scope "all")
+    client = app.test_client()
+    for name, token in tokens.items():
+        response = client.get("/api/v1/submissions", headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 200, (name, response.get_json())
+        assert [i["submitter"] for i in response.get_json()["items"]] == ["Alice"]
+    # each name became a user, name variants one user; tokens keep their role and expire in 90 days
+    with engine.connect() as connection:
+        users = connection.execute(text("SELECT id, name, name_key FROM app_user ORDER BY id")).all()
+        rows = connection.execute(text("SELECT name, role, user_id, scope FROM api_token ORDER BY id")).all()
+    assert [(u.name, u.name_key) for u in users] == [("Alice", "alice"), ("bob", "bob")]
+    assert [(r.name, r.role, r.user_id, r.scope) for r in rows] == [
+        ("Alice", "submitter", users[0].id, "all"), ("alice.", "approver", users[0].id, "all"),
+        ("bob", "reviewer", users[1].id, "all")]
+    with get_db(app).session() as session:
+        from service.auth import aware
+        from service.models import ApiToken
+
+        lifetimes = [aware(t.expires_at) - now for t in session.exec(select(ApiToken)).all()]
+    assert all(89 <= lifetime.days <= 90 for lifetime in lifetimes)
+    # and the migrated schema, data and all, is the models'
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True,
+                                                               "compare_server_default": True})
+        assert compare_metadata(context, SQLModel.metadata) == []
+    # a new user gets the next id (PostgreSQL's sequence was moved past the migrated users)
+    with app.app_context(), get_db(app).session() as session:
+        from service.users import create_user
+
+        assert create_user(session, "carol", datetime.now(UTC)).id == users[-1].id + 1
+        session.commit()
     engine.dispose()
