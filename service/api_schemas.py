@@ -310,7 +310,11 @@ COMPARISON_ROW: dict[str, Any] = {
         "window_days": _NUMBER_OR_NULL,
         "gpus_quoted": {"type": ["integer", "null"], "description": "Σ nodes × GPUs per node over the node groups"},
         "gpus": {**_NUMBER_OR_NULL, "description": "GPUs the training job uses"},
-        "gpus_needed": {**_NUMBER_OR_NULL, "description": "GPUs the completion window needs"},
+        "gpus_needed": {**_NUMBER_OR_NULL, "description": "GPUs the completion window needs; null when no GPU count "
+                                                          "fits memory (`gpus_needed_reason` says why) or "
+                                                          "time-to-result could not be decided"},
+        "gpus_needed_reason": {**_NULLABLE_TEXT, "description": "why no GPU count is advised (none fits memory); "
+                                                               "null when `gpus_needed` is given"},
         "currency": _NULLABLE_TEXT, "quote_total": _NUMBER_OR_NULL,
         "cost_per_run_day": {**_NUMBER_OR_NULL, "description": "quote total / expected days (capital only)"},
     },
