@@ -21,6 +21,7 @@ from markupsafe import Markup
 
 import templates
 from rules.errors import QuotecheckError
+from rules.evaluate import verdict_of
 from schemas.text import visible
 from service.record.canonical import canonical_bytes, is_approved, record_digest
 from service.record.charts import chart_for, chart_title
@@ -282,6 +283,10 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
             "input_groups": _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers]),
         })
     summary = [(status, count) for status, count in (record.get("summary") or {}).items() if count]
+    # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
+    evaluated_verdict = verdict_of([c.get("original_status") or c["status"] for c in record["checks"]])
+    status_of = {c["id"]: c.get("original_status") or c["status"] for c in record["checks"]}
+    waivers = [{**waiver, "status": status_of.get(waiver.get("check_id"))} for waiver in record.get("waivers") or []]
     appendix = sorted(inputs.values(), key=lambda q: q["pointer"])
     references = _number_references(appendix)
     return {
@@ -289,6 +294,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "record_id": record.get("record_id") or "(unsaved evaluation)",
         "record_digest": record_digest(dict(record)),
         "verdict": record["verdict"],
+        "evaluated_verdict": evaluated_verdict,
+        "waivers": waivers,
         "summary": summary,
         "vendor": submission.get("vendor") or "(not named)",
         "quote_id": submission.get("quote_id") or "(none)",
