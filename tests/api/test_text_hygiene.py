@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_support import url
+from api_support import url, waive_all
 
 from service.db import get_db
 from service.models import Record
@@ -213,3 +213,15 @@ def test_a_record_stored_with_a_bidi_override_shows_it_visibly_in_the_pdf(app, s
     text = pdftotext(response.data, tmp_path)
     assert "EUR <U+202E>000,052<U+202C>" in " ".join(text.split())
     assert "250,000" not in text and "\u202e" not in text
+
+
+def test_a_purchase_order_system_with_hidden_text_is_a_422(as_role, submitted):
+    _, view = submitted
+    view = waive_all(as_role("reviewer"), view)
+    approver = as_role("approver")
+    final = approver.post(url(view["id"], "decisions"), json={"action": "approve"}, if_match=view["etag"]).get_json()
+
+    response = approver.post(f"/api/v1/records/{final['final_record_id']}/purchase-orders",
+                             json={"po_number": "PO-4711", "system": "SAP\u202e"})
+
+    assert problem(response, 422)["errors"][-1]["pointer"] == "/system"
