@@ -25,6 +25,7 @@ bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
 
 VERDICTS = ("pass", "warn", "incomplete", "fail")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+NEWEST_FIRST = (col(Submission.created_at).desc(), col(Submission.id))
 # Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
 MAX_PAGE = 1_000_000
 _DIGITS = re.compile(r"[0-9]{1,9}")
@@ -153,12 +154,11 @@ def list_submissions() -> Response:
         conditions.append(col(Submission.verdict) == verdict)
     if vendor:
         conditions.append(func.lower(col(Submission.vendor)).contains(vendor.lower(), autoescape=True))
-    newest_first = (col(Submission.created_at).desc(), col(Submission.id))
     today = now().date()
     with get_db().session() as session:
         if effective is None:
             total = session.exec(select(func.count()).select_from(Submission).where(*conditions)).one()
-            rows = session.exec(select(Submission).where(*conditions).order_by(*newest_first)
+            rows = session.exec(select(Submission).where(*conditions).order_by(*NEWEST_FIRST)
                                 .offset((page - 1) * per_page).limit(per_page)).all()
         else:
             total, rows = _by_effective_verdict(session, conditions, effective, today, page, per_page)
@@ -184,7 +184,7 @@ def _by_effective_verdict(session: Session, conditions: list, effective: str, to
     candidates = session.exec(select(Submission.id, Submission.verdict)
                               .where(*conditions, or_(col(Submission.verdict) == effective,
                                                       col(Submission.id).in_(waived)))
-                              .order_by(col(Submission.created_at).desc(), col(Submission.id))).all()
+                              .order_by(*NEWEST_FIRST)).all()
     redecided = store.effective_verdicts(session, select(Submission.id).where(*conditions,
                                                                               col(Submission.id).in_(waived)), today)
     matching = [submission_id for submission_id, raw in candidates if redecided.get(submission_id, raw) == effective]
