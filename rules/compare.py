@@ -146,6 +146,7 @@ def comparison_row(variant: Variant, record: dict[str, Any]) -> dict[str, Any]:
         "gpus_quoted": gpus_quoted(variant.document),
         "gpus": evidence.get("gpus"),
         "gpus_needed": evidence.get("gpus_needed"),
+        "gpus_needed_reason": evidence.get("gpus_needed_reason"),
         "currency": evidence.get("currency") or variant.document.get("quote", {}).get("currency"),
         "quote_total": evidence.get("quote_total"),
         "cost_per_run_day": evidence.get("cost_per_day"),

@@ -24,6 +24,7 @@ from rules.errors import EngineError, InvalidSubmission, Problem
 from rules.inputs import Inputs, escape
 from rules.policy import Policy, default_policy
 from rules.status import Status
+from schemas.text import hidden_text_problems
 
 RECORD_VERSION = "1"
 # Limit on a submission document read by the CLI or posted to the API, before any parsing.
@@ -90,8 +91,12 @@ def _oversize_problems(raw: bytes | str, size: int) -> list[Problem]:
 
 
 def validate_submission(document: Any, origin: str = "submission") -> None:
-    """Raises InvalidSubmission listing every schema problem of ``document``; returns None when valid."""
-    problems = schemas.validate("submission", document) or _unrepresentable_numbers(document)
+    """Raises InvalidSubmission listing every schema problem of ``document``; returns None when valid.
+
+    Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema problems.
+    """
+    problems = (schemas.validate("submission", document) + hidden_text_problems(document)
+                or _unrepresentable_numbers(document))
     if problems:
         noun = "problem" if len(problems) == 1 else "problems"
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({len(problems)} {noun})",

@@ -104,10 +104,16 @@ CHECK: dict[str, Any] = {
 
 SUBMISSION_SUMMARY: dict[str, Any] = {
     "type": "object",
-    "required": ["id", "state", "version", "etag", "revision", "verdict", "created_at", "updated_at"],
+    "required": ["id", "state", "version", "etag", "revision", "verdict", "effective_verdict", "created_at",
+                 "updated_at"],
     "properties": {
         "id": _TEXT, "state": {"enum": list(State)}, "version": {"type": "integer"}, "etag": _TEXT,
-        "revision": {"type": "integer"}, "verdict": _NULLABLE_TEXT, "vendor": _NULLABLE_TEXT,
+        "revision": {"type": "integer"},
+        "verdict": {**_NULLABLE_TEXT, "description": "the verdict of the current evaluation, as the engine gave it"},
+        "effective_verdict": {**_NULLABLE_TEXT, "description": "the verdict after waivers: a waiver that binds to its "
+                                                              "check's current result and has not expired counts the "
+                                                              "check as passed (as of today)"},
+        "vendor": _NULLABLE_TEXT,
         "quote_id": _NULLABLE_TEXT, "submitter": _TEXT, "created_at": _TIME, "updated_at": _TIME,
         "links": {"type": "object", "additionalProperties": {"type": "string"}},
     },
@@ -118,7 +124,6 @@ SUBMISSION: dict[str, Any] = {
     "required": [*SUBMISSION_SUMMARY["required"], "evaluation", "waivers", "decisions", "approval"],
     "properties": {
         **SUBMISSION_SUMMARY["properties"],
-        "effective_verdict": {"type": "string", "description": "the verdict with valid waivers counted as passed"},
         "evaluation": {"type": "object", "properties": {
             "id": {"type": "integer"}, "revision": {"type": "integer"}, "verdict": _TEXT, "evaluated_at": _TIME,
             "engine": {"type": "object"}, "policy": {"type": "object"}, "submission_digest": _DIGEST,
@@ -314,7 +319,11 @@ COMPARISON_ROW: dict[str, Any] = {
         "window_days": _NUMBER_OR_NULL,
         "gpus_quoted": {"type": ["integer", "null"], "description": "Σ nodes × GPUs per node over the node groups"},
         "gpus": {**_NUMBER_OR_NULL, "description": "GPUs the training job uses"},
-        "gpus_needed": {**_NUMBER_OR_NULL, "description": "GPUs the completion window needs"},
+        "gpus_needed": {**_NUMBER_OR_NULL, "description": "GPUs the completion window needs; null when no GPU count "
+                                                          "fits memory (`gpus_needed_reason` says why) or "
+                                                          "time-to-result could not be decided"},
+        "gpus_needed_reason": {**_NULLABLE_TEXT, "description": "why no GPU count is advised (none fits memory); "
+                                                               "null when `gpus_needed` is given"},
         "currency": _NULLABLE_TEXT, "quote_total": _NUMBER_OR_NULL,
         "cost_per_run_day": {**_NUMBER_OR_NULL, "description": "quote total / expected days (capital only)"},
     },

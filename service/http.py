@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from datetime import datetime
@@ -14,6 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from rules.errors import Problem
+from schemas.text import hidden_text_problems, visible
 from service.config import clock_of
 from service.errors import (
     InvalidRequest,
@@ -48,7 +50,8 @@ def json_body() -> Any:
     Werkzeug raises 413 here first when the body exceeds MAX_CONTENT_LENGTH. The body must be UTF-8 (a
     leading byte order mark is ignored), with unique member names, no NaN or Infinity, at most
     MAX_JSON_DEPTH levels of arrays and objects (400 otherwise), and no U+0000 in any string (422:
-    PostgreSQL's text cannot hold it, and it is never meant).
+    PostgreSQL's text cannot hold it, and it is never meant) nor a lone surrogate in any string or member
+    name (422: a ``\\ud800`` escape without its pair is no character, and no UTF-8 text can hold it).
     """
     raw = request.get_data(cache=True)
     if not is_json_media_type(request.mimetype):
@@ -70,8 +73,14 @@ def json_body() -> Any:
     except ValueError:  # Python converts integers of at most sys.get_int_max_str_digits() digits
         raise MalformedRequest(f"the body holds an integer of more than {sys.get_int_max_str_digits():,} digits; "
                                "no number here needs that many") from None
-    _check_structure(document, may_hold_nul="\\u0000" in text)
+    _check_structure(document, may_hold_nul="\\u0000" in text,
+                     may_hold_surrogate=_SURROGATE_ESCAPE.search(text) is not None)
     return document
+
+
+# Only a \uD800-\uDFFF escape can put a surrogate into a parsed string: UTF-8 text cannot encode one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _reject_constant(name: str) -> Any:
@@ -93,8 +102,9 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return members
 
 
-def _check_structure(document: Any, may_hold_nul: bool) -> None:
-    """Raises MalformedRequest past MAX_JSON_DEPTH, InvalidRequest for U+0000 in a name or string (iteratively)."""
+def _check_structure(document: Any, may_hold_nul: bool, may_hold_surrogate: bool = False) -> None:
+    """Raises MalformedRequest past MAX_JSON_DEPTH, InvalidRequest for U+0000 or a lone surrogate (iteratively)."""
+    check_text = may_hold_nul or may_hold_surrogate
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
     while stack:
         value, path = stack.pop()
@@ -103,12 +113,28 @@ def _check_structure(document: Any, may_hold_nul: bool) -> None:
                 raise MalformedRequest(_TOO_DEEP)
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, item in items:
-                if may_hold_nul and isinstance(key, str) and "\x00" in key:
-                    _refuse_nul(path + (key,))
-                if isinstance(item, dict | list) or (may_hold_nul and isinstance(item, str)):
+                if check_text and isinstance(key, str):
+                    _check_text(key, path + (key,), may_hold_nul, may_hold_surrogate)
+                if isinstance(item, dict | list) or (check_text and isinstance(item, str)):
                     stack.append((item, path + (key,)))
-        elif isinstance(value, str) and "\x00" in value:
-            _refuse_nul(path)
+        elif isinstance(value, str):
+            _check_text(value, path, may_hold_nul, may_hold_surrogate)
+
+
+def _check_text(text: str, path: tuple[str | int, ...], may_hold_nul: bool, may_hold_surrogate: bool) -> None:
+    if may_hold_surrogate and (surrogate := _SURROGATE.search(text)):
+        _refuse_surrogate(path, surrogate.group())
+    if may_hold_nul and "\x00" in text:
+        _refuse_nul(path)
+
+
+def _refuse_surrogate(path: tuple[str | int, ...], surrogate: str) -> None:
+    # The pointer is written with visible(): it names a member whose name may hold the surrogate itself.
+    pointer = visible("".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path))
+    raise InvalidRequest("the body contains a lone surrogate, which is not a character",
+                         [Problem(pointer, f"contains U+{ord(surrogate):04X}, half of a UTF-16 surrogate pair "
+                                           "written as a \\u escape without its other half; JSON text must hold "
+                                           "whole characters (I-JSON, RFC 7493 §2.1)")])
 
 
 def _refuse_nul(path: tuple[str | int, ...]) -> None:
@@ -140,8 +166,9 @@ def _pointer(error: ValidationError) -> str:
 def validate_body(document: Any, schema: dict[str, Any], what: str) -> None:
     """Raises InvalidRequest with one {pointer, message} per way ``document`` breaks ``schema``."""
     errors = sorted(Draft202012Validator(schema).iter_errors(document), key=lambda e: list(e.absolute_path))
-    if errors:
-        problems = [Problem(_pointer(e), _message(e)) for e in errors]
+    # Every text of a request body can reach a record or its PDF: invisible and reordering characters are refused.
+    problems = [Problem(_pointer(e), _message(e)) for e in errors] + hidden_text_problems(document)
+    if problems:
         noun = "problem" if len(problems) == 1 else "problems"
         raise InvalidRequest(f"the {what} has {len(problems)} {noun}", problems)
 

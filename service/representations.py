@@ -21,10 +21,11 @@ def _links(submission_id: str) -> dict[str, str]:
             "audit": url_for("submissions.get_audit", submission_id=submission_id)}
 
 
-def submission_summary(submission: Submission) -> dict[str, Any]:
-    """Returns the list-item representation of a submission."""
+def submission_summary(submission: Submission, effective_verdict: str | None) -> dict[str, Any]:
+    """Returns the list-item representation of a submission, with its verdict after waivers (see store)."""
     return {"id": submission.id, "state": submission.state, "version": submission.version,
             "etag": etag_of(submission.version), "revision": submission.revision, "verdict": submission.verdict,
+            "effective_verdict": effective_verdict,
             "vendor": submission.vendor, "quote_id": submission.quote_id, "submitter": submission.submitter,
             "created_at": timestamp(submission.created_at), "updated_at": timestamp(submission.updated_at),
             "links": {"self": url_for("submissions.get_submission", submission_id=submission.id)}}
@@ -63,9 +64,8 @@ def submission_view(snap: Snapshot, today: date, required_approvers: int) -> dic
     blocking = workflow.approval_blockers(snap.checks, set(active))
     record_link = url_for("records.get_record", record_id=snap.record.id)
     view = {
-        **submission_summary(submission),
+        **submission_summary(submission, verdict_of([c["effective_status"] for c in checks])),
         "verdict": snap.evaluation.verdict,
-        "effective_verdict": verdict_of([c["effective_status"] for c in checks]),
         "evaluation": {
             "id": snap.evaluation.id, "revision": snap.evaluation.revision, "verdict": snap.evaluation.verdict,
             "evaluated_at": record.get("evaluated_at"), "engine": record.get("engine"),

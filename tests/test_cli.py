@@ -190,3 +190,26 @@ def test_the_console_script_runs_as_a_process() -> None:
                             capture_output=True, text=True, cwd=ROOT, timeout=60)
 
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "evaluate"])
+def test_a_bidi_override_in_free_text_exits_2_naming_the_field(tmp_path: Path, submission: dict, command: str) -> None:
+    # "EUR \u202e000,052\u202c" displays as "EUR 250,000": refused, not evaluated
+    submission["quote"]["notes"] = "Total EUR \u202e000,052\u202c"
+    submission["quote"]["node_groups"][0]["name"] = "gpu\u200b"
+
+    code, output = _run(command, _write(tmp_path, submission))
+
+    assert code == 2
+    assert "/quote/notes: contains U+202E RIGHT-TO-LEFT OVERRIDE, U+202C POP DIRECTIONAL FORMATTING" in output
+    assert "/quote/node_groups/0/name: contains U+200B ZERO WIDTH SPACE" in output
+
+
+def test_a_lone_surrogate_in_a_file_exits_2_naming_the_member(tmp_path: Path, submission: dict) -> None:
+    text = json.dumps(submission).replace('"quote_id": "', '"x\\udc00": 1, "quote_id": "\\ud800', 1)
+
+    code, output = _run("evaluate", _write(tmp_path, text))
+
+    assert code == 2
+    assert "/quote/quote_id: contains U+D800 (a lone surrogate" in output
+    assert "/quote/x<U+DC00>: contains U+DC00 (a lone surrogate" in output

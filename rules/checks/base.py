@@ -17,6 +17,10 @@ from rules.inputs import Inputs, Reader
 from rules.policy import Policy
 from rules.status import Basis, Status
 
+# The documents the checks implement, named by their titles (never by a file name) wherever users read them.
+ACCEPTANCE_PLAN = "AI Training Server Sizing: Memory, GPU Count and Checkpoint Plan"
+CAPACITY_PLANNING_GUIDE = "GPU Capacity Planning for AI Training & Serving"
+
 
 class Stage(StrEnum):
     DECIDE = "decide"  # the check has its facts; its own rules decide
@@ -107,7 +111,7 @@ class Check:
     id: ClassVar[str]
     title: ClassVar[str]
     plan_item: ClassVar[str]  # the heading of the acceptance plan item, quoted from the seed document
-    plan_source: ClassVar[str] = "000_69a9208a79ba23b6.txt"
+    plan_source: ClassVar[str] = ACCEPTANCE_PLAN  # the title of the document the plan item is quoted from
     thresholds: ClassVar[dict[str, str]] = {}  # fact name → dotted policy path
     rules: ClassVar[tuple[Rule, ...]] = ()
     headline: ClassVar[str] = ""  # the deciding figure for one-line summaries, a format string over evidence

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
 from rules.checks.serving import I, serving_memory
 from rules.checks.training import spare_fraction
 from rules.estimates import inference
@@ -24,7 +24,7 @@ class InferenceCapacity(Check):
     id = "inference-capacity"
     title = "Plan for peak traffic"
     plan_item = "7. Plan for peak traffic"
-    plan_source = "004_fd79d6760ce15dd9.txt"
+    plan_source = CAPACITY_PLANNING_GUIDE
     thresholds = {"min_slo_batch": "inference.min_slo_batch",
                   "warn_spare_fraction": "inference.warn_spare_fraction"}
     headline = ("{gpus_needed} of {gpus_quoted} GPUs needed; TTFT {ttft_ms:.0f} ms, TPOT {tpot_ms:.1f} ms "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
 from rules.checks.serving import I, serving_memory
 from rules.status import Status
 
@@ -16,7 +16,7 @@ class InferenceMemory(Check):
     id = "inference-memory"
     title = "Estimate inference memory"
     plan_item = "4. Estimate inference memory"
-    plan_source = "004_fd79d6760ce15dd9.txt"
+    plan_source = CAPACITY_PLANNING_GUIDE
     thresholds = {"min_concurrent_sequences": "inference.min_concurrent_sequences"}
     headline = ("{max_concurrent_sequences} sequences of {context_tokens:,} tokens per replica; "
                 "{weights_gib_per_gpu:.1f} GiB weights, {kv_cache_gib:.1f} GiB KV cache per GPU")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
 from rules.checks.training import T, measured_peak_gib, memory_estimate, spare_fraction
 from rules.status import Basis, Status
 
@@ -72,6 +72,7 @@ class PeakMemory(Check):
 def _seed_note(bytes_per_param: float, master_bytes: float) -> str:
     if master_bytes <= 0 or bytes_per_param <= SEED_RULE_BYTES_PER_PARAM:
         return ""
-    return (f"; the rough {SEED_RULE_BYTES_PER_PARAM} B/param rule of 004_fd79d6760ce15dd9.txt undercounts because "
+    return (f"; the rough {SEED_RULE_BYTES_PER_PARAM} B/param rule of the capacity-planning guide "
+            f"(\"{CAPACITY_PLANNING_GUIDE}\") undercounts because "
             f"it omits the {master_bytes:g} B/param fp32 master weights that mixed-precision optimizers keep")
 

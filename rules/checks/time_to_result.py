@@ -8,11 +8,16 @@ from rules.checks.training import T, fraction_of, quote_cost, scaling, schedule
 from rules.estimates import cost
 from rules.status import Basis, Status
 
-_WHY = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
+_RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
         "{efficiency:.1%} scaling efficiency ({efficiency_basis}) = {compute_days:.2f} days without failures; goodput "
         "{goodput:.1%} (job MTBF {cluster_mtbf_h:.1f} h, checkpoint every {interval_min:g} min, save {save_s:.0f} s, "
-        "restart {restart_min:g} min); the window needs {gpus_needed} GPUs ({memory_need} for memory, "
-        "{throughput_need} for throughput); {cost_note}")
+        "restart {restart_min:g} min); ")
+_WHY = (_RUN + "the window needs {gpus_needed} GPUs ({memory_need} for memory, {throughput_need} for throughput); "
+        "{cost_note}")
+
+
+def _sized(m):  # a durable_rules condition over the fact m: one training step fits on some GPU count
+    return m.no_gpu_count_fits == False  # noqa: E712 - durable_rules builds the condition from ==
 
 
 class TimeToResult(Check):
@@ -23,19 +28,26 @@ class TimeToResult(Check):
                   "max_oversize_ratio": "time_to_result.max_oversize_ratio"}
     headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
     rules = (
-        Rule(Status.FAIL, "misses-window", lambda m: m.days > m.window_days,
+        # No GPU count fits memory: peak-memory fails (the quoted count does not fit either), so this check
+        # only says plainly that no count can be advised, and how long the run would take if it fitted.
+        Rule(Status.WARN, "no-gpu-count-fits", lambda m: m.no_gpu_count_fits == True,  # noqa: E712
+             "{gpus_needed_reason}, so no GPU count is advised; were it to fit, the run would take {days:.1f} days "
+             "of the {window_days:g}-day window: " + _RUN + "{cost_note}",
+             "Make one training step fit first (see peak-memory and sharding): choose a sharding that fits or GPUs "
+             "with more memory, then evaluate again for the GPU count the window needs."),
+        Rule(Status.FAIL, "misses-window", lambda m: _sized(m) & (m.days > m.window_days),
              "expected {days:.1f} days exceeds the {window_days:g}-day window; " + _WHY,
              "Quote at least {gpus_needed} GPUs ({nodes_needed} nodes) at this throughput, raise the achieved "
              "throughput (measure MFU on a representative step), cut checkpoint and restart overhead, or extend "
              "the completion window."),
         Rule(Status.WARN, "little-slack",
-             lambda m: (m.days <= m.window_days) & (m.window_fraction > m.warn_fraction_of_window),
+             lambda m: _sized(m) & (m.days <= m.window_days) & (m.window_fraction > m.warn_fraction_of_window),
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, above "
              "{warn_fraction_of_window:.0%}; " + _WHY,
              "Keep slack for queueing and reruns: quote {gpus_needed} or more GPUs, or measure step time and "
              "utilisation on the quoted hardware before committing to the window."),
         Rule(Status.WARN, "oversized",
-             lambda m: ((m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
+             lambda m: (_sized(m) & (m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
                         & (m.oversize_ratio > m.max_oversize_ratio)),
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, but the quote has "
              "{oversize_ratio:.1f}× the {gpus_needed} GPUs the window needs (more than {max_oversize_ratio:g}×); "
@@ -43,7 +55,7 @@ class TimeToResult(Check):
              "The plan asks for time-to-result, not the largest cluster: quote about {gpus_needed} GPUs "
              "({nodes_needed} nodes), or record the other work that justifies {gpus} GPUs."),
         Rule(Status.PASS, "within-window",
-             lambda m: ((m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
+             lambda m: (_sized(m) & (m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
                         & (m.oversize_ratio <= m.max_oversize_ratio)),
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY),
     )
@@ -65,10 +77,11 @@ class TimeToResult(Check):
             **plan.evidence(),
             **rate.evidence(),
             **reliability.evidence(),
-            "oversize_ratio": fraction_of(plan.gpus, plan.gpus_needed),
+            "no_gpu_count_fits": plan.gpus_needed is None,
+            "oversize_ratio": fraction_of(plan.gpus, plan.gpus_needed) if plan.gpus_needed is not None else None,
             "efficiency": scaled.efficiency,
             "efficiency_basis": scaled.basis.value,
-            "memory_need": plan.memory_min_gpus or "none up to the search limit",
+            "memory_need": plan.memory_min_gpus or ("none fits" if plan.gpus_needed is None else "not estimated"),
             "throughput_need": plan.throughput_min_gpus or "none (goodput 0)",
             "currency": currency,
             "quote_total": price.total,

@@ -407,6 +407,31 @@ def memory_min_gpus(ctx: Context) -> int | None:
     return high * unit
 
 
+def no_fit_reason(ctx: Context) -> str | None:
+    """Returns why no GPU count up to MAX_SEARCH_GPUS fits one step in memory; None when one does or memory is unknown.
+
+    Called when memory_min_gpus found none: the reason quotes the per-GPU need at the largest count searched,
+    where the state is sharded furthest, so it is the least any count needs.
+    """
+    plan = layout(ctx)
+    if plan is None:
+        return None
+    unit = math.lcm(plan.gpus_per_node, plan.tensor * plan.pipeline)
+    gpus = max(1, MAX_SEARCH_GPUS // unit) * unit
+    try:
+        estimate = memory_estimate(ctx, gpus=gpus)
+    except ValueError as error:
+        return f"no GPU count fits this layout: {error}"
+    verdict = fits(estimate)
+    if estimate is None or verdict is None:
+        return None
+    if verdict:  # memory_min_gpus would have found this count
+        return None
+    return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
+            f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
+            f"{estimate.usable_bytes / GIB:,.1f} GiB usable")
+
+
 # ---- communication ---------------------------------------------------------------------------------
 def communication(ctx: Context, sharding: str | None = None) -> interconnect.StepCommunication | None:
     """Returns the collectives of one optimizer step (all its micro-batches) under the submitted or given sharding.
@@ -687,7 +712,8 @@ class Schedule:
     gpus_per_node: int
     memory_min_gpus: int | None
     throughput_min_gpus: int | None
-    gpus_needed: int
+    gpus_needed: int | None  # None when no GPU count fits memory (``gpus_needed_reason`` says why)
+    gpus_needed_reason: str | None
     model_flops: float | None
     hardware_flops: float | None
 
@@ -695,7 +721,9 @@ class Schedule:
         return {"tokens": self.tokens, "compute_days": self.compute_days, "days": self.days,
                 "window_days": self.window_days, "window_fraction": self.window_fraction, "gpus": self.gpus,
                 "memory_min_gpus": self.memory_min_gpus, "throughput_min_gpus": self.throughput_min_gpus,
-                "gpus_needed": self.gpus_needed, "nodes_needed": math.ceil(self.gpus_needed / self.gpus_per_node),
+                "gpus_needed": self.gpus_needed, "gpus_needed_reason": self.gpus_needed_reason,
+                "nodes_needed": (math.ceil(self.gpus_needed / self.gpus_per_node) if self.gpus_needed is not None
+                                 else None),
                 "model_flops": self.model_flops, "hardware_flops": self.hardware_flops}
 
 
@@ -703,7 +731,9 @@ def schedule(ctx: Context, efficiency: float, goodput: float, tokens_per_s_per_g
     """Returns the run's compute days, expected days and the GPU count its window needs.
 
     ``gpus_needed`` = max(memory need, throughput need) (compute.gpus_needed), in whole nodes; the
-    throughput need keeps the per-GPU rate, scaling efficiency and goodput of the quoted size.
+    throughput need keeps the per-GPU rate, scaling efficiency and goodput of the quoted size. When no GPU
+    count fits one step in memory, ``gpus_needed`` is None and ``gpus_needed_reason`` says why: no count
+    is advised that could not run.
     """
     plan = layout(ctx)
     dataset_tokens = ctx.need(f"{T}/dataset_tokens")
@@ -721,12 +751,14 @@ def schedule(ctx: Context, efficiency: float, goodput: float, tokens_per_s_per_g
             scaling_efficiency=efficiency, goodput=goodput)
     memory_need = memory_min_gpus(ctx)
     unit = math.lcm(plan.gpus_per_node, plan.tensor * plan.pipeline)
-    needed = compute.gpus_needed(memory_need or 1, throughput_need or 1, multiple_of=unit)
+    reason = no_fit_reason(ctx) if memory_need is None else None
+    needed = None if reason else compute.gpus_needed(memory_need or 1, throughput_need or 1, multiple_of=unit)
     model_flops, hardware_flops = _run_flops(ctx, tokens)
     return Schedule(tokens=tokens, compute_days=compute_days, days=min(days, NEVER_DAYS), window_days=window_days,
                     window_fraction=fraction_of(min(days, NEVER_DAYS), window_days), gpus=plan.gpus,
                     gpus_per_node=plan.gpus_per_node, memory_min_gpus=memory_need,
-                    throughput_min_gpus=throughput_need, gpus_needed=needed, model_flops=model_flops,
+                    throughput_min_gpus=throughput_need, gpus_needed=needed, gpus_needed_reason=reason,
+                    model_flops=model_flops,
                     hardware_flops=hardware_flops)
 
 

@@ -103,7 +103,7 @@ def checkpoint_save(
     at once, so the write is bounded by the storage system's aggregate write bandwidth or by the sum of
     the writing nodes' storage-network bandwidth, whichever is lower. ``writing_nodes`` is the nodes
     that write (all nodes for a sharded checkpoint; one for a rank-0 ``torch.save``). Source: the
-    acceptance plan's "Design checkpoint bandwidth" (seed ``000_69a9208a79ba23b6.txt``: "calculate
+    acceptance plan's "Design checkpoint bandwidth" ("calculate
     checkpoint size and frequency, define maximum acceptable save time and test the storage system at
     that burst rate"); use measured write bandwidth (e.g. fio/IOR at the burst size) where available.
     """

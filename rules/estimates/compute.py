@@ -125,7 +125,8 @@ def training_days(total_flops: float, gpus: int, achieved_flops_per_gpu: float) 
 def tokens_time_s(tokens: float, tokens_per_s_per_gpu: float, gpus: int, scaling_efficiency: float = 1.0) -> float:
     """Return the seconds ``gpus`` GPUs need for ``tokens``: tokens / (tokens/s per GPU × GPUs × efficiency).
 
-    Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): training time = tokens /
+    Source: step 3 of the capacity-planning guide
+    ("GPU Capacity Planning for AI Training & Serving"): training time = tokens /
     (tokens/s per GPU × GPUs); ``scaling_efficiency`` (0, 1] discounts a per-GPU rate that excludes the
     communication of a larger job (see ``rules.estimates.interconnect.scaling_efficiency``). Used for one
     optimizer step (its tokens) as well as for a whole run (dataset tokens × epochs).
@@ -191,7 +192,8 @@ def throughput_min_gpus(
     measured at a smaller scale (use 1 when the rate was measured at the target scale);
     ``goodput`` (0, 1] is the fraction of wall time doing useful work after checkpoints, failures and
     restarts (see ``rules.estimates.reliability.job_goodput``).
-    Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): training time =
+    Source: step 3 of the capacity-planning guide
+    ("GPU Capacity Planning for AI Training & Serving"): training time =
     tokens / (tokens/s per GPU × GPUs); Narayanan et al. 2021 (arXiv 2104.04473) §5.1 for the FLOPs form.
     """
     require_positive("window_s", window_s)
@@ -221,7 +223,8 @@ def throughput_min_gpus(
 def gpus_needed(memory_min_gpus: int, throughput_min_gpus: int, multiple_of: int = 1) -> int:
     """Return the GPU count a training job needs: max(memory need, throughput need), rounded up.
 
-    Source: step 3 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): "The number of GPUs
+    Source: step 3 of the capacity-planning guide
+    ("GPU Capacity Planning for AI Training & Serving"): "The number of GPUs
     needed for training = max(memory requirement per GPU, throughput target)". ``multiple_of`` rounds
     the result up to a whole number of nodes or of model-parallel groups (tensor × pipeline).
     """

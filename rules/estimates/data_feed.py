@@ -16,7 +16,8 @@ from rules.estimates._args import (
 def cluster_tokens_per_s(tokens_per_s_per_gpu: float, gpus: int) -> float:
     """Return the cluster's training throughput in tokens/s: tokens/s per GPU × GPUs.
 
-    Source: step 2 of the capacity-planning seed (``004_fd79d6760ce15dd9.txt``): "Multiply by number of
+    Source: step 2 of the capacity-planning guide
+    ("GPU Capacity Planning for AI Training & Serving"): "Multiply by number of
     GPUs to get total throughput". Use the per-GPU rate at this GPU count (measured scaling included).
     """
     require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
@@ -30,8 +31,9 @@ def required_read_gbs(cluster_tokens_per_s: float, bytes_per_token: float) -> fl
     ``bytes_per_token`` is what is read per training token: 2 for pre-tokenised uint16 ids (vocabulary
     < 65,536, e.g. Megatron-LM ``.bin`` indexed datasets), 4 for int32 ids, about 4 for raw English
     UTF-8 text (OpenAI's tokenizer guidance: one token ≈ 4 characters), more for compressed multimodal
-    samples. Source: the acceptance plan's "Feed the GPUs consistently" (seed
-    ``000_69a9208a79ba23b6.txt``). This is the steady-state average; epochs re-read, shuffles and cold
+    samples. Source: the acceptance plan's "Feed the GPUs consistently" (in
+    "AI Training Server Sizing: Memory, GPU Count and Checkpoint Plan").
+    This is the steady-state average; epochs re-read, shuffles and cold
     caches can need more.
     """
     require_positive("cluster_tokens_per_s", cluster_tokens_per_s)
@@ -52,7 +54,8 @@ def decode_cores_needed(cluster_tokens_per_s: float, tokens_per_s_per_core: floa
 
     ``tokens_per_s_per_core`` is a measured (or assumed) rate of one dataloader core for this data
     path (read + decode + tokenise/augment + collate). Source: the acceptance plan's "Feed the GPUs
-    consistently" (seed ``000_69a9208a79ba23b6.txt``: "measure accelerator idle time and dataloader
+    consistently" (the acceptance plan:
+    "measure accelerator idle time and dataloader
     queue behavior"); the per-node figure assumes an even split across nodes.
     """
     require_positive("cluster_tokens_per_s", cluster_tokens_per_s)

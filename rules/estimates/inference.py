@@ -19,7 +19,7 @@ Sources:
   token (the attention term 2·n_layer·n_ctx·d_attn is left out).
 - Williams, Waterman and Patterson 2009, "Roofline: an insightful visual performance model", CACM 52(4).
 - Little 1961, "A proof for the queuing formula L = λW", Operations Research 9(3): 383–387.
-- Seed ``004_fd79d6760ce15dd9.txt`` (GPU capacity planning), steps 4 and 7.
+- The capacity-planning guide, "GPU Capacity Planning for AI Training & Serving", steps 4 and 7.
 """
 
 from __future__ import annotations

@@ -412,8 +412,8 @@ def measured_scaling_efficiency(points: Iterable[tuple[int, float]]) -> list[Sca
     """Return each (gpus, tokens/s) measurement with its efficiency against the smallest GPU count.
 
     Efficiency = (tps_n / n) / (tps_base / base), base the smallest measured GPU count (efficiency 1
-    there). Source: the acceptance plan's "Size interconnect from scaling efficiency" (seed
-    ``000_69a9208a79ba23b6.txt``: "run scaling tests at two or more device counts and record
+    there). Source: the acceptance plan's "Size interconnect from scaling efficiency"
+    ("run scaling tests at two or more device counts and record
     efficiency"); the definition is the usual weak-scaling efficiency (e.g. Narayanan et al. 2021,
     arXiv 2104.04473, §5.1 reports per-GPU throughput across scales). Results are sorted by GPU
     count; a GPU count measured twice raises ValueError (average the runs first).

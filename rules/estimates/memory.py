@@ -109,7 +109,8 @@ BYTE_CONVENTIONS: Final[dict[str, StateBytesPerParam]] = {
         master_weights_bytes_per_param=0,
         optimizer_sharded_over_data_parallel=False,
         citation=(
-            "capacity-planning guide 004_fd79d6760ce15dd9.txt: 2 + 2 + 8 = 12 B/param, omits fp32 master "
+            "capacity-planning guide \"GPU Capacity Planning for AI Training & Serving\": 2 + 2 + 8 = 12 B/param, "
+            "omits fp32 master "
             "weights (kept only to explain differences)"
         ),
     ),

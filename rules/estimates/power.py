@@ -70,8 +70,8 @@ def _validate_nodes(nodes: Iterable[NodePower]) -> list[NodePower]:
 def rack_draw_kw(nodes: Iterable[NodePower]) -> float:
     """Return the rack draw in kW: Σ nodes × per-node watts (sustained measured, else nameplate max).
 
-    Source: the acceptance plan's "Calculate power at sustained utilization" (seed
-    ``000_69a9208a79ba23b6.txt``: "use measured long-run server power … to validate rack capacity");
+    Source: the acceptance plan's "Calculate power at sustained utilization"
+    ("use measured long-run server power … to validate rack capacity");
     nameplate maxima from the vendor guides (DGX H100/H200 10.2 kW, DGX B200 14.3 kW, DGX A100 6.5 kW).
     """
     return sum(g.count * g.watts for g in _validate_nodes(nodes)) / 1000.0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from flask import Blueprint, Response, current_app, request, url_for
+from sqlalchemy import or_
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import col, func, select
+from sqlmodel import Session, col, func, select
 
 from service import audit, store
 from service.auth import current_actor, require
@@ -23,6 +25,7 @@ bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
 
 VERDICTS = ("pass", "warn", "incomplete", "fail")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+NEWEST_FIRST = (col(Submission.created_at).desc(), col(Submission.id))
 # Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
 MAX_PAGE = 1_000_000
 _DIGITS = re.compile(r"[0-9]{1,9}")
@@ -35,6 +38,9 @@ def _query(name: str, description: str, schema: dict) -> dict:
 LIST_PARAMETERS = (
     _query("state", "only submissions in this state", {"enum": list(State)}),
     _query("verdict", "only submissions whose current evaluation has this verdict", {"enum": list(VERDICTS)}),
+    _query("effective_verdict", "only submissions whose verdict after waivers is this: a waiver that binds to its "
+           "check's current result and has not expired (today) counts the check as passed",
+           {"enum": list(VERDICTS)}),
     _query("vendor", "only vendors whose name contains this text (case-insensitive)",
            {"type": "string", "maxLength": 200}),
     _query("page", "page number, from 1", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}),
@@ -117,16 +123,21 @@ def _int_parameter(name: str, default: int, maximum: int, problems: list) -> int
            responses={200: ("A page of submissions, newest first", "SubmissionPage")})
 @require("read")
 def list_submissions() -> Response:
-    """List submissions, newest first, filtered by state, verdict or vendor.
+    """List submissions, newest first, filtered by state, verdict, verdict after waivers or vendor.
 
-    A token of scope `own` lists only the submissions of its user.
+    Each item carries `verdict` (the current evaluation's) and `effective_verdict` (after the waivers valid
+    today, as in the submission's own representation). Filters combine; `total` and the page links count
+    the submissions that pass all of them. A token of scope `own` lists only the submissions of its user.
     """
     problems: list = []
     state, verdict, vendor = request.args.get("state"), request.args.get("verdict"), request.args.get("vendor")
+    effective = request.args.get("effective_verdict")
     if state is not None and state not in set(State):
         problems.append(ParameterProblem("", f"{state!r} is not one of {', '.join(State)}", "state"))
-    if verdict is not None and verdict not in VERDICTS:
-        problems.append(ParameterProblem("", f"{verdict!r} is not one of {', '.join(VERDICTS)}", "verdict"))
+    for name, value in (("verdict", verdict), ("effective_verdict", effective)):
+        if value is not None and value not in VERDICTS:
+            shown = value if len(value) <= 40 else value[:40] + "…"
+            problems.append(ParameterProblem("", f"{shown!r} is not one of {', '.join(VERDICTS)}", name))
     if vendor is not None and len(vendor) > 200:
         problems.append(ParameterProblem("", "must be at most 200 characters", "vendor"))
     elif vendor is not None and "\x00" in vendor:
@@ -143,12 +154,16 @@ def list_submissions() -> Response:
         conditions.append(col(Submission.verdict) == verdict)
     if vendor:
         conditions.append(func.lower(col(Submission.vendor)).contains(vendor.lower(), autoescape=True))
+    today = now().date()
     with get_db().session() as session:
-        total = session.exec(select(func.count()).select_from(Submission).where(*conditions)).one()
-        rows = session.exec(select(Submission).where(*conditions)
-                            .order_by(col(Submission.created_at).desc(), col(Submission.id))
-                            .offset((page - 1) * per_page).limit(per_page)).all()
-        items = [submission_summary(row) for row in rows]
+        if effective is None:
+            total = session.exec(select(func.count()).select_from(Submission).where(*conditions)).one()
+            rows = session.exec(select(Submission).where(*conditions).order_by(*NEWEST_FIRST)
+                                .offset((page - 1) * per_page).limit(per_page)).all()
+        else:
+            total, rows = _by_effective_verdict(session, conditions, effective, today, page, per_page)
+        after_waivers = store.effective_verdicts(session, [row.id for row in rows], today)
+        items = [submission_summary(row, after_waivers.get(row.id, row.verdict)) for row in rows]
     links = {"self": _page_url(page, per_page)}
     if page * per_page < total:
         links["next"] = _page_url(page + 1, per_page)
@@ -157,8 +172,29 @@ def list_submissions() -> Response:
     return json_response({"items": items, "page": page, "per_page": per_page, "total": total, "links": links})
 
 
+def _by_effective_verdict(session: Session, conditions: list, effective: str, today: date, page: int,
+                          per_page: int) -> tuple[int, list[Submission]]:
+    """Returns the total and the page of submissions whose verdict after waivers is ``effective``.
+
+    The verdict after waivers depends on today's date (waivers expire), so it is not stored: waivers only
+    ever count checks as passed, so a submission without an unexpired waiver keeps its verdict, and only
+    those with one are re-decided (store.effective_verdicts). Candidates are read as ids, newest first.
+    """
+    waived = store.unexpired_waivers(today)
+    candidates = session.exec(select(Submission.id, Submission.verdict)
+                              .where(*conditions, or_(col(Submission.verdict) == effective,
+                                                      col(Submission.id).in_(waived)))
+                              .order_by(*NEWEST_FIRST)).all()
+    redecided = store.effective_verdicts(session, select(Submission.id).where(*conditions,
+                                                                              col(Submission.id).in_(waived)), today)
+    matching = [submission_id for submission_id, raw in candidates if redecided.get(submission_id, raw) == effective]
+    page_ids = matching[(page - 1) * per_page:page * per_page]
+    rows = {row.id: row for row in session.exec(select(Submission).where(col(Submission.id).in_(page_ids)))}
+    return len(matching), [rows[submission_id] for submission_id in page_ids]
+
+
 def _page_url(page: int, per_page: int) -> str:
-    filters = {k: v for k, v in request.args.items() if k in ("state", "verdict", "vendor")}
+    filters = {k: v for k, v in request.args.items() if k in ("state", "verdict", "effective_verdict", "vendor")}
     return url_for("submissions.list_submissions", **filters, page=page, per_page=per_page)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from schemas.text import visible
+
 WIDTH = 640
 FONT = "DejaVu Sans, sans-serif"
 INK, GRID, MUTED = "#222222", "#d0d0d0", "#666666"
@@ -52,7 +54,8 @@ class Svg:
     def add(self, tag: str, text: str | None = None, **attributes: Any) -> None:
         attrs = "".join(f' {name.rstrip("_").replace("_", "-")}="{escape(str(value))}"'
                         for name, value in attributes.items() if value is not None)
-        self.parts.append(f"<{tag}{attrs}/>" if text is None else f"<{tag}{attrs}>{escape(text)}</{tag}>")
+        # Labels can quote the submission (rack and group names): hidden characters are written out.
+        self.parts.append(f"<{tag}{attrs}/>" if text is None else f"<{tag}{attrs}>{escape(visible(text))}</{tag}>")
 
     def text(self, x: float, y: float, text: str, size: float = 11, anchor: str = "start", fill: str = INK,
              weight: str | None = None) -> None:
@@ -71,7 +74,7 @@ class Svg:
         body = "".join(self.parts)
         return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
                       f'viewBox="0 0 {WIDTH} {self.height:.0f}" width="{WIDTH}" height="{self.height:.0f}">'
-                      f"<title>{escape(self.title)}</title>{body}</svg>")
+                      f"<title>{escape(visible(self.title))}</title>{body}</svg>")
 
 
 def _drawable(maximum: float) -> bool:

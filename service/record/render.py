@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 import templates
 from rules.errors import QuotecheckError
+from rules.evaluate import verdict_of
+from schemas.text import visible
 from service.record.canonical import canonical_bytes, is_approved, record_digest
 from service.record.charts import chart_for, chart_title
 from service.record.errors import SigningError, UnsignableRecord
@@ -195,11 +198,23 @@ def _columns(rows: list[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(key for row in rows for key in row))
 
 
+def shown(value: Any) -> Any:
+    """Returns text as it is to be shown: invisible and reordering characters written out as ``<U+XXXX>``.
+
+    Every value the template outputs passes through here (Jinja's ``finalize``) before it is escaped, so
+    text stored before intake refused such characters (a vendor ``EUR \u202e000,052\u202c``) cannot
+    display as something else ("EUR 250,000"). Markup (the charts) escapes and shows its own text.
+    """
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
 @cache
 def environment() -> Environment:
     """Returns the Jinja environment of the record templates: autoescape on for everything, undefined is an error."""
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, finalize=shown)
     env.filters.update(num=display_number, exact=exact, columns=_columns, flat=flat,
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
                        source_label=lambda s: SOURCE_LABELS.get(s, str(s)))
@@ -268,6 +283,10 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
             "input_groups": _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers]),
         })
     summary = [(status, count) for status, count in (record.get("summary") or {}).items() if count]
+    # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
+    evaluated_verdict = verdict_of([c.get("original_status") or c["status"] for c in record["checks"]])
+    status_of = {c["id"]: c.get("original_status") or c["status"] for c in record["checks"]}
+    waivers = [{**waiver, "status": status_of.get(waiver.get("check_id"))} for waiver in record.get("waivers") or []]
     appendix = sorted(inputs.values(), key=lambda q: q["pointer"])
     references = _number_references(appendix)
     return {
@@ -275,6 +294,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "record_id": record.get("record_id") or "(unsaved evaluation)",
         "record_digest": record_digest(dict(record)),
         "verdict": record["verdict"],
+        "evaluated_verdict": evaluated_verdict,
+        "waivers": waivers,
         "summary": summary,
         "vendor": submission.get("vendor") or "(not named)",
         "quote_id": submission.get("quote_id") or "(none)",

@@ -66,6 +66,10 @@ def test_three_variants_of_the_example_report_the_figures_evaluate_gives(as_role
     as_quoted, ddp, half = rows.values()
     # DDP keeps a full copy of weights, gradients and Adam state per GPU: 70B does not fit in 80 GB
     assert "peak-memory" in ddp["failing_checks"] and "peak-memory" not in as_quoted["failing_checks"]
+    # ... on any number of GPUs, so no GPU count is advised, and the row says why
+    assert ddp["gpus_needed"] is None and ddp["time_to_result"] == "warn"
+    assert ddp["gpus_needed_reason"].startswith("no GPU count fits memory: under ddp one training step needs")
+    assert as_quoted["gpus_needed"] == 80 and as_quoted["gpus_needed_reason"] is None
     # Half the GPUs take about twice the days (scaling efficiency and failures move it a little)
     assert as_quoted["gpus_quoted"] == 128 and half["gpus_quoted"] == 64
     assert half["days"] / as_quoted["days"] == pytest.approx(2, rel=0.1)
