@@ -110,7 +110,7 @@ def verify_dsse(envelope: Any, trusted_keys: TrustedKeys) -> tuple[Verification,
         return result, None
     try:
         statement = json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
         result.fail(f"payload is not JSON: {error}")
         return result, None
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:

@@ -3,14 +3,52 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import rfc8785
 
+# I-JSON (RFC 7493 §2.2) and RFC 8785 §3.2.2.3 treat every number as an IEEE 754 double: integers are exact
+# only within ±(2^53 - 1).
+SAFE_INTEGER = 2**53 - 1
+
+
+def as_doubles(value: Any) -> Any:
+    """Returns ``value`` with every integer beyond ±(2^53 - 1) as the double a JSON reader would read.
+
+    A record may hold such an integer only where a reader wrote it: ``911068987392000000000`` is how RFC 8785
+    (and JavaScript) write the double 9.11068987392e20, and Python's ``json`` reads it back as an int, which
+    ``rfc8785`` refuses. The double is the number the signature covered, so it is the one canonicalised.
+    Raises ValueError for a number no double holds (an integer beyond the double range, NaN or an infinity).
+    """
+    if isinstance(value, dict):
+        return {key: as_doubles(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [as_doubles(item) for item in value]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not -SAFE_INTEGER <= value <= SAFE_INTEGER:
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(f"an integer of {value.bit_length()} bits is beyond the range of JSON numbers "
+                             "(IEEE 754 doubles)") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a JSON number")
+    return value
+
 
 def canonical_bytes(document: Any) -> bytes:
-    """Returns the RFC 8785 canonical UTF-8 bytes of a JSON document (the bytes that are hashed and signed)."""
-    return rfc8785.dumps(document)
+    """Returns the RFC 8785 canonical UTF-8 bytes of a JSON document (the bytes that are hashed and signed).
+
+    Numbers are canonicalised as the doubles they are in JSON (``as_doubles``), so a document signed here and
+    one read back by any conforming reader (Python's ``json``, JavaScript's ``JSON.parse``) have the same bytes.
+    Raises ValueError (or an ``rfc8785`` error, a ValueError too) for a value JSON cannot carry.
+    """
+    try:
+        return rfc8785.dumps(document)
+    except rfc8785.IntegerDomainError:  # the rare record that holds a reader's big integer: walk it once more
+        return rfc8785.dumps(as_doubles(document))
 
 
 def sha256_digest(data: bytes) -> str:
@@ -23,10 +61,18 @@ def record_digest(record: dict[str, Any]) -> str:
     return sha256_digest(canonical_bytes(record))
 
 
+def _latest_decision(record: Any) -> dict[str, Any] | None:
+    # Records under verification come from anywhere: a decisions member of another shape decides nothing.
+    decisions = record.get("decisions") if isinstance(record, dict) else None
+    if not isinstance(decisions, list) or not decisions:
+        return None
+    return decisions[-1] if isinstance(decisions[-1], dict) else {}
+
+
 def is_approved(record: dict[str, Any]) -> bool:
     """Returns True when the record's latest decision is an approval (only such a record is issued signed)."""
-    decisions = record.get("decisions") or []
-    return bool(decisions) and decisions[-1].get("action") == "approve"
+    latest = _latest_decision(record)
+    return latest is not None and latest.get("action") == "approve"
 
 
 def not_approved_reason(record: dict[str, Any]) -> str | None:
@@ -37,10 +83,9 @@ def not_approved_reason(record: dict[str, Any]) -> str | None:
     """
     if is_approved(record):
         return None
-    decisions = record.get("decisions") or []
-    if not decisions:
+    latest = _latest_decision(record)
+    if latest is None:
         return ("the record carries no approval decision (its decisions list is empty): it is an evaluation "
                 "that nobody approved through the approval workflow")
-    latest = decisions[-1] if isinstance(decisions[-1], dict) else {}
     return (f"the record's latest decision is {latest.get('action')!r} by {latest.get('actor')!r}, "
             "not an approval")

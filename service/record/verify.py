@@ -6,17 +6,21 @@ Trust roots are always explicit (``TrustedKeys``); nothing falls back to a syste
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections import Counter
 from io import BytesIO
 from typing import Any
 
 from service.record.attestation import RESULT_OF_VERDICT, verify_dsse
-from service.record.canonical import record_digest
+from service.record.canonical import SAFE_INTEGER, record_digest
 from service.record.envelope import verify_record
 from service.record.errors import UnreadableDocument
 from service.record.keys import TrustedKeys
 from service.record.render import ATTESTATION_ATTACHMENT, DRAFT_ATTACHMENT, RECORD_ATTACHMENT
 from service.record.verification import Verification
+
+logger = logging.getLogger(__name__)
 
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 MAX_NAME_TREE_DEPTH = 16
@@ -50,13 +54,34 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_json(data: bytes, origin: str = "document") -> Any:
-    """Returns the JSON value in ``data`` (UTF-8, no duplicate member names, no NaN/Infinity).
+def _double_of_integer(text: str) -> int | float:
+    # I-JSON (RFC 7493 §2.2): a number is a double; an integer beyond ±(2^53 - 1) is read as the double it
+    # denotes, as JavaScript's JSON.parse reads it (RFC 8785 writes the double 9.11068987392e20 as
+    # 911068987392000000000).
+    value = int(text)
+    if -SAFE_INTEGER <= value <= SAFE_INTEGER:
+        return value
+    return _double_of_number(text)
 
-    Raises UnreadableDocument when it is not such JSON.
+
+def _double_of_number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]}{'…' if len(text) > 40 else ''} is beyond the range of JSON "
+                         "numbers (IEEE 754 doubles)")
+    return value
+
+
+def parse_json(data: bytes, origin: str = "document") -> Any:
+    """Returns the JSON value in ``data`` (UTF-8, no duplicate member names, no NaN/Infinity), numbers as I-JSON.
+
+    Every number is read as the double it denotes (integers within ±(2^53 - 1) stay ints, which RFC 8785
+    writes identically), so what verification canonicalises is what any conforming reader holds. Raises
+    UnreadableDocument when it is not such JSON or holds a number beyond the range of doubles.
     """
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant,
+                          parse_int=_double_of_integer, parse_float=_double_of_number)
     except UnicodeDecodeError as error:
         raise UnreadableDocument(f"{origin} is not UTF-8 text: {error.reason} at byte {error.start}") from None
     except RecursionError:
@@ -80,9 +105,15 @@ def verify_document(data: bytes, trusted_keys: TrustedKeys, origin: str = "docum
         raise UnreadableDocument(f"{origin} is {len(data):,} bytes; the limit is {MAX_DOCUMENT_BYTES:,}")
     if not data.strip():
         raise UnreadableDocument(f"{origin} is empty")
-    if is_pdf(data):
-        return verify_pdf(data, trusted_keys)
-    return verify_json(parse_json(data, f"{origin} (neither a PDF nor JSON)"), trusted_keys)
+    document = None if is_pdf(data) else parse_json(data, f"{origin} (neither a PDF nor JSON)")
+    try:
+        return verify_pdf(data, trusted_keys) if document is None else verify_json(document, trusted_keys)
+    except Exception as error:  # noqa: BLE001 - fail closed: a verifier that stops half-way has verified nothing
+        logger.exception("verification of %s stopped on an unexpected error", origin)
+        result = Verification("PDF" if document is None else "JSON document")
+        result.fail(f"verification could not be completed ({type(error).__name__}: {error}); the document is "
+                    "treated as invalid")
+        return result
 
 
 def verify_json(document: Any, trusted_keys: TrustedKeys) -> Verification:
@@ -193,6 +224,16 @@ def _digest_quietly(document: dict[str, Any]) -> str | None:
         return None
 
 
+def _member(node: Any, *path: str | int) -> Any:
+    """Returns the member at ``path`` of parsed JSON ``node``, or None where the document has another shape."""
+    for step in path:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and len(node) > step else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
 def _check_attestation(data: bytes, record: dict[str, Any], trusted_keys: TrustedKeys) -> Verification:
     try:
         envelope = parse_json(data, ATTESTATION_ATTACHMENT)
@@ -204,19 +245,21 @@ def _check_attestation(data: bytes, record: dict[str, Any], trusted_keys: Truste
     result.subject = f"attached {ATTESTATION_ATTACHMENT}"
     if statement is None:
         return result
-    subjects = statement.get("subject") or [{}]
-    found = (subjects[0].get("digest") or {}).get("sha256")
-    expected = record["submission"]["digest"].removeprefix("sha256:")
-    if found != expected:
+    found = _member(statement, "subject", 0, "digest", "sha256")
+    submission_digest = _member(record, "submission", "digest")
+    expected = submission_digest.removeprefix("sha256:") if isinstance(submission_digest, str) else None
+    if found != expected or expected is None:
         result.fail(f"attestation subject sha256:{found} is not the record's submission digest sha256:{expected}")
-    predicate = statement.get("predicate") or {}
-    if predicate.get("result") != RESULT_OF_VERDICT.get(record.get("verdict")):
-        result.fail(f"attestation result {predicate.get('result')} does not match the record verdict "
-                    f"{record.get('verdict')}")
-    digests = [c.get("digest", {}).get("sha256") for c in predicate.get("configuration") or []
-               if c.get("name") == "commissioning-record"]
-    if digests != [record_digest(record).removeprefix("sha256:")]:
-        result.fail(f"attestation names record digest {digests} but the attached record is {record_digest(record)}")
+    verdict = record.get("verdict")
+    if _member(statement, "predicate", "result") != RESULT_OF_VERDICT.get(verdict if isinstance(verdict, str) else ""):
+        result.fail(f"attestation result {_member(statement, 'predicate', 'result')} does not match the record "
+                    f"verdict {verdict}")
+    configuration = _member(statement, "predicate", "configuration")
+    digests = [_member(c, "digest", "sha256") for c in configuration if _member(c, "name") == "commissioning-record"] \
+        if isinstance(configuration, list) else []
+    attached = _digest_quietly(record)
+    if attached is None or digests != [attached.removeprefix("sha256:")]:
+        result.fail(f"attestation names record digest {digests} but the attached record is {attached}")
     if not result.reasons:
         result.hold("attestation subject, result and record digest agree with the record")
     return result
