@@ -4,7 +4,8 @@ A fixture is ``{"base": "<name>", "patch": {...}}``: a whole submission from tes
 RFC 7396 merge patch applied (objects merge, ``null`` removes a member, arrays are replaced whole); a plain
 whole submission is accepted too (see fixture_support.py). Its file name starts with the status the check
 must reach, and expected.json names the deciding figures (evidence key → [value, absolute tolerance]) and,
-optionally, words the message must contain.
+optionally, words the message must contain. Every rule a check declares is decided by at least one fixture
+of that check.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from fixture_support import base_paths, check_directories, expand, fixture_paths, load_fixture
 
 import schemas
-from rules.checks import CHECK_IDS
+from rules.checks import CATALOGUE, CHECK_IDS
 from rules.evaluate import evaluate
 
 STATUSES = ("pass", "warn", "fail", "insufficient-data", "not-applicable")
@@ -59,6 +60,14 @@ def test_every_check_has_a_pass_and_a_fail_fixture() -> None:
     covered = {(check_id, f.stem.split("_")[0]) for check_id, f, _ in CASES}
     lacking = [c for c in CHECK_IDS for s in ("pass", "fail") if (c, s) not in covered]
     assert not lacking, f"checks without a pass or fail fixture: {lacking}"
+
+
+def test_every_rule_of_every_check_is_decided_by_one_of_its_fixtures() -> None:
+    # The rules are read from the check classes, so a rule added to a check needs a fixture to go with it.
+    decided = {(check_id, _result(fixture, check_id)["rule"]) for check_id, fixture, _ in CASES}
+    lacking = [f"{check.id}: {rule.name} ({rule.status})" for check in CATALOGUE for rule in check.rules
+               if (check.id, rule.name) not in decided]
+    assert not lacking, "rules that no fixture of their check decides:\n" + "\n".join(lacking)
 
 
 def test_every_fixture_has_expectations() -> None:
