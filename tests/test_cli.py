@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from service.cli import main
+from tests.checks.fixture_support import load_fixture
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples" / "dgx-h100-70b-finetune.json"
@@ -150,9 +151,9 @@ def test_evaluate_json_output_is_the_record_and_satisfies_its_schema() -> None:
 
 
 def test_a_failed_check_exits_1(tmp_path: Path) -> None:
-    fixture = ROOT / "tests" / "checks" / "peak_memory" / "fail_dgx_h100_7b_ddp.json"
+    fixture = load_fixture(ROOT / "tests" / "checks" / "peak_memory" / "fail_dgx_h100_7b_ddp.json")
 
-    code, output = _run("evaluate", str(fixture))
+    code, output = _run("evaluate", _write(tmp_path, fixture))
 
     assert code == 1 and "FAIL" in output
 

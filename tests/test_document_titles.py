@@ -12,18 +12,18 @@ from rules.checks import CATALOGUE
 from rules.checks.base import ACCEPTANCE_PLAN, CAPACITY_PLANNING_GUIDE
 from rules.evaluate import evaluate
 from service.record.render import record_html
+from tests.checks.fixture_support import fixture_paths, load_fixture
 
 ROOT = Path(__file__).parent.parent
 SEED_FILES = ("000_69a9208a79ba23b6.txt", "004_fd79d6760ce15dd9.txt")
 # Any file name of the seeds' shape, so that a third seed cited the same way is caught too.
 SEED_FILE_NAME = re.compile(r"[0-9]{3}_[0-9a-f]{16}\.txt")
-SUBMISSIONS = sorted([*(ROOT / "examples").glob("*.json"),
-                      *(p for p in (ROOT / "tests" / "checks").glob("*/*.json") if p.name != "expected.json")])
+SUBMISSIONS = sorted([*(ROOT / "examples").glob("*.json"), *fixture_paths()])
 
 
 @pytest.mark.parametrize("path", SUBMISSIONS, ids=[str(p.relative_to(ROOT)) for p in SUBMISSIONS])
 def test_record_names_no_seed_file(path: Path) -> None:
-    record = json.dumps(evaluate(json.loads(path.read_text())), ensure_ascii=False)
+    record = json.dumps(evaluate(load_fixture(path)), ensure_ascii=False)
 
     assert not SEED_FILE_NAME.findall(record)
     assert not any(name in record for name in SEED_FILES)

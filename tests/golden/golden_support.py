@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tests.checks.fixture_support import fixture_paths, load_fixture
+
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_FILE = Path(__file__).with_name("records.json.gz")
 # Every record is evaluated at this moment, so evaluated_at and date-dependent figures do not move.
@@ -24,10 +26,9 @@ EVALUATED_AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def golden_documents() -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yields (name, submission) of every check fixture and every example, in a stable order."""
-    for path in sorted((ROOT / "tests" / "checks").glob("*/*.json")):
-        if path.name != "expected.json":
-            yield f"checks/{path.parent.name}/{path.name}", json.loads(path.read_text())
+    """Yields (name, submission) of every check fixture (base and patch applied) and example, in a stable order."""
+    for path in fixture_paths():
+        yield f"checks/{path.parent.name}/{path.name}", load_fixture(path)
     for path in sorted((ROOT / "examples").glob("*.json")):
         yield f"examples/{path.name}", json.loads(path.read_text())
 
