@@ -17,7 +17,7 @@ K/V ring behind the attention it feeds (ring attention, Liu et al. 2023, arXiv 2
 Collectives take factor(n)·(S + S½)/busbw (nccl-tests ``doc/PERFORMANCE.md`` factors; S½ the message size
 at which a collective reaches half its large-message bus bandwidth, a latency term fitted to all_reduce_perf
 sweeps). Every efficiency is an ``Efficiencies`` field whose defaults come from the catalogue and policy
-(``efficiencies_from_data``); measured figures (``Measured``) replace them.
+(``rules.estimates.step_time_figures.efficiencies_from_data``); measured figures (``Measured``) replace them.
 
 Utilisation follows PaLM (Chowdhery et al. 2022, arXiv 2204.02311, Appendix B): MFU counts 6·N + 12·L·s·h
 FLOPs per token and no recompute; hardware FLOPs utilisation counts the recomputed forward as Korthikanti
@@ -220,16 +220,18 @@ class StepTimeModel:
         if c > 1:
             ring_gbs = rates.link_gbs if t * c <= rates.domain_gpus else rates.nic_busbw_gbs
             cp_exposed = max(0.0, work.cp_exchange_bytes / (ring_gbs * GIGA) - attention_s)
-        layer = _Stage(compute_s=work.dense_flops / rates.gemm_flops_s + attention_s,
+        # Roofline: GEMMs over few tokens (high tensor or context degree, small micro-batch) read their
+        # weights faster than they can multiply them only up to the HBM rate.
+        dense_s = max(work.dense_flops / rates.gemm_flops_s, work.dense_bytes / rates.hbm_bytes_s)
+        layer = _Stage(compute_s=dense_s + attention_s,
                        memory_s=work.memory_bytes / rates.hbm_bytes_s, tp_s=tp, cp_exposed_s=cp_exposed)
         output = output_layer_work(self.shape, part)
         return layer, _Stage(output.flops / rates.attention_flops_s, output.memory_bytes / rates.hbm_bytes_s, 0, 0)
 
-    def _stage(self, layout: Layout) -> _Stage:
+    def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> _Stage:
         """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss."""
-        layer, output = self._per_layer(layout.layer_slice(), layout.recompute, layout.precision)
-        p, v = layout.pipeline, layout.virtual_stages
-        layers = math.ceil(self.shape.layers / (p * v)) * v
+        layer, output = self._per_layer(part, recompute, precision)
+        layers = math.ceil(self.shape.layers / (pipeline * virtual_stages)) * virtual_stages
         return _Stage(compute_s=layers * layer.compute_s + output.compute_s,
                       memory_s=layers * layer.memory_s + output.memory_s,
                       tp_s=layers * layer.tp_s, cp_exposed_s=layers * layer.cp_exposed_s)
@@ -311,7 +313,8 @@ class StepTimeModel:
         """Return the modelled step time of ``layout`` (see ``step_time``)."""
         self.check(layout)
         rates = self._rates(layout.precision)
-        stage = self._stage(layout)
+        stage = self.stage(layout.layer_slice(), layout.recompute, layout.precision, layout.pipeline,
+                           layout.virtual_stages)
         m = layout.micro_batches
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
         breakdown = StepTimeBreakdown(

@@ -126,6 +126,7 @@ class LayerWork:
     """One GPU's work for one layer and one micro-batch, forward and backward, recompute included."""
 
     dense_flops: float  # QKV, projection and MLP GEMMs (run at the layout's GEMM precision)
+    dense_bytes: float  # HBM traffic of those GEMMs: weights read, inputs read, outputs written
     attention_flops: float  # scores and context matmuls as executed (bf16; FlashAttention's causal half)
     memory_bytes: float  # HBM traffic of the memory-bound operators
     tp_collectives: tuple[tuple[str, float], ...]  # (kind, full buffer bytes) per collective, in order
@@ -174,7 +175,8 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     the forward in its backward, so selective recompute adds nothing. Memory traffic: the fused
     layernorm, bias-dropout-add, activation, softmax and attention-dropout kernels, backward twice the
     forward, recomputed forwards again; sequence parallelism splits the norm/residual region over t.
-    Tensor-parallel collectives carry s·b·h/c activations of 2 bytes each.
+    Tensor-parallel collectives carry s·b·h/c activations of 2 bytes each. ``dense_bytes`` is the GEMMs'
+    own HBM traffic (16-bit weights and activations), for a roofline when a GPU holds few tokens.
     """
     require_choice("recompute", recompute, RECOMPUTE_MODES)
     s, b, t, c = shape.sequence_length, part.micro_batch, part.tensor, part.context
@@ -190,6 +192,12 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
         attention += attention_forward if recompute != "none" else 0.0
     recompute_dense = dense_forward if recompute == "full" else 0.0
     dense = dense_forward * (1 + BACKWARD_GEMM_FACTOR) + recompute_dense
+    # Roofline bytes of the GEMMs: each pass reads the GPU's weights and every matmul's input and writes its
+    # output (QKV: h in, h + 2gd out; projection h/t in, h out; MLP h in, (k − 1)·f out, f in, h out).
+    widths = (shape.hidden, (shape.hidden + 2 * shape.groups * shape.head_dim) / t, shape.hidden / t, shape.hidden,
+              shape.hidden, (shape.mlp_matrices - 1) * shape.ffn_hidden / t, shape.ffn_hidden / t, shape.hidden)
+    gemm_bytes_forward = (shape.layer_parameters() / t + tokens * sum(widths)) * ACTIVATION_BYTES
+    passes = 1 + BACKWARD_GEMM_FACTOR + (1 if recompute == "full" else 0)
 
     outside, core = _memory_bytes_forward(shape, part)
     memory = (outside + core) * (1 + BACKWARD_MEMORY_FACTOR)
@@ -204,6 +212,7 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     exchange = (c - 1) * kv_bytes * (1 + 2) if c > 1 else 0.0
     return LayerWork(
         dense_flops=dense,
+        dense_bytes=gemm_bytes_forward * passes,
         attention_flops=attention,
         memory_bytes=memory,
         tp_collectives=_tp_collectives(buffer, part, recompute),
