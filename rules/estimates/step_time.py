@@ -167,7 +167,7 @@ def collective_s(kind: str, size_bytes: float, ranks: int, busbw_gbs: float, hal
 
 
 @dataclass(frozen=True)
-class _Stage:
+class StageTime:
     """One micro-batch's forward + backward on the slowest pipeline stage, by cause."""
 
     compute_s: float
@@ -208,7 +208,7 @@ class StepTimeModel:
         return training_flops_per_token(self.parameters, recompute, shape.layers, shape.sequence_length,
                                         shape.hidden)
 
-    def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[_Stage, _Stage]:
+    def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[StageTime, StageTime]:
         """Return (one transformer layer, the output layer) for one micro-batch, forward + backward."""
         rates, eff, t, c = self._rates(precision), self.efficiencies, part.tensor, part.context
         work = layer_work(self.shape, part, recompute)
@@ -223,16 +223,16 @@ class StepTimeModel:
         # Roofline: GEMMs over few tokens (high tensor or context degree, small micro-batch) read their
         # weights faster than they can multiply them only up to the HBM rate.
         dense_s = max(work.dense_flops / rates.gemm_flops_s, work.dense_bytes / rates.hbm_bytes_s)
-        layer = _Stage(compute_s=dense_s + attention_s,
+        layer = StageTime(compute_s=dense_s + attention_s,
                        memory_s=work.memory_bytes / rates.hbm_bytes_s, tp_s=tp, cp_exposed_s=cp_exposed)
         output = output_layer_work(self.shape, part)
-        return layer, _Stage(output.flops / rates.attention_flops_s, output.memory_bytes / rates.hbm_bytes_s, 0, 0)
+        return layer, StageTime(output.flops / rates.attention_flops_s, output.memory_bytes / rates.hbm_bytes_s, 0, 0)
 
-    def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> _Stage:
+    def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> StageTime:
         """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss."""
         layer, output = self._per_layer(part, recompute, precision)
         layers = math.ceil(self.shape.layers / (pipeline * virtual_stages)) * virtual_stages
-        return _Stage(compute_s=layers * layer.compute_s + output.compute_s,
+        return StageTime(compute_s=layers * layer.compute_s + output.compute_s,
                       memory_s=layers * layer.memory_s + output.memory_s,
                       tp_s=layers * layer.tp_s, cp_exposed_s=layers * layer.cp_exposed_s)
 
@@ -266,7 +266,7 @@ class StepTimeModel:
         cluster = min(rates.domain_busbw_gbs, rates.nic_busbw_gbs * members)
         return communication_time_s(step, rates.domain_busbw_gbs, cluster)
 
-    def _data_parallel(self, layout: Layout, rates: Rates, stage: _Stage) -> tuple[float, float]:
+    def _data_parallel(self, layout: Layout, rates: Rates, stage: StageTime) -> tuple[float, float]:
         """Return (data-parallel communication seconds, the part of it left exposed).
 
         Volumes per sharding strategy are ``rules.estimates.interconnect.communication_bytes_per_step``
