@@ -33,8 +33,10 @@ EXPECTED_GPUS = {
     "L40S-48GB",
     "L4-24GB",
     "MI300X-192GB",
+    "B200-GB200-186GB",
+    "B300-GB300-288GB",
 }
-EXPECTED_SERVERS = {"DGX-A100", "DGX-H100", "DGX-H200", "DGX-B200", "HGX-H100-8GPU"}
+EXPECTED_SERVERS = {"DGX-A100", "DGX-H100", "DGX-H200", "DGX-B200", "HGX-H100-8GPU", "GB200-NVL72", "GB300-NVL72"}
 
 GIB = 2**30
 
@@ -214,3 +216,62 @@ def test_b200_memory_matches_dgx_b200_total(catalogue):
     """DGX B200 user guide: 8 GPUs provide 1,440 GB total."""
     b200 = catalogue["gpus"]["B200-SXM-180GB"]
     assert catalogue["servers"]["DGX-B200"]["gpu_count"] * b200["memory_gb_marketed"] == 1440
+
+
+# --- Grace-Blackwell rack-scale systems and the step-time figures ---------------------------------
+
+
+@pytest.mark.parametrize(("server", "gpu"), [("GB200-NVL72", "B200-GB200-186GB"), ("GB300-NVL72", "B300-GB300-288GB")])
+def test_nvl72_is_one_72_gpu_nvlink_domain(catalogue, server, gpu):
+    """NVIDIA GB200/GB300 NVL72 pages: 72 Blackwell GPUs and 36 Grace CPUs joined by 130 TB/s of NVLink."""
+    entry = catalogue["servers"][server]
+    assert entry["gpu_model"] == gpu
+    assert entry["gpu_count"] == entry["nvlink_domain_gpus"] == 72
+    assert entry["cpu"]["sockets"] == 36
+    assert entry["gpu_count"] * catalogue["gpus"][gpu]["nvlink_gbs"] == pytest.approx(130_000, rel=0.01)
+    assert sum(nic["count"] for nic in entry["nics"] if nic["purpose"] == "compute") == 72
+
+
+@pytest.mark.parametrize("gpu", ["B200-GB200-186GB", "B300-GB300-288GB"])
+def test_grace_blackwell_gpu_peaks_are_the_rack_figures_halved_per_gpu(catalogue, gpu):
+    """NVL72 pages print rack Tensor Core rates with sparsity: BF16 360 PFLOPS, FP8 720 PFLOPS, HBM 576 TB/s."""
+    entry = catalogue["gpus"][gpu]
+    assert entry["bf16_tflops"] == pytest.approx(360_000 / 72 / 2)
+    assert entry["fp8_tflops"] == pytest.approx(720_000 / 72 / 2)
+    assert entry["hbm_tbs"] == pytest.approx(576 / 72)
+
+
+def test_grace_blackwell_memory_and_power(catalogue):
+    """NVIDIA: GB200 186 GB and GB300 288 GB per GPU; DPS registry: GB200 GPU up to 1,200 W."""
+    assert catalogue["gpus"]["B200-GB200-186GB"]["memory_gb_marketed"] == 186
+    assert catalogue["gpus"]["B300-GB300-288GB"]["memory_gb_marketed"] == 288
+    assert catalogue["gpus"]["B200-GB200-186GB"]["tdp_w"] == 1200
+
+
+@pytest.mark.parametrize("gpu", ["H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "L40S-48GB", "L4-24GB",
+                                 "MI300X-192GB", "B200-GB200-186GB", "B300-GB300-288GB"])
+def test_fp8_peaks_present_where_the_gpu_has_fp8(catalogue, gpu):
+    assert catalogue["gpus"][gpu]["fp8_tflops"] > catalogue["gpus"][gpu]["bf16_tflops"]
+
+
+def test_measured_matmul_rates_stay_below_peak(catalogue):
+    """MAMF table (stas00/ml-engineering): A100 SXM 271.2 TFLOPS = 86.9 % of 312; none reaches its peak."""
+    gpus = catalogue["gpus"]
+    assert gpus["A100-SXM4-80GB"]["mamf_bf16_tflops"] == pytest.approx(271.2)
+    for model_id, gpu in gpus.items():
+        if "mamf_bf16_tflops" in gpu:
+            assert 0.4 < gpu["mamf_bf16_tflops"] / gpu["bf16_tflops"] < 1, model_id
+        if "mamf_fp8_tflops" in gpu:
+            assert 0.4 < gpu["mamf_fp8_tflops"] / gpu["fp8_tflops"] < 1, model_id
+
+
+def test_step_time_section_cites_every_figure(catalogue, validator):
+    section = catalogue["step_time"]
+    numeric = {k for k, v in section.items() if isinstance(v, int | float)}
+    assert numeric == set(section["refs"])
+    assert all("https://" in ref for ref in section["refs"].values())
+    assert section["hbm_fraction"] == pytest.approx(1724.827 / 2039, abs=0.001)  # BabelStream triad, A100 80GB
+    bad = copy.deepcopy(catalogue)
+    del bad["step_time"]["refs"]["hbm_fraction"]
+    with pytest.raises(ValidationError):
+        validator.validate(bad)

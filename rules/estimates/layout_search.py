@@ -1,0 +1,220 @@
+"""The fastest parallel layouts for a GPU count: enumerate, keep those that fit memory, rank by step time.
+
+For a node group's GPU count the search enumerates tensor (inside the NVLink domain) × pipeline (× virtual
+stages) × context × data parallel degrees, micro-batch, activation recompute, sharding and, where the GPU
+has FP8 Tensor Cores, FP8 GEMMs; keeps the layouts whose most loaded GPU fits the memory budget (the
+training-memory estimator, ``rules.estimates.memory``); and ranks them by the modelled step time
+(``rules.estimates.step_time``). Sequence parallelism is on whenever tensor parallelism is (it only removes
+work and memory in both models); context parallelism needs FlashAttention (ring attention runs on it).
+
+It stays fast by pruning before it models: degrees that do not divide the GPUs, heads, layers or batch are
+never built; a layout's memory is summed from pieces memoised on the few degrees each depends on; the step
+time is modelled only for layouts that fit, with the per-layer work memoised by ``StepTimeModel``, and only
+when the layout's steady state alone (m micro-batches on its slowest stage, a lower bound of its step) is
+faster than the slowest of the best found so far.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from rules.estimates._args import require_positive, require_positive_int
+from rules.estimates.memory import (
+    activation_bytes_per_gpu,
+    gathered_parameters_bytes,
+    logits_bytes,
+    model_state_bytes_per_param,
+    model_state_per_gpu_bytes,
+)
+from rules.estimates.step_time import Layout, StepTime, StepTimeModel
+from rules.estimates.transformer_work import RECOMPUTE_MODES, LayerSlice, ModelShape
+
+GIB: Final = 2**30
+_PARAMETER_SHARDED: Final = ("zero3", "fsdp-full")
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The degrees and choices the search may combine (each filtered by what the model and GPUs allow)."""
+
+    tensor: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    pipeline: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    virtual_stages: tuple[int, ...] = (1, 2, 4)
+    context: tuple[int, ...] = (1, 2, 4, 8)
+    micro_batch: tuple[int, ...] = (1, 2, 4, 8)
+    recompute: tuple[str, ...] = RECOMPUTE_MODES
+    sharding: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3")
+    precisions: tuple[str, ...] = ("bf16-mixed", "fp8-mixed")  # fp8-mixed only where the GPU has FP8
+    flash_attention: bool = True
+
+
+@dataclass(frozen=True)
+class MemoryConvention:
+    """How the memory estimator counts model state (``rules.estimates.memory``; the policy names them)."""
+
+    optimizer: str = "adamw"
+    convention: str = "zero-paper"  # policy conventions.model_state_bytes
+    gathered_layers: int = 2  # policy memory.gathered_layers: layers held unsharded under ZeRO-3
+
+
+@dataclass(frozen=True)
+class RankedLayout:
+    """A layout that fits, its modelled step and the estimated bytes on its most loaded GPU."""
+
+    layout: Layout
+    step: StepTime
+    memory_bytes: float
+
+
+@dataclass(frozen=True)
+class LayoutSearch:
+    """What the search looked at and what it found, fastest first."""
+
+    searched: int  # layouts enumerated (valid degree combinations)
+    fitting: int  # of those, layouts whose most loaded GPU fits the memory budget
+    top: tuple[RankedLayout, ...]  # the fastest, at most top_n
+
+    @property
+    def best(self) -> RankedLayout | None:
+        return self.top[0] if self.top else None
+
+
+def memory_budget_bytes(memory_gib: float, memory_policy: Mapping[str, Any]) -> float:
+    """Return the bytes of estimated tensors a GPU may hold under the policy's ``memory`` section.
+
+    A layout fits when tensors × (1 + allocator fragmentation) + CUDA context ≤ capacity × (1 − headroom),
+    the same reading of ``headroom_fraction``, ``cuda_context_gib`` and ``allocator_fragmentation_fraction``
+    as the peak-memory check's (schemas/policy.schema.json describes each key).
+    """
+    require_positive("memory_gib", memory_gib)
+    usable = memory_gib * (1 - memory_policy["headroom_fraction"]) - memory_policy["cuda_context_gib"]
+    return max(0.0, usable) * GIB / (1 + memory_policy["allocator_fragmentation_fraction"])
+
+
+def _divides(whole: int, part: int) -> bool:
+    return whole % part == 0
+
+
+def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
+             space: SearchSpace) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """Yield (tensor, pipeline, virtual, context, data, micro_batch) combinations the model can run."""
+    shape, domain = model.shape, model.hardware.nvlink_domain_gpus
+    groups = shape.groups
+    for t in space.tensor:
+        if t > domain or not _divides(gpus, t) or not _divides(shape.heads, t) or not _divides(groups, min(t, groups)):
+            continue
+        for p in space.pipeline:
+            if not _divides(gpus // t, p) or p > shape.layers:
+                continue
+            for c in space.context:
+                if not _divides(gpus // (t * p), c) or not _divides(shape.sequence_length, c):
+                    continue
+                if c > 1 and not space.flash_attention:
+                    continue
+                d = gpus // (t * p * c)
+                for b in space.micro_batch:
+                    if not _divides(global_batch, b * d):
+                        continue
+                    m = global_batch // (b * d)
+                    for v in space.virtual_stages:
+                        if (v > 1 and (p == 1 or not _divides(m, p))) or not _divides(shape.layers, p * v):
+                            continue
+                        yield t, p, v, c, d, b
+
+
+def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_budget: float,
+                   space: SearchSpace | None = None, memory: MemoryConvention | None = None,
+                   top_n: int = 10) -> LayoutSearch:
+    """Return the layouts of ``gpus`` GPUs that fit ``memory_budget`` bytes per GPU, fastest first.
+
+    ``global_batch`` is in sequences. Interleaving (v > 1) needs p > 1 and m divisible by p, as
+    Megatron-LM's interleaved schedule does; layers must split evenly over p·v chunks. Steps equal to the
+    microsecond are ties, won by the layout enumerated first: lower degrees, smaller micro-batch, less
+    recompute, less aggressive sharding, bf16 before fp8, so that of equally fast layouts the simplest wins.
+    """
+    require_positive_int("gpus", gpus)
+    require_positive_int("global_batch", global_batch)
+    require_positive_int("top_n", top_n)
+    space = space or SearchSpace()
+    memory = memory or MemoryConvention()
+    precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.fp8_tflops is not None]
+    memory_of = _memory_model(model.shape, memory)
+    searched = fitting = 0
+    heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
+    for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
+        part = LayerSlice(micro_batch=b, tensor=t, context=c, sequence_parallel=t > 1,
+                          flash_attention=space.flash_attention)
+        m = global_batch // (b * d)
+        for recompute, sharding, precision in itertools.product(space.recompute, space.sharding, precisions):
+            searched += 1
+            used = memory_of(t, p, v, c, d, b, global_batch, recompute, sharding, precision, space.flash_attention)
+            if used > memory_budget:
+                continue
+            fitting += 1
+            # The m steady-state micro-batches alone bound the step from below: prune what cannot enter the top.
+            if len(heap) == top_n and _rounded(m * model.stage(part, recompute, precision, p, v).total_s) > -heap[0][0]:
+                continue
+            layout = Layout(micro_batch=b, global_batch=global_batch, tensor=t, pipeline=p, virtual_stages=v,
+                            context=c, data=d, recompute=recompute, sequence_parallel=t > 1,
+                            flash_attention=space.flash_attention, sharding=sharding, precision=precision)
+            step = model.evaluate(layout)
+            entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
+            if len(heap) < top_n:
+                heapq.heappush(heap, entry)
+            elif entry[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, entry)
+    top = tuple(entry[2] for entry in sorted(heap, key=lambda e: e[:2], reverse=True))
+    return LayoutSearch(searched=searched, fitting=fitting, top=top)
+
+
+def _rounded(step_s: float) -> float:
+    """Return a step time to the microsecond, below which two modelled layouts are equally fast."""
+    return round(step_s, 6)
+
+
+def _memory_model(shape: ModelShape, memory: MemoryConvention):
+    """Return a memoised function of a layout's degrees giving the bytes on its most loaded GPU.
+
+    The only place this module calls the memory estimator. Model state (ZeRO §5 by sharding over the d·c
+    replicas), activations on the first pipeline stage (Korthikanti et al. 2022 §4, with the tokens s/c of
+    a context-parallel rank), the fp32 logits of the last stage when it is another stage (counted on top,
+    which overstates a little), and under ZeRO-3 the gathered layers. FP8 GEMMs keep 16-bit activations
+    and fp32 master state, so they are sized as bf16-mixed.
+    """
+    parameters = shape.parameters()
+
+    @cache
+    def state(t: int, p: int, replicas: int, sharding: str, precision: str) -> float:
+        per_param = model_state_bytes_per_param(precision, memory.optimizer, memory.convention)
+        held = model_state_per_gpu_bytes(parameters, parameters, per_param, sharding, data_parallel=replicas,
+                                         tensor_parallel=t, pipeline_parallel=p)
+        gathered = 0.0
+        if sharding in _PARAMETER_SHARDED:
+            gathered = gathered_parameters_bytes(shape.layer_parameters() / t,
+                                                 prefetch_layers=memory.gathered_layers - 1)
+        return held.gpu_total_bytes + gathered
+
+    @cache
+    def activations(t: int, p: int, v: int, c: int, b: int, in_flight: int, recompute: str, flash: bool) -> float:
+        tokens = shape.sequence_length // c
+        total = activation_bytes_per_gpu(
+            shape.layers, tokens, b, shape.hidden, shape.heads, tensor_parallel=t, sequence_parallel=t > 1,
+            recompute=recompute, flash_attention=flash, ffn_hidden=shape.ffn_hidden, kv_heads=shape.kv_heads,
+            mlp=shape.mlp, dropout=shape.dropout, pipeline_parallel=p, virtual_stages=v,
+            micro_batches=in_flight, vocab=shape.vocab)
+        if p > 1:
+            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1)
+        return total
+
+    def bytes_used(t: int, p: int, v: int, c: int, d: int, b: int, global_batch: int, recompute: str,
+                   sharding: str, precision: str, flash: bool) -> float:
+        in_flight = min(p, global_batch // (b * d))
+        state_precision = "bf16-mixed" if precision == "fp8-mixed" else precision
+        return state(t, p, d * c, sharding, state_precision) + activations(t, p, v, c, b, in_flight, recompute, flash)
+
+    return bytes_used

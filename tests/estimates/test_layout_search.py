@@ -1,0 +1,122 @@
+"""The layout search: what it enumerates, what it keeps, which layout it ranks first, and how fast."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from rules.catalogue import load_catalogue
+from rules.estimates.layout_search import SearchSpace, memory_budget_bytes, search_layouts
+from rules.estimates.step_time import StepTimeModel
+from rules.estimates.step_time_figures import efficiencies_from_data, hardware_from_catalogue
+from rules.estimates.transformer_work import ModelShape
+from rules.policy import default_policy
+
+# GPT-3 XL shape (Brown et al. 2020, Table 2.1: 24 layers, d_model 2048, 16 heads), sequence 2048.
+GPT_1_3B = ModelShape(layers=24, hidden=2048, heads=16, ffn_hidden=8192, vocab=51200, sequence_length=2048)
+# Llama-3-70B shape (Meta's config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads, ffn 28672, vocab 128256).
+LLAMA_70B = ModelShape(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256,
+                       sequence_length=4096, mlp="swiglu", dropout=False, tied_embeddings=False)
+
+
+def _model(server: str, gpu: str, shape: ModelShape) -> StepTimeModel:
+    catalogue, policy = load_catalogue().document, default_policy().document
+    return StepTimeModel(shape, hardware_from_catalogue(catalogue, server),
+                         efficiencies_from_data(catalogue, policy, gpu))
+
+
+def _budget(gpu: str) -> float:
+    memory_gib = load_catalogue().document["gpus"][gpu]["memory_gib"]
+    return memory_budget_bytes(memory_gib, default_policy().document["memory"])
+
+
+def test_finds_pure_data_parallel_zero1_for_a_small_model_on_one_dgx_a100():
+    """Hand check, GPT-3 XL (1.3B) on one DGX A100, 32 sequences of 2048 per step, no FlashAttention.
+
+    Every layout fits 80 GB (1.3B × 16 B of model state is 21 GB even unsharded), so the ranking is the
+    step-time model's alone, and each departure from pure data parallelism only adds time:
+    - tensor parallelism adds 4 all-reduces (or their reduce-scatter/all-gather halves) per layer and
+      micro-batch and removes no FLOPs; pipeline parallelism adds the (p − 1)/(v·m) bubble and the sends;
+    - selective recompute re-runs the attention core, full recompute the whole forward (4/3 of the GEMMs);
+    - DDP runs AdamW over all 1.3B parameters on every GPU (8× the ZeRO-1 optimizer step), and the
+      gradient all-reduce (2.7 GB over NVLink at 240 GB/s busbw: 20 ms) hides behind half of the last
+      micro-batch (80 ms), as do ZeRO-1's reduce-scatter + all-gather of the same volume;
+    - ZeRO-2 and ZeRO-3 hide their larger per-micro-batch traffic too and tie with ZeRO-1; so do larger
+      micro-batches (every per-GPU cost is linear in the micro-batch): ties go to the simplest layout.
+    So the best is t = p = 1, d = 8, micro-batch 1, no recompute, ZeRO-1, bf16 (the A100 has no FP8), and
+    its compute is Narayanan et al.'s FLOP count, 6·N + 12·l·s·h per token (eq. 3 without recompute), at the
+    catalogue's GEMM rate (MAMF 271.2 TFLOP/s × the fitted 0.857).
+    """
+    model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
+    result = search_layouts(model, gpus=8, global_batch=32, memory_budget=_budget("A100-SXM4-80GB"),
+                            space=SearchSpace(flash_attention=False))
+    best = result.best.layout
+    assert (best.tensor, best.pipeline, best.virtual_stages, best.context, best.data) == (1, 1, 1, 1, 8)
+    assert (best.micro_batch, best.recompute, best.sharding, best.precision) == (1, "none", "zero1", "bf16-mixed")
+    assert result.fitting == result.searched
+    layers, s, h, v = 24, 2048, 2048, 51200
+    flops_per_token = 6 * (layers * 12 * h * h + v * h) + 12 * layers * s * h
+    gemm_rate = 271.2e12 * load_catalogue().document["step_time"]["gemm_fraction_of_mamf"]
+    tokens_per_gpu = 32 * s / 8
+    assert result.best.step.breakdown.compute_s == pytest.approx(tokens_per_gpu * flops_per_token / gemm_rate)
+    assert result.best.step.breakdown.dp_comm_exposed_s == 0
+    assert all(r.step.step_s >= result.best.step.step_s for r in result.top)
+
+
+def test_counts_a_small_space_by_hand():
+    """Tensor and pipeline in (1, 2), virtual stages (1, 2, 4): (1,1) and (2,1) allow v = 1 only; (1,2) and
+    (2,2) allow v = 1, 2, 4 (24 layers split into 8 chunks, m = 8 or 16 micro-batches divisible by p = 2):
+    8 layouts; none of them fits a budget of zero."""
+    model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
+    space = SearchSpace(tensor=(1, 2), pipeline=(1, 2), context=(1,), micro_batch=(1,), recompute=("none",),
+                        sharding=("zero1",))
+    assert search_layouts(model, 8, 32, _budget("A100-SXM4-80GB"), space).searched == 8
+    empty = search_layouts(model, 8, 32, 0.0, space)
+    assert (empty.searched, empty.fitting, empty.best, empty.top) == (8, 0, None, ())
+
+
+def test_memory_decides_when_the_model_does_not_fit_unsharded():
+    """Llama-3-70B on 16 × DGX H100: 70.6B × 16 B of state cannot sit on 128 GPUs without tensor, pipeline
+    or ZeRO sharding (DDP would need 1.1 TB per GPU), so no fitting layout is plain DDP at t = p = 1."""
+    model = _model("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
+    result = search_layouts(model, gpus=128, global_batch=256, memory_budget=_budget("H100-SXM5-80GB"), top_n=50)
+    assert 0 < result.fitting < result.searched
+    assert all(not (r.layout.sharding == "ddp" and r.layout.tensor * r.layout.pipeline == 1) for r in result.top)
+    assert all(r.memory_bytes <= _budget("H100-SXM5-80GB") for r in result.top)
+    assert {r.layout.precision for r in result.top} <= {"bf16-mixed", "fp8-mixed"}
+
+
+def test_fp8_only_where_the_gpu_has_it():
+    a100 = search_layouts(_model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B), 8, 32, _budget("A100-SXM4-80GB"), top_n=500)
+    h100 = search_layouts(_model("DGX-H100", "H100-SXM5-80GB", GPT_1_3B), 8, 32, _budget("H100-SXM5-80GB"))
+    assert {r.layout.precision for r in a100.top} == {"bf16-mixed"}
+    assert h100.best.layout.precision == "fp8-mixed"
+    assert h100.searched == 2 * a100.searched
+
+
+def test_tensor_parallel_stays_inside_the_nvlink_domain():
+    """A DGX's NVLink domain is its 8 GPUs; an NVL72 rack's is 72, so t = 16 appears only there."""
+    shape = replace(LLAMA_70B, kv_heads=None)
+    space = SearchSpace(pipeline=(1,), context=(1,), micro_batch=(1,), recompute=("full",), sharding=("zero1",),
+                        precisions=("bf16-mixed",))
+    dgx = search_layouts(_model("DGX-B200", "B200-SXM-180GB", shape), 144, 144, float("inf"), space, top_n=100)
+    nvl = search_layouts(_model("GB200-NVL72", "B200-GB200-186GB", shape), 144, 144, float("inf"), space, top_n=100)
+    assert max(r.layout.tensor for r in dgx.top) == 8
+    assert max(r.layout.tensor for r in nvl.top) == 16
+
+
+def test_a_1024_gpu_70b_search_of_over_5000_layouts_takes_well_under_a_second():
+    model_args = ("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
+    timings = []
+    for _ in range(3):  # a fresh model each time: nothing memoised carries over
+        model = _model(*model_args)
+        start = time.perf_counter()
+        result = search_layouts(model, gpus=1024, global_batch=1024, memory_budget=_budget("H100-SXM5-80GB"))
+        timings.append(time.perf_counter() - start)
+    print(f"70B on 1024 H100: {result.searched} layouts, {result.fitting} fit, best of 3 runs "
+          f"{min(timings) * 1000:.0f} ms; best {result.best.layout} at {result.best.step.step_s:.2f} s/step, "
+          f"MFU {result.best.step.mfu:.1%} of {result.best.step.mfu_peak_tflops} {result.best.step.mfu_precision}")
+    assert result.searched >= 5000
+    assert min(timings) < 1.0
