@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.training import (
     T,
     accumulation,
@@ -32,23 +32,17 @@ class GradientAccumulation(Check):
              "{data_parallel} data-parallel ranks ({sequences_per_round} sequences): accumulation would be "
              "{accumulation_steps:.3g} steps, which DeepSpeed and Megatron-LM refuse; {nearest}",
              "{fix}"),
-        Rule(Status.FAIL, "micro-batch-does-not-fit",
-             lambda m: (m.remainder_sequences == 0) & (m.micro_batch > m.largest_fitting_micro_batch),
+        Rule(Status.FAIL, "micro-batch-does-not-fit", lambda m: m.micro_batch > m.largest_fitting_micro_batch,
              _SPLIT + ", but micro-batch {micro_batch} does not fit usable GPU memory; the largest that fits is "
              "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}",
              "{fix}"),
-        Rule(Status.WARN, "many-accumulation-steps",
-             lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
-             & (m.accumulation_steps > m.max_accumulation_steps),
+        Rule(Status.WARN, "many-accumulation-steps", lambda m: m.accumulation_steps > m.max_accumulation_steps,
              _SPLIT + ": more than {max_accumulation_steps} micro-batches per optimizer step; the largest micro-batch "
              "that fits is {largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}",
              "{fix}"),
-        Rule(Status.PASS, "accumulation-fits",
-             lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
-             & (m.accumulation_steps <= m.max_accumulation_steps),
-             _SPLIT + "; the largest micro-batch that fits is {largest_fitting_micro_batch} "
-             "({largest_fitting_from}){at_largest}"),
     )
+    passing = Passing("accumulation-fits", _SPLIT + "; the largest micro-batch that fits is "
+                      "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.training import (
     SHARDING_ORDER,
     ShardingOption,
@@ -34,25 +34,24 @@ class Sharding(Check):
              "Quote more GPUs (more data-parallel ranks shard the state further), add tensor or pipeline "
              "parallelism, offload the optimizer state (parallelism.offload: optimizer), enable activation "
              "checkpointing, or quote GPUs with more memory."),
-        Rule(Status.FAIL, "chosen-does-not-fit", lambda m: (m.fitting_count > 0) & (m.chosen_fits == False),  # noqa: E712
+        Rule(Status.FAIL, "chosen-does-not-fit", lambda m: m.chosen_fits == False,  # noqa: E712
              "{sharding} needs {chosen_total_gib:.1f} GiB per GPU, above the usable {usable_gib:.1f} GiB, while "
              "{fitting_list} fit; " + _RECOMMENDED,
              "Set parallelism.sharding to {recommended}."),
         Rule(Status.WARN, "other-strategy-preferred",
-             lambda m: (m.chosen_fits == True) & ((m.chosen_spare_fraction < m.comfortable_headroom_fraction)  # noqa: E712
-                                                  | (m.chosen_comm_ratio > m.max_communication_ratio)),
+             lambda m: (m.chosen_spare_fraction < m.comfortable_headroom_fraction)
+             | (m.chosen_comm_ratio > m.max_communication_ratio),
              "{sharding} fits ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB, {chosen_spare_fraction:.0%} spare, "
              "{chosen_comm_gb_per_step:,.1f} GB per GPU per step in {chosen_comm_s_per_step:.2f} s) but {why}",
              "Set parallelism.sharding to {recommended}, or measure both on a representative step: the most "
              "aggressive sharding is not automatically the fastest."),
-        Rule(Status.PASS, "chosen-is-recommended",
-             lambda m: (m.chosen_fits == True) & (m.chosen_spare_fraction >= m.comfortable_headroom_fraction)  # noqa: E712
-             & (m.chosen_comm_ratio <= m.max_communication_ratio),
-             "{sharding} fits with {chosen_spare_fraction:.0%} spare ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB) "
-             "and communicates least among the strategies that fit with {comfortable_headroom_fraction:.0%} "
-             "spare ({chosen_comm_gb_per_step:,.1f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
-             "fitting: {fitting_list}"),
     )
+    passing = Passing(
+        "chosen-is-recommended",
+        "{sharding} fits with {chosen_spare_fraction:.0%} spare ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB) "
+        "and communicates least among the strategies that fit with {comfortable_headroom_fraction:.0%} "
+        "spare ({chosen_comm_gb_per_step:,.1f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
+        "fitting: {fitting_list}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:
