@@ -64,9 +64,13 @@ class Sharding(Check):
         chosen = next(o for o in options if o.strategy == plan.sharding)
         fitting = [o for o in options if o.fits]
         comfortable = [o for o in fitting if o.comfortable]
-        best = least_communication(comfortable or fitting) or chosen
+        candidates = comfortable or fitting
+        best = least_communication(candidates) or chosen
         ratio = _ratio(chosen, best)
-        recommended = chosen if chosen.comfortable and ratio <= ctx.threshold("max_communication_ratio") else best
+        # The strategy to recommend: the one that communicates least among those that fit comfortably (else
+        # among those that fit), the chosen one where it communicates as little. Whether the chosen strategy
+        # is close enough to it, or fits with enough to spare, is for the rules to judge.
+        recommended = chosen if chosen in candidates and ratio <= 1 else best
         leanest = min((o for o in options if o.total_gib is not None), key=lambda o: o.total_gib or 0.0)
         return Facts(evidence={
             "strategies": [o.row() for o in options],
@@ -105,7 +109,11 @@ def _ratio(chosen: ShardingOption, best: ShardingOption) -> float:
 
 def _why(chosen: ShardingOption, recommended: ShardingOption, comfortable: list[ShardingOption],
          headroom: float) -> str:
-    """Returns the reason another strategy is preferred, in words (for the warn message); empty when none is."""
+    """Returns, in words, what the recommended strategy offers against the chosen one (for the messages).
+
+    Empty when the chosen strategy is the recommendation and fits comfortably; ``headroom`` is the
+    policy's comfortable headroom, quoted in the words.
+    """
     if recommended.strategy == chosen.strategy and chosen.comfortable:
         return ""
     if recommended.strategy == chosen.strategy:
