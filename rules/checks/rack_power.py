@@ -11,6 +11,10 @@ from rules.status import Basis, Status
 
 R = "/quote/racks"
 MEASURED_W = "/measurements/power/sustained_w_per_node"
+# The fewest PDUs a redundancy mode can be built from: N+1 keeps the rack up when one PDU fails and 2N when
+# one of its two feeds fails, so both take two PDUs or more by definition (the power estimate refuses to size
+# a rack that claims either with fewer). A definition of the modes, not a policy choice.
+PDUS_FOR_REDUNDANCY = {"N": 1, "N+1": 2, "2N": 2}
 
 
 class RackPower(Check):
@@ -82,7 +86,8 @@ class RackPower(Check):
                 cooling_kw = ctx.setting("power.air_cooling_limit_kw")
             if not nodes or not pdus:
                 continue
-            if redundancy != "N" and sum(p.count for p in pdus) < 2:
+            if sum(p.count for p in pdus) < PDUS_FOR_REDUNDANCY.get(redundancy, 1):
+                # Counted for the redundancy-unmet rule; the rack's power cannot be sized under the mode it claims.
                 redundancy_notes.append(f"rack {rack.get('name')} claims {redundancy} redundancy with one PDU")
                 continue
             result = power.rack_power(nodes, pdus, redundancy, continuous_load_factor=derating,
