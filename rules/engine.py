@@ -4,7 +4,14 @@ durable_rules keeps every state it has seen until it is deleted (an evaluation t
 fails with MemoryError after a few thousand runs), records exceptions raised inside actions on the state
 instead of raising them, and raises MessageNotHandledException when no rule matches a fact. This module
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
-EngineError, and every fact must be matched by exactly one rule of its check.
+EngineError, and every fact is acknowledged by a catch-all rule (and must have been seen by it).
+
+A check is decided as conftest decides a policy: every rule of the check whose condition holds is a
+finding; the most severe finding decides (fail before warn), the first declared among equals gives the
+words, a finding whose exemption also holds is set aside, and a check with no finding passes. The engine
+fails closed where durable would silently not match: a rule that names a fact the check did not give
+(absent, None, or not a number, string or boolean) can be neither true nor false, and unless a finding
+that outranks it decided the check, deciding it raises EngineError rather than letting it pass.
 """
 
 from __future__ import annotations
@@ -15,12 +22,13 @@ import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from durable import engine as durable_engine
 from durable import lang
 
-from rules.checks.base import Check, Facts, Rule, Stage
+from rules.checks.base import Check, Facts, Passing, Rule, Stage, facts_named
 from rules.errors import EngineError
 from rules.status import Status
 
@@ -48,15 +56,25 @@ def _shared_host() -> durable_engine.Host:
     return _host
 
 
-def _stage_rule(stage: Stage, status: Status) -> Rule:
-    return Rule(status=status, name=stage.value, when=lambda m: m.stage == stage.value, message="")
+@dataclass(frozen=True)
+class _StageRule:
+    """A rule every check shares: the stage its gather reached decides it, whatever its own rules say."""
+
+    stage: Stage
+    status: Status
+
+    @property
+    def name(self) -> str:
+        return self.stage.value
 
 
-_SEEN = Rule(status=Status.NOT_APPLICABLE, name="(seen)", when=lambda m: m.check, message="")
+SHARED_RULES = (_StageRule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
+                _StageRule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA),
+                _StageRule(Stage.INCONSISTENT, Status.FAIL))
 
-SHARED_RULES = (_stage_rule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
-                _stage_rule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA),
-                _stage_rule(Stage.INCONSISTENT, Status.FAIL))
+# What a durable action records: the catch-all acknowledgement, a shared stage rule, a check's rule by its
+# index, or the exemption of the rule at that index.
+_SEEN = ("seen", -1)
 
 
 _INT64 = 2**63
@@ -79,9 +97,12 @@ def durable_number(value: int | float) -> int | float:
 
 
 def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: str) -> dict[str, Any]:
-    """Returns the flat fact durable_rules sees: scalar evidence, named thresholds, check id and stage."""
+    """Returns the flat fact durable_rules sees: scalar evidence the rules may judge, named thresholds, check
+    id and stage."""
     fact: dict[str, Any] = {}
     for key, value in {**facts.evidence, **thresholds}.items():
+        if key in facts.unjudged:
+            continue
         if isinstance(value, bool | str):
             fact[key] = value
         elif isinstance(value, int | float):
@@ -95,8 +116,15 @@ class RuleEngine:
 
     def __init__(self, checks: Sequence[type[Check]]) -> None:
         self.checks = tuple(checks)
+        for check in self.checks:
+            _require_declaration(check)
+        # The facts each rule's condition and exemption name, to tell a false condition from an unknown one.
+        self._needs = {check.id: tuple((facts_named(rule.when),
+                                        facts_named(rule.unless.when) if rule.unless else frozenset())
+                                       for rule in check.rules)
+                       for check in self.checks}
         self.ruleset = f"quotecheck_{next(_names)}"
-        self._verdicts: dict[str, dict[str, list[tuple[Status, str]]]] = defaultdict(lambda: defaultdict(list))
+        self._verdicts: dict[str, dict[str, set[tuple[str, int]]]] = defaultdict(lambda: defaultdict(set))
         with _lock:  # durable's rule-definition context is module-global state
             self._define_and_register()
 
@@ -104,39 +132,44 @@ class RuleEngine:
         definition = lang.ruleset(self.ruleset)
         with definition:
             for check in self.checks:
+                of_check = lang.m.check == check.id
                 # Every fact of a check is acknowledged by this rule, so durable never meets an unhandled fact:
                 # deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
-                lang.when_all(lang.m.check == check.id)(self._recorder(check.id, _SEEN))
-                for rule in SHARED_RULES:
-                    lang.when_all((lang.m.check == check.id) & rule.when(lang.m))(self._recorder(check.id, rule))
-                for rule in check.rules:
-                    condition = ((lang.m.check == check.id) & (lang.m.stage == Stage.DECIDE.value)
-                                 & rule.when(lang.m))
-                    lang.when_all(condition)(self._recorder(check.id, rule))
+                lang.when_all(of_check)(self._recorder(check.id, _SEEN))
+                for index, shared in enumerate(SHARED_RULES):
+                    lang.when_all(of_check & (lang.m.stage == shared.stage.value))(
+                        self._recorder(check.id, ("stage", index)))
+                decide = lang.m.stage == Stage.DECIDE.value
+                for index, rule in enumerate(check.rules):
+                    lang.when_all(of_check & decide & rule.when(lang.m))(self._recorder(check.id, ("rule", index)))
+                    if rule.unless is not None:
+                        lang.when_all(of_check & decide & rule.unless.when(lang.m))(
+                            self._recorder(check.id, ("exemption", index)))
         lang._rulesets.pop(self.ruleset, None)  # durable's module-level registry must not re-register it
         name, body = definition.define()
         _shared_host().register_rulesets({name: body})
 
-    def _recorder(self, check_id: str, rule: Rule):
+    def _recorder(self, check_id: str, verdict: tuple[str, int]):
         def action(c: Any) -> None:
-            self._verdicts[c.m.sid][check_id].append((rule.status, rule.name))
+            self._verdicts[c.m.sid][check_id].add(verdict)
 
         return action
 
     def decide(self, items: Iterable[tuple[type[Check], Facts, dict[str, Any]]]) -> dict[str, tuple[Status, str]]:
         """Returns check id → (status, rule name) for each (check, facts, thresholds).
 
-        Raises EngineError when a rule action fails, when no rule matches a fact, or when more than one
-        does: a check's rules must cover every case exactly once.
+        Raises EngineError when a rule action fails, when durable did not see a fact, and when a check
+        cannot be decided because a rule that could outrank its outcome names a fact the check did not give.
         """
         sid = uuid.uuid4().hex
         host = _shared_host()
-        posted: dict[str, dict[str, Any]] = {}
+        posted: dict[str, tuple[type[Check], Facts, dict[str, Any]]] = {}
         with _lock:
             try:
                 for check, facts, thresholds in items:
-                    posted[check.id] = fact_for(check, facts, thresholds, sid)
-                    self._assert(host, check, posted[check.id])
+                    fact = fact_for(check, facts, thresholds, sid)
+                    posted[check.id] = (check, facts, fact)
+                    self._assert(host, check, fact)
                 found = self._verdicts.pop(sid, {})
             finally:
                 self._verdicts.pop(sid, None)
@@ -145,18 +178,18 @@ class RuleEngine:
                 except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
                     pass
         decided: dict[str, tuple[Status, str]] = {}
-        for check_id, fact in posted.items():
-            seen = found.get(check_id, [])
-            if (_SEEN.status, _SEEN.name) not in seen:
+        for check_id, (check, facts, fact) in posted.items():
+            seen = found.get(check_id, set())
+            if _SEEN not in seen:
                 raise EngineError(f"durable_rules did not see the facts of check {check_id}")
-            # durable fires a rule once per matching branch of an `|`; one rule is still one verdict.
-            verdicts = list(dict.fromkeys(v for v in seen if v[1] != _SEEN.name))
-            if not verdicts:
-                raise EngineError(f"no rule of check {check_id} matches its facts: {_short(fact)}")
-            if len(verdicts) != 1:
-                names = ", ".join(name for _, name in verdicts) or "none"
-                raise EngineError(f"check {check_id} must be decided by exactly one rule; matched: {names}")
-            decided[check_id] = verdicts[0]
+            if facts.stage is Stage.DECIDE:
+                decided[check_id] = _conclusion(check, self._needs[check_id], set(fact) | facts.unjudged, seen)
+            else:
+                stages = [SHARED_RULES[index] for kind, index in seen if kind == "stage"]
+                if len(stages) != 1:
+                    raise EngineError(f"check {check_id} at stage {facts.stage.value} matched {len(stages)} "
+                                      "stage rules")
+                decided[check_id] = (stages[0].status, stages[0].name)
         return decided
 
     def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
@@ -168,6 +201,47 @@ class RuleEngine:
             raise EngineError(f"a rule of check {check.id} raised: {state['exception']}")
 
 
-def _short(fact: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={v!r}" for k, v in fact.items() if k != "sid")
-    return text if len(text) < 400 else text[:400] + "…"
+def _conclusion(check: type[Check], needs: Sequence[tuple[frozenset[str], frozenset[str]]], given: set[str],
+                seen: set[tuple[str, int]]) -> tuple[Status, str]:
+    """Returns the (status, rule name) of a check at the decide stage from the rules durable matched.
+
+    ``needs`` holds the facts each rule's condition and exemption name, ``given`` the facts posted or
+    declared unjudged. A matched rule whose exemption also matched is set aside. The most severe remaining
+    rule decides, the first declared among equals; with none, the first exemption that set a rule aside
+    names the pass, else the check's declared pass outcome does. A rule that cannot be evaluated (it, or
+    the exemption of a rule that matched, names a fact not given) must be outranked by the deciding rule.
+    """
+    findings: list[tuple[int, int, Rule]] = []
+    exempted: list[Rule] = []
+    unknown: list[tuple[int, int, Rule, list[str]]] = []
+    for index, (rule, (condition_needs, exemption_needs)) in enumerate(zip(check.rules, needs, strict=True)):
+        lacking = sorted(condition_needs - given)
+        matched = ("rule", index) in seen
+        if matched and rule.unless is not None:
+            lacking = sorted(exemption_needs - given)
+            if not lacking and ("exemption", index) in seen:
+                exempted.append(rule)
+                continue
+        if lacking:
+            unknown.append((rule.severity, index, rule, lacking))
+        elif matched:
+            findings.append((rule.severity, index, rule))
+    deciding = min(findings, key=lambda finding: finding[:2], default=None)
+    for severity, index, rule, lacking in unknown:
+        if deciding is None or (severity, index) < deciding[:2]:
+            raise EngineError(f"check {check.id} cannot be decided: rule {rule.name} needs "
+                              f"{', '.join(lacking)}, which the check did not give as numbers, strings or booleans")
+    if deciding is not None:
+        return deciding[2].status, deciding[2].name
+    outcome = (exempted[0].unless if exempted else None) or check.passing
+    return outcome.status, outcome.name
+
+
+def _require_declaration(check: type[Check]) -> None:
+    """Raises EngineError when a check lacks a pass outcome or names two of its outcomes alike."""
+    passing = getattr(check, "passing", None)
+    if not isinstance(passing, Passing):
+        raise EngineError(f"check {check.id} declares no pass outcome (Check.passing)")
+    names = [passing.name, *(r.name for r in check.rules), *(r.unless.name for r in check.rules if r.unless)]
+    if len(names) != len(set(names)):
+        raise EngineError(f"check {check.id} names two of its outcomes alike: {', '.join(names)}")

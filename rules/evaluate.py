@@ -18,7 +18,7 @@ import rfc8785
 import schemas
 from rules.catalogue import Catalogue, load_catalogue
 from rules.checks import CATALOGUE
-from rules.checks.base import Check, Context, Facts, Stage
+from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InvalidSubmission, Problem
 from rules.inputs import Inputs, escape
@@ -194,7 +194,7 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
             status: Status, rule_name: str) -> dict[str, Any]:
     evidence = {**facts.evidence, "inputs": ctx.reader.pointers}
     if facts.stage is Stage.DECIDE:
-        rule = next(r for r in check.rules if r.name == rule_name)
+        rule = check.outcome(rule_name)
         message = _render(rule.message, {**facts.evidence, **thresholds}, check.id, rule_name)
         remediation = _render(rule.remediation, {**facts.evidence, **thresholds}, check.id, rule_name)
     elif facts.stage is Stage.INSUFFICIENT_DATA:
@@ -227,9 +227,11 @@ class _Evidence(dict):
         raise KeyError(key)
 
 
-def _render(template: str, values: dict[str, Any], check_id: str, rule_name: str) -> str:
-    """Returns ``template`` filled from the evidence; EngineError names a field the template needs."""
+def _render(template: Words, values: dict[str, Any], check_id: str, rule_name: str) -> str:
+    """Returns ``template`` filled from the evidence (or called on it); EngineError names a field it needs."""
     try:
+        if callable(template):
+            return template(_Evidence(values))
         return string.Formatter().vformat(template, (), _Evidence(values))
     except (KeyError, ValueError, TypeError) as error:
         raise EngineError(f"message of rule {rule_name} of {check_id} cannot be filled: {error!r}") from None

@@ -43,20 +43,28 @@ def test_thresholds_resolve_in_the_default_policy(check: Any) -> None:
 
 @pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
 def test_rule_conditions_hold_no_magic_numbers(check: Any) -> None:
-    for rule in check.rules:
-        literals = _numbers(rule.when(lang.m).define())
-        assert set(literals) <= STRUCTURAL, f"{check.id}/{rule.name} compares with literals {literals}"
+    for name, condition in _conditions(check):
+        literals = _numbers(condition(lang.m).define())
+        assert set(literals) <= STRUCTURAL, f"{check.id}/{name} compares with literals {literals}"
 
 
 @pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
 def test_rules_have_unique_names_words_and_a_remedy_and_never_waive(check: Any) -> None:
-    names = [rule.name for rule in check.rules]
+    exemptions = [rule.unless for rule in check.rules if rule.unless]
+    names = [check.passing.name, *(rule.name for rule in check.rules), *(e.name for e in exemptions)]
 
     assert len(names) == len(set(names))
-    assert all(rule.message for rule in check.rules)
-    assert all(rule.remediation for rule in check.rules if rule.status in (Status.FAIL, Status.WARN))
-    assert Status.WAIVED not in {rule.status for rule in check.rules}
-    assert {Status.PASS, Status.FAIL} <= {rule.status for rule in check.rules}
+    assert check.passing.message and all(outcome.message for outcome in (*check.rules, *exemptions))
+    assert all(rule.remediation for rule in check.rules)
+    assert {rule.status for rule in check.rules} <= {Status.FAIL, Status.WARN}
+    assert Status.FAIL in {rule.status for rule in check.rules}
+    assert all(check.outcome(name).name == name for name in names)
+
+
+def _conditions(check: Any) -> list[tuple[str, Any]]:
+    """Returns (name, condition) of every rule of ``check`` and of every rule's exemption."""
+    return [(rule.name, rule.when) for rule in check.rules] + [
+        (rule.unless.name, rule.unless.when) for rule in check.rules if rule.unless]
 
 
 def _numbers(node: Any) -> list[float]:

@@ -1,4 +1,4 @@
-"""The durable_rules adapter: one verdict per fact, errors surface, states are always deleted."""
+"""The durable_rules adapter: the most severe matching rule decides, errors surface, states are always deleted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.checks.base import Check, Context, Facts, Rule, Stage
+from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule, Stage
 from rules.engine import RuleEngine, _shared_host
 from rules.errors import EngineError
 from rules.evaluate import default_engine, evaluate, verdict_of
@@ -18,31 +18,100 @@ from rules.status import Status
 EXAMPLE = Path(__file__).parent.parent / "examples" / "dgx-h100-70b-finetune.json"
 
 
-def _check(check_id: str, *rules: Rule) -> type[Check]:
+def _check(check_id: str, *rules: Rule, passing: str = "ok") -> type[Check]:
     return type(check_id.title().replace("-", ""), (Check,), {
-        "id": check_id, "title": check_id, "plan_item": check_id, "rules": rules, "thresholds": {"limit": "x"}})
+        "id": check_id, "title": check_id, "plan_item": check_id, "rules": rules, "thresholds": {"limit": "x"},
+        "passing": Passing(passing, "")})
 
 
 def _facts(**evidence) -> Facts:
     return Facts(evidence=evidence)
 
 
-def test_a_fact_no_rule_matches_raises_instead_of_passing() -> None:
-    check = _check("gap-check", Rule(Status.PASS, "small", lambda m: m.value < m.limit, "small"))
+def test_a_check_no_rule_matches_passes_with_its_declared_outcome() -> None:
+    check = _check("gap-check", Rule(Status.FAIL, "too-large", lambda m: m.value > m.limit, ""), passing="small")
     engine = RuleEngine([check])
 
-    with pytest.raises(EngineError, match="no rule of check gap-check matches"):
-        engine.decide([(check, _facts(value=5), {"limit": 3})])
+    assert engine.decide([(check, _facts(value=2), {"limit": 3})]) == {"gap-check": (Status.PASS, "small")}
+    assert engine.decide([(check, _facts(value=5), {"limit": 3})]) == {"gap-check": (Status.FAIL, "too-large")}
 
 
-def test_two_rules_matching_one_fact_is_an_error() -> None:
-    check = _check("overlap-check",
-                   Rule(Status.PASS, "below", lambda m: m.value <= m.limit, ""),
-                   Rule(Status.WARN, "at-most", lambda m: m.value < m.limit + 1, ""))
+def test_the_most_severe_matching_rule_decides_and_the_first_declared_among_equals() -> None:
+    check = _check("severity-check",
+                   Rule(Status.WARN, "near", lambda m: m.value > m.warn_at, ""),
+                   Rule(Status.FAIL, "over", lambda m: m.value > m.limit, ""),
+                   Rule(Status.FAIL, "far-over", lambda m: m.value > m.far, ""))
+    engine = RuleEngine([check])
+    limits = {"warn_at": 5, "limit": 10, "far": 20}
+
+    def decided(value: int) -> tuple[Status, str]:
+        return engine.decide([(check, _facts(value=value), limits)])["severity-check"]
+
+    assert decided(1) == (Status.PASS, "ok")
+    assert decided(7) == (Status.WARN, "near")
+    assert decided(15) == (Status.FAIL, "over")  # near matches too: fail outranks warn
+    assert decided(25) == (Status.FAIL, "over")  # far-over matches too: declared later, so over decides
+
+
+def test_an_or_condition_matching_on_both_branches_is_one_finding() -> None:
+    # durable fires a rule once per matching branch of an |; the engine counts the rule once.
+    check = _check("either-check", Rule(Status.WARN, "either", lambda m: (m.a > m.limit) | (m.b > m.limit), ""))
     engine = RuleEngine([check])
 
-    with pytest.raises(EngineError, match="exactly one rule; matched: below, at-most|matched: at-most, below"):
-        engine.decide([(check, _facts(value=1), {"limit": 3})])
+    assert engine.decide([(check, _facts(a=5, b=5), {"limit": 3})]) == {"either-check": (Status.WARN, "either")}
+
+
+def test_an_exemption_sets_its_rule_aside_and_names_the_pass() -> None:
+    check = _check("exempt-check",
+                   Rule(Status.WARN, "far-off", lambda m: m.ratio > m.limit, "", "look again",
+                        unless=Exemption("far-off-but-cheap", lambda m: m.cost <= m.tolerated, "cheap")),
+                   Rule(Status.FAIL, "broken", lambda m: m.broken == True, ""))  # noqa: E712
+    engine = RuleEngine([check])
+    limits = {"limit": 2, "tolerated": 0.01}
+
+    def decided(**evidence) -> tuple[Status, str]:
+        return engine.decide([(check, _facts(broken=False, **evidence), limits)])["exempt-check"]
+
+    assert decided(ratio=3, cost=0.05) == (Status.WARN, "far-off")
+    assert decided(ratio=3, cost=0.001) == (Status.PASS, "far-off-but-cheap")
+    assert decided(ratio=1, cost=0.001) == (Status.PASS, "ok")  # the exemption alone is no outcome
+    assert engine.decide([(check, _facts(broken=True, ratio=3, cost=0.001), limits)])["exempt-check"] == (
+        Status.FAIL, "broken")
+
+
+def test_a_rule_whose_fact_is_missing_fails_closed_unless_a_finding_outranks_it() -> None:
+    # durable would simply not match a rule over an absent fact, and the check would pass.
+    check = _check("absent-check",
+                   Rule(Status.FAIL, "broken", lambda m: m.errors > m.limit, ""),
+                   Rule(Status.WARN, "slow", lambda m: m.latency > m.slo, ""))
+    engine = RuleEngine([check])
+    limits = {"limit": 0, "slo": 100}
+
+    with pytest.raises(EngineError, match="rule slow needs latency"):
+        engine.decide([(check, _facts(errors=0), limits)])
+    with pytest.raises(EngineError, match="rule slow needs latency"):
+        engine.decide([(check, _facts(errors=0, latency=None), limits)])
+    with pytest.raises(EngineError, match="rule broken needs errors"):
+        engine.decide([(check, _facts(latency=500), limits)])  # a warning cannot stand for an unknown failure
+    assert engine.decide([(check, _facts(errors=3), limits)]) == {"absent-check": (Status.FAIL, "broken")}
+
+
+def test_unjudged_evidence_is_not_posted_and_its_rules_do_not_apply() -> None:
+    check = _check("unjudged-check", Rule(Status.FAIL, "late", lambda m: m.days > m.limit, ""))
+    engine = RuleEngine([check])
+    hypothetical = Facts(evidence={"days": 40}, unjudged=frozenset({"days"}))
+
+    assert engine.decide([(check, hypothetical, {"limit": 30})]) == {"unjudged-check": (Status.PASS, "ok")}
+
+
+def test_a_rule_concludes_fail_or_warn_and_a_check_declares_its_pass() -> None:
+    with pytest.raises(ValueError, match="a rule concludes fail or warn"):
+        Rule(Status.PASS, "fine", lambda m: m.value > 0, "")
+    undeclared = type("Undeclared", (Check,), {"id": "undeclared", "title": "", "plan_item": "", "rules": ()})
+    with pytest.raises(EngineError, match="declares no pass outcome"):
+        RuleEngine([undeclared])
+    with pytest.raises(EngineError, match="names two of its outcomes alike"):
+        RuleEngine([_check("twice", Rule(Status.FAIL, "ok", lambda m: m.value > 0, ""))])
 
 
 def test_an_error_inside_a_rule_action_surfaces() -> None:
@@ -54,7 +123,7 @@ def test_an_error_inside_a_rule_action_surfaces() -> None:
 
             return action
 
-    check = _check("raising-check", Rule(Status.PASS, "any", lambda m: m.value > 0, ""))
+    check = _check("raising-check", Rule(Status.FAIL, "any", lambda m: m.value > 0, ""))
     engine = ExplodingEngine([check])
 
     with pytest.raises(EngineError, match="a rule of check raising-check raised: .*action exploded"):
@@ -62,11 +131,11 @@ def test_an_error_inside_a_rule_action_surfaces() -> None:
 
 
 def test_the_state_is_deleted_after_every_evaluation_even_on_error() -> None:
-    check = _check("state-check", Rule(Status.PASS, "ok", lambda m: m.value > 0, ""))
+    check = _check("state-check", Rule(Status.FAIL, "negative", lambda m: m.value < m.limit, ""))
     engine = RuleEngine([check])
     engine.decide([(check, _facts(value=1), {"limit": 0})])
     with pytest.raises(EngineError):
-        engine.decide([(check, _facts(value=-1), {"limit": 0})])
+        engine.decide([(check, _facts(other=1), {"limit": 0})])
 
     assert engine._verdicts == {}
     with pytest.raises(Exception, match="error code"):  # durable reports an unknown state as an error
@@ -74,7 +143,7 @@ def test_the_state_is_deleted_after_every_evaluation_even_on_error() -> None:
 
 
 def test_stage_rules_decide_insufficient_and_not_applicable() -> None:
-    check = _check("stage-check", Rule(Status.PASS, "ok", lambda m: m.value > 0, ""))
+    check = _check("stage-check", Rule(Status.FAIL, "negative", lambda m: m.value < 0, ""))
     engine = RuleEngine([check])
     skipped = Facts(stage=Stage.NOT_APPLICABLE)
     missing = Facts(stage=Stage.INSUFFICIENT_DATA)
@@ -177,15 +246,14 @@ def test_context_memo_shares_inputs_between_checks() -> None:
 def test_numbers_durable_cannot_parse_are_posted_in_a_form_it_compares_correctly(value, limit, status) -> None:
     # durable_rules 2.0.28 rejects "1e-05" (an exponent without a decimal point, error code 204) and wraps
     # integers beyond int64; the adapter rewrites both without changing any comparison.
-    check = _check("number-check", Rule(Status.PASS, "at-least", lambda m: m.value >= m.limit, ""),
-                   Rule(Status.FAIL, "below", lambda m: m.value < m.limit, ""))
+    check = _check("number-check", Rule(Status.FAIL, "below", lambda m: m.value < m.limit, ""), passing="at-least")
     engine = RuleEngine([check])
 
     assert engine.decide([(check, _facts(value=value), {"limit": limit})])["number-check"][0] == status
 
 
 def test_engines_built_from_many_threads_at_once_are_all_usable() -> None:
-    check = _check("parallel-check", Rule(Status.PASS, "ok", lambda m: m.value > 0, ""))
+    check = _check("parallel-check", Rule(Status.FAIL, "negative", lambda m: m.value < 0, ""))
     engines: list[RuleEngine] = []
     errors: list[BaseException] = []
 

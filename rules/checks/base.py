@@ -1,14 +1,21 @@
 """The plumbing every acceptance check shares: its declaration, the facts it hands the engine, its context.
 
-A check module declares what it is (id, title, the plan item it implements), the facts it needs (its
-``gather`` reads inputs and calls estimators; it never does arithmetic of its own), and its decision as
-``Rule`` objects whose conditions durable_rules evaluates over those facts. Thresholds are named from the
-policy in ``thresholds``; a rule compares a fact with ``m.<threshold name>``, never with a literal.
+A check module declares what it is (id, title, the plan item it implements), the facts it needs and its
+decision. Its ``gather`` reads inputs, calls estimators and names the figures; it does no arithmetic of
+its own and never compares a figure with a threshold. The decision is a set of independent rules in the
+deny/warn manner of conftest: each ``Rule`` states one condition for ``fail`` or ``warn`` as a
+durable_rules condition over those facts, and no rule restates another's condition or its negation
+(tests/test_rule_independence.py). The check's status is the most severe rule that matched; among rules of
+that status the first declared gives the record's rule name and words (declaration order is precedence).
+A rule may carry an ``Exemption``: a condition under which its finding is tolerated, like conftest's
+exceptions. A check none of whose rules counts passes with the outcome it declares in ``passing``.
+Thresholds are named from the policy in ``thresholds``; a rule compares a fact with ``m.<threshold name>``,
+never with a literal other than a count of zero or 1 as the whole of a limit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -21,6 +28,9 @@ from rules.status import Basis, Status
 ACCEPTANCE_PLAN = "AI Training Server Sizing: Memory, GPU Count and Checkpoint Plan"
 CAPACITY_PLANNING_GUIDE = "GPU Capacity Planning for AI Training & Serving"
 
+# The statuses a rule may conclude, most severe first: the order in which they decide a check.
+RULE_STATUSES = (Status.FAIL, Status.WARN)
+
 
 class Stage(StrEnum):
     DECIDE = "decide"  # the check has its facts; its own rules decide
@@ -30,24 +40,170 @@ class Stage(StrEnum):
 
 
 @dataclass(frozen=True)
+class Fact:
+    """A fact named in a rule condition (``m.<name>``): a figure of the evidence or a policy threshold."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison a rule condition makes: a fact, an operator (``<``, ``<=``, ``>``, ``>=``, ``==``, ``!=``)
+    and another fact or a literal."""
+
+    left: Fact
+    op: str
+    right: Fact | str | int | float | bool | None
+
+
+def comparisons(condition: Callable[[Any], Any]) -> tuple[Comparison, ...]:
+    """Returns the comparisons ``condition`` makes, in order, by evaluating it over a recording fact.
+
+    The same lambda that durable_rules turns into a condition is run here on a stand-in for ``m`` whose
+    attributes record what is compared with what; ``&`` and ``|`` join the records. Anything else a
+    condition could do (arithmetic, Python's ``and``/``or``/``not``) raises TypeError, so no condition
+    holds a comparison this cannot see.
+    """
+    return _Recorded.of(condition(_RecordingFact())).comparisons
+
+
+def facts_named(condition: Callable[[Any], Any]) -> frozenset[str]:
+    """Returns the names of the facts ``condition`` reads."""
+    return frozenset(side.name for c in comparisons(condition) for side in (c.left, c.right) if isinstance(side, Fact))
+
+
+class _RecordingFact:
+    def __getattr__(self, name: str) -> _Operand:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Operand(Fact(name))
+
+
+class _Operand:
+    def __init__(self, fact: Fact) -> None:
+        self.fact = fact
+
+    def _compare(self, op: str, other: Any) -> _Recorded:
+        right = other.fact if isinstance(other, _Operand) else other
+        if not isinstance(right, Fact | str | int | float | bool | None):
+            raise TypeError(f"a rule compares {self.fact.name} with {other!r}, which is neither a fact nor a literal")
+        return _Recorded((Comparison(self.fact, op, right),))
+
+    def __lt__(self, other: Any) -> _Recorded:
+        return self._compare("<", other)
+
+    def __le__(self, other: Any) -> _Recorded:
+        return self._compare("<=", other)
+
+    def __gt__(self, other: Any) -> _Recorded:
+        return self._compare(">", other)
+
+    def __ge__(self, other: Any) -> _Recorded:
+        return self._compare(">=", other)
+
+    def __eq__(self, other: Any) -> _Recorded:  # type: ignore[override]
+        return self._compare("==", other)
+
+    def __ne__(self, other: Any) -> _Recorded:  # type: ignore[override]
+        return self._compare("!=", other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"a rule condition must compare fact {self.fact.name}, not test it for truth")
+
+    def __getattr__(self, name: str) -> Any:
+        raise TypeError(f"a rule condition reads flat facts only: {self.fact.name}.{name} is not supported")
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    comparisons: tuple[Comparison, ...]
+
+    @staticmethod
+    def of(condition: Any) -> _Recorded:
+        if not isinstance(condition, _Recorded):
+            raise TypeError(f"a rule condition must be comparisons joined by & and |, not {condition!r}")
+        return condition
+
+    def __and__(self, other: Any) -> _Recorded:
+        return _Recorded(self.comparisons + _Recorded.of(other).comparisons)
+
+    __or__ = __and__
+
+    def __bool__(self) -> bool:
+        raise TypeError("join rule conditions with & and |, not with and/or/not")
+
+
+# The words of an outcome: a str.format template over the evidence and thresholds, or, where the words depend
+# on the figures in a way a template cannot say, a function of them (never of the decision: the rule is taken).
+Words = str | Callable[[Mapping[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class Exemption:
+    """A condition under which its rule does not count, in the manner of conftest's exceptions.
+
+    When the rule matched and so did this, the rule is set aside; a check that nothing else fails or warns
+    then passes under this name and message (it records why the rule's finding is tolerated).
+    """
+
+    name: str
+    when: Callable[[Any], Any]
+    message: str
+    status: ClassVar[Status] = Status.PASS
+    remediation: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
 class Rule:
-    """One outcome of a check: a durable_rules condition over the fact ``m`` and the words that explain it."""
+    """One condition for ``fail`` or ``warn``: a durable_rules condition over the fact ``m`` and its words."""
 
     status: Status
     name: str
     when: Callable[[Any], Any]
+    message: Words
+    remediation: Words = ""
+    unless: Exemption | None = None
+
+    def __post_init__(self) -> None:
+        if self.status not in RULE_STATUSES:
+            raise ValueError(f"rule {self.name} concludes {self.status.value}; a rule concludes fail or warn, and a "
+                             "check passes when none of its rules matched (declare the words in Check.passing)")
+
+    @property
+    def severity(self) -> int:
+        """Returns the rank of the rule's status: 0 for fail, 1 for warn (lower decides first)."""
+        return RULE_STATUSES.index(self.status)
+
+
+@dataclass(frozen=True)
+class Passing:
+    """The outcome of a check none of whose rules matched: the record's rule name and message."""
+
+    name: str
     message: str
-    remediation: str = ""
+    status: ClassVar[Status] = Status.PASS
+    remediation: ClassVar[str] = ""
+
+
+Outcome = Rule | Exemption | Passing
 
 
 @dataclass
 class Facts:
-    """What a check hands the engine: evidence (numbers with units), its basis, and the stage it reached."""
+    """What a check hands the engine: evidence (numbers with units), its basis, and the stage it reached.
+
+    ``unjudged`` names evidence shown for context that no rule may judge (a figure that holds only in a
+    hypothetical, such as the run time of a job that does not fit): the engine does not post it, and the
+    rules that name it do not apply.
+    """
 
     evidence: dict[str, Any] = field(default_factory=dict)
     basis: Basis = Basis.ESTIMATED
     stage: Stage = Stage.DECIDE
     reason: str = ""
+    unjudged: frozenset[str] = frozenset()
 
 
 class Context:
@@ -113,7 +269,8 @@ class Check:
     plan_item: ClassVar[str]  # the heading of the acceptance plan item, quoted from the seed document
     plan_source: ClassVar[str] = ACCEPTANCE_PLAN  # the title of the document the plan item is quoted from
     thresholds: ClassVar[dict[str, str]] = {}  # fact name → dotted policy path
-    rules: ClassVar[tuple[Rule, ...]] = ()
+    rules: ClassVar[tuple[Rule, ...]] = ()  # the conditions for fail and warn, in order of precedence
+    passing: ClassVar[Passing]  # the rule name and message of the check when none of its rules matched
     headline: ClassVar[str] = ""  # the deciding figure for one-line summaries, a format string over evidence
     # A check that reports on the others (training-objective lists what they lack) gathers after them and
     # reads their missing inputs from ``Context.peer_missing``.
@@ -122,3 +279,12 @@ class Check:
 
     def gather(self, ctx: Context) -> Facts:  # pragma: no cover - every check overrides it
         raise NotImplementedError
+
+    @classmethod
+    def outcome(cls, name: str) -> Outcome:
+        """Returns the rule, exemption or pass outcome called ``name``; KeyError when the check has none."""
+        outcomes: list[Outcome] = [cls.passing, *cls.rules, *(r.unless for r in cls.rules if r.unless)]
+        for outcome in outcomes:
+            if outcome.name == name:
+                return outcome
+        raise KeyError(f"check {cls.id} has no rule named {name!r}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.cluster import MEASURED_READ, cpu_cores_per_node, throughput_facts
 from rules.checks.training import T, layout, spare_fraction
 from rules.estimates import data_feed
@@ -28,25 +28,20 @@ class DataFeed(Check):
              "bandwidth is {storage_read_gbs:.2f} GB/s; " + _CORES,
              "Quote storage that reads at least {required_read_gbs:.2f} GB/s plus {storage_headroom_fraction:.0%} "
              "headroom, stage the dataset on local NVMe, or store it pre-tokenised (2-4 B/token)."),
-        Rule(Status.FAIL, "cpu-short",
-             lambda m: ((m.required_read_gbs <= m.storage_read_gbs)
-                        & (m.decode_cores_per_node > m.decode_capacity_cores_per_node)),
+        Rule(Status.FAIL, "cpu-short", lambda m: m.decode_cores_per_node > m.decode_capacity_cores_per_node,
              "storage keeps up ({required_read_gbs:.3g} of {storage_read_gbs:.3g} GB/s), but the CPUs fall short: "
              + _CORES,
              "Run more dataloader workers per GPU if cores are free, quote CPUs with more cores per node, "
              "pre-tokenise or pre-decode the dataset offline, or decode on the GPU (e.g. NVIDIA DALI)."),
-        Rule(Status.WARN, "storage-within-headroom",
-             lambda m: _ok(m) & (m.storage_spare_fraction < m.storage_headroom_fraction),
+        Rule(Status.WARN, "storage-within-headroom", lambda m: m.storage_spare_fraction < m.storage_headroom_fraction,
              "training reads {required_read_gbs:.2f} GB/s (" + _FEED + ") of {storage_read_gbs:.2f} GB/s "
              "{storage_read_from} storage, leaving {storage_spare_fraction:.0%} spare, less than the "
              "{storage_headroom_fraction:.0%} headroom; " + _CORES,
              "Measure accelerator idle time and dataloader queue depth at full scale; add a local NVMe cache or "
              "faster storage if the trace shows starvation (epoch re-reads and shuffles need more than the average)."),
-        Rule(Status.PASS, "fed",
-             lambda m: _ok(m) & (m.storage_spare_fraction >= m.storage_headroom_fraction),
-             "training reads {required_read_gbs:.3g} GB/s (" + _FEED + ") of {storage_read_gbs:.2f} GB/s "
-             "{storage_read_from} storage; " + _CORES),
     )
+    passing = Passing("fed", "training reads {required_read_gbs:.3g} GB/s (" + _FEED + ") of "
+                      "{storage_read_gbs:.2f} GB/s {storage_read_from} storage; " + _CORES)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:
@@ -90,7 +85,3 @@ class DataFeed(Check):
         }
         return Facts(evidence=evidence, basis=Basis.MEASURED if measured is not None else Basis.ESTIMATED)
 
-
-def _ok(m):
-    """Storage keeps up and the CPUs have the decode cores (the condition the warn and pass rules share)."""
-    return (m.required_read_gbs <= m.storage_read_gbs) & (m.decode_cores_per_node <= m.decode_capacity_cores_per_node)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.cluster import nics
 from rules.checks.training import T, layout
 from rules.estimates import topology
@@ -10,11 +10,6 @@ from rules.status import Status
 
 _NICS = ("{compute_nics_per_node:g} compute NICs ({compute_gbps_per_node:,.0f} Gb/s) for {gpus_per_node} GPUs per "
          "node: {compute_nics_per_gpu:.2f} NICs and {compute_gbps_per_gpu:,.0f} Gb/s per GPU")
-
-
-def _nics_ok(m):
-    return (m.compute_nics_per_gpu >= m.min_compute_nics_per_gpu) & (
-        m.compute_gbps_per_gpu >= m.min_compute_gbps_per_gpu)
 
 
 class GpuNicTopology(Check):
@@ -26,29 +21,23 @@ class GpuNicTopology(Check):
     headline = "{compute_nics_per_gpu:.2f} NICs, {compute_gbps_per_gpu:,.0f} Gb/s per GPU; {gpus_cross_cpu} off-switch"
     rules = (
         Rule(Status.FAIL, "too-little-compute-network",
-             # Disjoint branches: durable_rules fires an | condition once per branch that matches.
              lambda m: (m.compute_nics_per_gpu < m.min_compute_nics_per_gpu)
-             | ((m.compute_nics_per_gpu >= m.min_compute_nics_per_gpu)
-                & (m.compute_gbps_per_gpu < m.min_compute_gbps_per_gpu)),
+             | (m.compute_gbps_per_gpu < m.min_compute_gbps_per_gpu),
              "a {nodes}-node job needs at least {min_compute_nics_per_gpu:g} compute NIC and "
              "{min_compute_gbps_per_gpu:g} Gb/s per GPU; the quote has " + _NICS,
              "Quote one compute NIC per GPU at {min_compute_gbps_per_gpu:g} Gb/s or more (rail-optimised, as in "
              "DGX/HGX H100 with eight 400 Gb/s ConnectX-7), or keep the job on one node."),
-        Rule(Status.FAIL, "nic-across-cpu",
-             lambda m: _nics_ok(m) & (m.gpus_cross_cpu > 0),
+        Rule(Status.FAIL, "nic-across-cpu", lambda m: m.gpus_cross_cpu > 0,
              _NICS + ", but {gpus_cross_cpu} GPU(s) reach their compute NIC through the CPU ({cross_cpu_list}); "
              "NCCL then disables GPUDirect RDMA (default NCCL_NET_GDR_LEVEL = PXB) and stages traffic in host memory",
              "Ask the vendor for a PCIe layout that puts each GPU and its compute NIC under the same PCIe switch "
              "(PIX or PXB in nvidia-smi topo -m), or re-map the NICs of {cross_cpu_list}."),
-        Rule(Status.WARN, "placement-incomplete",
-             lambda m: _nics_ok(m) & (m.gpus_cross_cpu == 0) & (m.gpus_unmapped > 0),
+        Rule(Status.WARN, "placement-incomplete", lambda m: m.gpus_unmapped > 0,
              _NICS + "; the stated PCIe layout leaves {gpus_unmapped} GPU(s) without a located compute NIC",
              "State nic, nic_numa_node and nic_pcie_switch for every GPU in pcie_topology, or record "
              "nvidia-smi topo -m from the quoted server."),
-        Rule(Status.PASS, "mapped",
-             lambda m: _nics_ok(m) & (m.gpus_cross_cpu == 0) & (m.gpus_unmapped == 0),
-             _NICS + "; {placement_note}"),
     )
+    passing = Passing("mapped", _NICS + "; {placement_note}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:

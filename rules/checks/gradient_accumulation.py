@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from collections.abc import Mapping
+from typing import Any
+
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.training import (
     T,
     accumulation,
@@ -31,24 +34,18 @@ class GradientAccumulation(Check):
              "global batch {global_batch} is not a whole number of rounds of micro-batch {micro_batch} × "
              "{data_parallel} data-parallel ranks ({sequences_per_round} sequences): accumulation would be "
              "{accumulation_steps:.3g} steps, which DeepSpeed and Megatron-LM refuse; {nearest}",
-             "{fix}"),
-        Rule(Status.FAIL, "micro-batch-does-not-fit",
-             lambda m: (m.remainder_sequences == 0) & (m.micro_batch > m.largest_fitting_micro_batch),
+             lambda e: _whole_batch_remedy(e)),
+        Rule(Status.FAIL, "micro-batch-does-not-fit", lambda m: m.micro_batch > m.largest_fitting_micro_batch,
              _SPLIT + ", but micro-batch {micro_batch} does not fit usable GPU memory; the largest that fits is "
              "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}",
-             "{fix}"),
-        Rule(Status.WARN, "many-accumulation-steps",
-             lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
-             & (m.accumulation_steps > m.max_accumulation_steps),
+             lambda e: _fitting_micro_batch_remedy(e)),
+        Rule(Status.WARN, "many-accumulation-steps", lambda m: m.accumulation_steps > m.max_accumulation_steps,
              _SPLIT + ": more than {max_accumulation_steps} micro-batches per optimizer step; the largest micro-batch "
              "that fits is {largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}",
-             "{fix}"),
-        Rule(Status.PASS, "accumulation-fits",
-             lambda m: (m.remainder_sequences == 0) & (m.micro_batch <= m.largest_fitting_micro_batch)
-             & (m.accumulation_steps <= m.max_accumulation_steps),
-             _SPLIT + "; the largest micro-batch that fits is {largest_fitting_micro_batch} "
-             "({largest_fitting_from}){at_largest}"),
+             lambda e: _fewer_steps_remedy(e)),
     )
+    passing = Passing("accumulation-fits", _SPLIT + "; the largest micro-batch that fits is "
+                      "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:
@@ -94,7 +91,6 @@ class GradientAccumulation(Check):
         }
         evidence["at_largest"] = _at_largest(evidence)
         evidence["nearest"] = _nearest(evidence)
-        evidence["fix"] = _fix(evidence, ctx.threshold("max_accumulation_steps"))
         return Facts(evidence=evidence, basis=basis)
 
 
@@ -118,26 +114,32 @@ def _nearest(e: dict) -> str:
     return text
 
 
-def _fix(e: dict, max_steps: int) -> str:
-    if e["remainder_sequences"]:
-        nearest = " or ".join(str(b) for b in e["nearest_global_batches"])
-        fitting = [m for m in e["valid_micro_batches"] if m <= e["largest_fitting_micro_batch"]]
-        other = (f", or keep {e['global_batch']} and set micro_batch to {fitting[-1]}" if fitting else
-                 ", or change the GPU count so that the data-parallel size divides the global batch")
-        return f"Set global_batch to {nearest} (with micro_batch {e['micro_batch']}){other}."
+def _whole_batch_remedy(e: Mapping[str, Any]) -> str:
+    """Returns how to make the global batch a whole number of rounds: the nearest valid global batches at this
+    micro-batch, or the largest fitting micro-batch that divides it."""
+    nearest = " or ".join(str(b) for b in e["nearest_global_batches"])
+    fitting = [m for m in e["valid_micro_batches"] if m <= e["largest_fitting_micro_batch"]]
+    other = (f", or keep {e['global_batch']} and set micro_batch to {fitting[-1]}" if fitting else
+             ", or change the GPU count so that the data-parallel size divides the global batch")
+    return f"Set global_batch to {nearest} (with micro_batch {e['micro_batch']}){other}."
+
+
+def _fitting_micro_batch_remedy(e: Mapping[str, Any]) -> str:
+    """Returns how to make the micro-batch fit: the largest fitting one that divides the batch, if any fits."""
     if e["largest_fitting_micro_batch"] == 0:
         return ("Not even micro-batch 1 fits: shard more, add tensor or pipeline parallelism, enable activation "
                 "checkpointing, or quote GPUs with more memory (see peak-memory).")
-    if e["micro_batch"] > e["largest_fitting_micro_batch"]:
-        if e["suggested_micro_batch"]:
-            return (f"Set micro_batch to {e['suggested_micro_batch']} with {e['suggested_accumulation_steps']} "
-                    f"accumulation steps, or enable activation checkpointing.")
-        return (f"Set micro_batch to at most {e['largest_fitting_micro_batch']} and a global batch it divides, or "
-                f"enable activation checkpointing.")
-    if e["accumulation_steps"] > max_steps:
-        target = e["suggested_micro_batch"]
-        larger = (f"Raise micro_batch to {target} ({e['suggested_accumulation_steps']} steps), quote"
-                  if target and target > e["micro_batch"] else "Quote")
-        return (f"{larger} more GPUs (more data-parallel ranks), or benchmark the optimizer at this "
-                f"accumulation: long accumulation lengthens each step and delays every update.")
-    return ""
+    if e["suggested_micro_batch"]:
+        return (f"Set micro_batch to {e['suggested_micro_batch']} with {e['suggested_accumulation_steps']} "
+                f"accumulation steps, or enable activation checkpointing.")
+    return (f"Set micro_batch to at most {e['largest_fitting_micro_batch']} and a global batch it divides, or "
+            f"enable activation checkpointing.")
+
+
+def _fewer_steps_remedy(e: Mapping[str, Any]) -> str:
+    """Returns how to shorten the accumulation: a larger fitting micro-batch where there is one, more GPUs."""
+    target = e["suggested_micro_batch"]
+    larger = (f"Raise micro_batch to {target} ({e['suggested_accumulation_steps']} steps), quote"
+              if target and target > e["micro_batch"] else "Quote")
+    return (f"{larger} more GPUs (more data-parallel ranks), or benchmark the optimizer at this "
+            f"accumulation: long accumulation lengthens each step and delays every update.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.cluster import checkpoint_size_facts, host_offload_bytes_per_gpu
 from rules.checks.training import T, layout, spare_fraction
 from rules.estimates import host_memory
@@ -17,11 +17,6 @@ _NEED = ("{required_gib:,.0f} GiB per node (dataloader workers {dataloader_worke
 _RATIO = ("{host_to_gpu_memory_ratio:.2f}× the node's {gpu_memory_per_node_gib:,.0f} GiB of GPU memory")
 
 
-def _enough(m):
-    """The need fits with the policy's margin (the condition the rule-of-thumb warning and the pass share)."""
-    return (m.required_gib <= m.host_memory_gib) & (m.spare_fraction >= m.margin_fraction)
-
-
 class HostRam(Check):
     id = "host-ram"
     title = "Give host RAM room for preprocessing"
@@ -34,24 +29,21 @@ class HostRam(Check):
              "the node needs " + _NEED + ", more than its {host_memory_gib:,.0f} GiB of host RAM",
              "Quote more host RAM per node (at least {required_gib:,.0f} GiB plus {margin_fraction:.0%} margin), or "
              "cut dataloader workers per GPU, pinned buffers or CPU offload (shard over more GPUs instead)."),
-        Rule(Status.WARN, "little-margin",
-             lambda m: (m.required_gib <= m.host_memory_gib) & (m.spare_fraction < m.margin_fraction),
+        Rule(Status.WARN, "little-margin", lambda m: m.spare_fraction < m.margin_fraction,
              "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB, leaving {spare_fraction:.0%} spare, "
              "less than the {margin_fraction:.0%} margin kept for process restarts and page cache",
              "Measure resident and pinned memory at the intended worker count; quote more RAM or run fewer "
              "workers so that a restarted worker or the page cache does not trigger the OOM killer."),
         Rule(Status.WARN, "below-rule-of-thumb",
-             lambda m: _enough(m) & (m.host_to_gpu_memory_ratio < m.gpu_memory_ratio_rule_of_thumb),
+             lambda m: m.host_to_gpu_memory_ratio < m.gpu_memory_ratio_rule_of_thumb,
              "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB ({spare_fraction:.0%} spare), but host "
              "RAM is " + _RATIO + ", below the {gpu_memory_ratio_rule_of_thumb:g}× rule of thumb; it is only a rule "
              "of thumb (NVIDIA's DGX H200 ships 2 TB for 1.13 TB of GPU memory, 1.8×), so this is a warning",
              "No change is needed if the sizing above holds: confirm it by measuring resident and pinned memory at "
              "the intended worker count, and quote more RAM if the pipeline caches samples in memory."),
-        Rule(Status.PASS, "room-to-spare",
-             lambda m: _enough(m) & (m.host_to_gpu_memory_ratio >= m.gpu_memory_ratio_rule_of_thumb),
-             "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB ({spare_fraction:.0%} spare); host RAM is "
-             + _RATIO),
     )
+    passing = Passing("room-to-spare", "the node needs " + _NEED + " of its {host_memory_gib:,.0f} GiB "
+                      "({spare_fraction:.0%} spare); host RAM is " + _RATIO)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:

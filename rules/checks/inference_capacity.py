@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
+from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.serving import I, serving_memory
 from rules.checks.training import spare_fraction
 from rules.estimates import inference
@@ -35,25 +35,19 @@ class InferenceCapacity(Check):
              "a replica of {tensor_parallel} × {gpu_model}: {batch_limit}" + _BASIS,
              "Quote faster GPUs (more HBM bandwidth for TPOT, more FLOP/s for TTFT), raise tensor parallelism, "
              "quantise the weights, or renegotiate the SLOs."),
-        Rule(Status.FAIL, "under-quoted",
-             lambda m: (m.batch >= m.min_slo_batch) & (m.gpus_needed > m.gpus_quoted),
+        Rule(Status.FAIL, "under-quoted", lambda m: m.gpus_needed > m.gpus_quoted,
              "{gpus_needed} GPUs needed ({replicas_needed} replicas × tp {tensor_parallel}) but node group "
              "{group_name} has {gpus_quoted}, {shortfall_gpus} short: " + _DEMAND + _BASIS,
              "Quote at least {gpus_needed} GPUs for serving, or lower the peak factor or headroom only if the "
              "traffic forecast supports it; a load test at the planned batch replaces these estimates."),
-        Rule(Status.WARN, "thin-margin",
-             lambda m: ((m.batch >= m.min_slo_batch) & (m.gpus_needed <= m.gpus_quoted)
-                        & (m.spare_fraction < m.warn_spare_fraction)),
+        Rule(Status.WARN, "thin-margin", lambda m: m.spare_fraction < m.warn_spare_fraction,
              "{gpus_needed} of the {gpus_quoted} quoted GPUs are needed, leaving {spare_fraction:.0%} beyond the "
              "plan (policy warns below {warn_spare_fraction:.0%}): " + _DEMAND + _BASIS,
              "The estimate rests on assumed efficiencies: load-test one replica at the planned batch and "
              "prompt/output lengths before buying, or quote a few more GPUs."),
-        Rule(Status.PASS, "carries-peak",
-             lambda m: ((m.batch >= m.min_slo_batch) & (m.gpus_needed <= m.gpus_quoted)
-                        & (m.spare_fraction >= m.warn_spare_fraction)),
-             "{gpus_needed} of the {gpus_quoted} quoted GPUs carry the peak ({replicas_needed} replicas × tp "
-             "{tensor_parallel}): " + _DEMAND + _BASIS),
     )
+    passing = Passing("carries-peak", "{gpus_needed} of the {gpus_quoted} quoted GPUs carry the peak "
+                      "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(I) is None:

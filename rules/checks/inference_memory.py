@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
+from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.serving import I, serving_memory
 from rules.status import Status
 
@@ -26,26 +26,20 @@ class InferenceMemory(Check):
              + " ({weights_and_reserve_gib:.1f} GiB needed); {kv_summary}",
              "Raise tensor parallelism (the weights split over tp GPUs), quantise the weights (fp8, int8, int4), "
              "or quote GPUs with more memory."),
-        Rule(Status.FAIL, "context-does-not-fit",
-             lambda m: (m.weights_and_reserve_gib <= m.usable_gib) & (m.kv_cache_gib < m.kv_cache_gib_per_sequence),
+        Rule(Status.FAIL, "context-does-not-fit", lambda m: m.kv_cache_gib < m.kv_cache_gib_per_sequence,
              "not one sequence of {context_tokens:,} tokens fits: " + _SHAPE + " leave {kv_cache_gib:.2f} GiB of "
              "KV cache per GPU and one sequence needs {kv_cache_gib_per_sequence:.2f} GiB; {kv_summary}",
              "Shorten the context, use an fp8 KV cache, raise tensor parallelism, or quote GPUs with more memory."),
-        Rule(Status.WARN, "few-sequences",
-             lambda m: ((m.weights_and_reserve_gib <= m.usable_gib) & (m.kv_cache_gib >= m.kv_cache_gib_per_sequence)
-                        & (m.max_concurrent_sequences < m.min_concurrent_sequences)),
+        Rule(Status.WARN, "few-sequences", lambda m: m.max_concurrent_sequences < m.min_concurrent_sequences,
              "only {max_concurrent_sequences} sequences of {context_tokens:,} tokens fit per replica (policy "
              "minimum {min_concurrent_sequences}): " + _SHAPE + " leave {kv_cache_gib:.1f} GiB of KV cache per "
              "GPU, {kv_cache_gib_per_sequence:.2f} GiB per sequence; {kv_summary}",
              "So small a batch wastes most of the GPU's throughput: use an fp8 KV cache, raise tensor "
              "parallelism, shorten the context, or quote GPUs with more memory."),
-        Rule(Status.PASS, "sequences-fit",
-             lambda m: ((m.weights_and_reserve_gib <= m.usable_gib) & (m.kv_cache_gib >= m.kv_cache_gib_per_sequence)
-                        & (m.max_concurrent_sequences >= m.min_concurrent_sequences)),
-             "{max_concurrent_sequences} sequences of {context_tokens:,} tokens fit per replica: " + _SHAPE
-             + " leave {kv_cache_gib:.1f} GiB of KV cache per GPU, {kv_cache_gib_per_sequence:.2f} GiB per "
-             "sequence; {kv_summary}"),
     )
+    passing = Passing("sequences-fit", "{max_concurrent_sequences} sequences of {context_tokens:,} tokens fit per "
+                      "replica: " + _SHAPE + " leave {kv_cache_gib:.1f} GiB of KV cache per GPU, "
+                      "{kv_cache_gib_per_sequence:.2f} GiB per sequence; {kv_summary}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(I) is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.training import T, scaling
 from rules.status import Basis, Status
 
@@ -23,14 +23,13 @@ class InterconnectScaling(Check):
         Rule(Status.FAIL, "below-minimum", lambda m: m.efficiency < m.min_scaling_efficiency,
              "scaling efficiency {efficiency:.1%} is below the minimum {min_scaling_efficiency:.0%}; {detail}",
              _REMEDY),
-        Rule(Status.WARN, "below-target",
-             lambda m: (m.efficiency >= m.min_scaling_efficiency) & (m.efficiency < m.warn_scaling_efficiency),
+        Rule(Status.WARN, "below-target", lambda m: m.efficiency < m.warn_scaling_efficiency,
              "scaling efficiency {efficiency:.1%} is above the minimum {min_scaling_efficiency:.0%} but below "
              "{warn_scaling_efficiency:.0%}; {detail}",
              _REMEDY),
-        Rule(Status.PASS, "efficient", lambda m: m.efficiency >= m.warn_scaling_efficiency,
-             "scaling efficiency {efficiency:.1%} (at least {warn_scaling_efficiency:.0%}); {detail}"),
     )
+    passing = Passing("efficient",
+                      "scaling efficiency {efficiency:.1%} (at least {warn_scaling_efficiency:.0%}); {detail}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
+from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.training import T, measured_peak_gib, memory_estimate, spare_fraction
 from rules.status import Basis, Status
 
@@ -27,16 +27,14 @@ class PeakMemory(Check):
              "({capacity_gib:.1f} GiB less {headroom_fraction:.0%} headroom); " + _WHY,
              "Shard more (zero3/fsdp-full), add tensor or pipeline parallelism, enable activation "
              "checkpointing or a smaller micro-batch, or quote GPUs with more memory."),
-        Rule(Status.WARN, "little-headroom",
-             lambda m: (m.total_gib <= m.usable_gib) & (m.spare_fraction < m.warn_headroom_fraction),
+        Rule(Status.WARN, "little-headroom", lambda m: m.spare_fraction < m.warn_headroom_fraction,
              "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB with less than "
              "{warn_headroom_fraction:.0%} to spare; " + _WHY,
              "Measure peak allocated and reserved memory on a representative step before buying; a longer "
              "sequence or a framework upgrade can tip it over."),
-        Rule(Status.PASS, "fits",
-             lambda m: (m.total_gib <= m.usable_gib) & (m.spare_fraction >= m.warn_headroom_fraction),
-             "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB; " + _WHY),
     )
+    passing = Passing("fits",
+                      "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.estimates import power
 from rules.inputs import escape
 from rules.status import Basis, Status
 
 R = "/quote/racks"
 MEASURED_W = "/measurements/power/sustained_w_per_node"
+# The fewest PDUs a redundancy mode can be built from: N+1 keeps the rack up when one PDU fails and 2N when
+# one of its two feeds fails, so both take two PDUs or more by definition (the power estimate refuses to size
+# a rack that claims either with fewer). A definition of the modes, not a policy choice.
+PDUS_FOR_REDUNDANCY = {"N": 1, "N+1": 2, "2N": 2}
 
 
 class RackPower(Check):
@@ -25,29 +29,23 @@ class RackPower(Check):
         Rule(Status.FAIL, "nodes-not-placed", lambda m: m.unplaced_nodes != 0,
              "the racks place {placed_nodes} nodes but the quote has {quoted_nodes}: {placement_note}",
              "List every node group in a rack's node_groups so that its draw is counted."),
-        Rule(Status.FAIL, "redundancy-unmet", (lambda m: (m.unplaced_nodes == 0) & (m.redundancy_unmet > 0)),
+        Rule(Status.FAIL, "redundancy-unmet", lambda m: m.redundancy_unmet > 0,
              "{redundancy_note}",
              "Quote at least two PDUs per rack (one per feed) for N+1 or 2N redundancy."),
-        Rule(Status.FAIL, "over-limit",
-             lambda m: (m.unplaced_nodes == 0) & (m.redundancy_unmet == 0) & (m.worst_utilisation > 1),
+        Rule(Status.FAIL, "over-limit", lambda m: m.worst_utilisation > 1,
              "rack {worst_rack} draws {worst_draw_kw:.1f} kW ({draw_basis}), above its {worst_binding} limit of "
              "{worst_limit_kw:.1f} kW (budget {worst_budget_kw}, PDUs {worst_pdu_derated_kw:.1f} kW after "
              "{continuous_load_fraction:.0%} continuous-load derating, cooling {worst_cooling_kw}); "
              "{racks_over_limit} rack type(s) over a limit; site {site_kw:.1f} kW",
              "Spread the nodes over more racks, raise the rack's power budget and PDU rating, or add cooling; "
              "a measured sustained draw (measurements.power) may replace the nameplate maximum."),
-        Rule(Status.WARN, "near-limit",
-             lambda m: ((m.unplaced_nodes == 0) & (m.redundancy_unmet == 0) & (m.worst_utilisation <= 1)
-                        & (m.worst_utilisation > m.warn_fraction)),
+        Rule(Status.WARN, "near-limit", lambda m: m.worst_utilisation > m.warn_fraction,
              "rack {worst_rack} draws {worst_draw_kw:.1f} kW ({draw_basis}), {worst_utilisation:.0%} of its "
              "{worst_binding} limit of {worst_limit_kw:.1f} kW; site {site_kw:.1f} kW",
              "Measure long-run power and inlet temperatures at full training load before commissioning."),
-        Rule(Status.PASS, "within-limits",
-             lambda m: ((m.unplaced_nodes == 0) & (m.redundancy_unmet == 0)
-                        & (m.worst_utilisation <= m.warn_fraction)),
-             "every rack fits: the fullest, {worst_rack}, draws {worst_draw_kw:.1f} kW ({draw_basis}) of its "
-             "{worst_binding} limit of {worst_limit_kw:.1f} kW; site {site_kw:.1f} kW"),
     )
+    passing = Passing("within-limits", "every rack fits: the fullest, {worst_rack}, draws {worst_draw_kw:.1f} kW "
+                      "({draw_basis}) of its {worst_binding} limit of {worst_limit_kw:.1f} kW; site {site_kw:.1f} kW")
 
     def gather(self, ctx: Context) -> Facts:
         racks = ctx.inputs.get(R) or []
@@ -88,7 +86,8 @@ class RackPower(Check):
                 cooling_kw = ctx.setting("power.air_cooling_limit_kw")
             if not nodes or not pdus:
                 continue
-            if redundancy != "N" and sum(p.count for p in pdus) < 2:
+            if sum(p.count for p in pdus) < PDUS_FOR_REDUNDANCY.get(redundancy, 1):
+                # Counted for the redundancy-unmet rule; the rack's power cannot be sized under the mode it claims.
                 redundancy_notes.append(f"rack {rack.get('name')} claims {redundancy} redundancy with one PDU")
                 continue
             result = power.rack_power(nodes, pdus, redundancy, continuous_load_factor=derating,

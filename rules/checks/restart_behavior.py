@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.cluster import goodput_facts, restore_test
 from rules.checks.training import T
 from rules.status import Basis, Status
@@ -31,21 +31,17 @@ class RestartBehavior(Check):
              "turns a failure into the loss of the whole run so far",
              "Fix the restore path (checkpoint format and completeness, storage mounts, scheduler requeue) and repeat "
              "the controlled-failure test until it passes; record restore_min."),
-        Rule(Status.FAIL, "goodput-too-low",
-             lambda m: (m.restore_test != "failed") & (m.goodput < m.min_goodput),
+        Rule(Status.FAIL, "goodput-too-low", lambda m: m.goodput < m.min_goodput,
              _GOODPUT + ", below the {min_goodput:.0%} minimum; {restore_note}",
              "Checkpoint near the Young/Daly interval ({young_daly_interval_min:,.0f} min), make saves faster "
              "(asynchronous checkpointing, more storage write bandwidth), restart faster (hot-spare nodes, "
              "pre-staged containers) or run on fewer, more reliable nodes."),
-        Rule(Status.WARN, "goodput-marginal",
-             lambda m: (m.restore_test != "failed") & (m.goodput >= m.min_goodput) & (m.goodput < m.warn_goodput),
+        Rule(Status.WARN, "goodput-marginal", lambda m: m.goodput < m.warn_goodput,
              _GOODPUT + ", above the {min_goodput:.0%} minimum but below {warn_goodput:.0%}; {restore_note}",
              "Shorten the restart and the save, or move the interval towards the Young/Daly optimum "
              "({young_daly_interval_min:,.0f} min); confirm node MTBF from the vendor's field data."),
-        Rule(Status.PASS, "recovers",
-             lambda m: (m.restore_test != "failed") & (m.goodput >= m.warn_goodput),
-             _GOODPUT + ", at least {warn_goodput:.0%}; {restore_note}"),
     )
+    passing = Passing("recovers", _GOODPUT + ", at least {warn_goodput:.0%}; {restore_note}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.training import (
     SHARDING_ORDER,
     ShardingOption,
@@ -34,25 +34,24 @@ class Sharding(Check):
              "Quote more GPUs (more data-parallel ranks shard the state further), add tensor or pipeline "
              "parallelism, offload the optimizer state (parallelism.offload: optimizer), enable activation "
              "checkpointing, or quote GPUs with more memory."),
-        Rule(Status.FAIL, "chosen-does-not-fit", lambda m: (m.fitting_count > 0) & (m.chosen_fits == False),  # noqa: E712
+        Rule(Status.FAIL, "chosen-does-not-fit", lambda m: m.chosen_fits == False,  # noqa: E712
              "{sharding} needs {chosen_total_gib:.1f} GiB per GPU, above the usable {usable_gib:.1f} GiB, while "
              "{fitting_list} fit; " + _RECOMMENDED,
              "Set parallelism.sharding to {recommended}."),
         Rule(Status.WARN, "other-strategy-preferred",
-             lambda m: (m.chosen_fits == True) & ((m.chosen_spare_fraction < m.comfortable_headroom_fraction)  # noqa: E712
-                                                  | (m.chosen_comm_ratio > m.max_communication_ratio)),
+             lambda m: (m.chosen_spare_fraction < m.comfortable_headroom_fraction)
+             | (m.chosen_comm_ratio > m.max_communication_ratio),
              "{sharding} fits ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB, {chosen_spare_fraction:.0%} spare, "
              "{chosen_comm_gb_per_step:,.1f} GB per GPU per step in {chosen_comm_s_per_step:.2f} s) but {why}",
              "Set parallelism.sharding to {recommended}, or measure both on a representative step: the most "
              "aggressive sharding is not automatically the fastest."),
-        Rule(Status.PASS, "chosen-is-recommended",
-             lambda m: (m.chosen_fits == True) & (m.chosen_spare_fraction >= m.comfortable_headroom_fraction)  # noqa: E712
-             & (m.chosen_comm_ratio <= m.max_communication_ratio),
-             "{sharding} fits with {chosen_spare_fraction:.0%} spare ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB) "
-             "and communicates least among the strategies that fit with {comfortable_headroom_fraction:.0%} "
-             "spare ({chosen_comm_gb_per_step:,.1f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
-             "fitting: {fitting_list}"),
     )
+    passing = Passing(
+        "chosen-is-recommended",
+        "{sharding} fits with {chosen_spare_fraction:.0%} spare ({chosen_total_gib:.1f} of {usable_gib:.1f} GiB) "
+        "and communicates least among the strategies that fit with {comfortable_headroom_fraction:.0%} "
+        "spare ({chosen_comm_gb_per_step:,.1f} GB per GPU per step, {chosen_comm_s_per_step:.2f} s); "
+        "fitting: {fitting_list}")
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:
@@ -65,9 +64,13 @@ class Sharding(Check):
         chosen = next(o for o in options if o.strategy == plan.sharding)
         fitting = [o for o in options if o.fits]
         comfortable = [o for o in fitting if o.comfortable]
-        best = least_communication(comfortable or fitting) or chosen
+        candidates = comfortable or fitting
+        best = least_communication(candidates) or chosen
         ratio = _ratio(chosen, best)
-        recommended = chosen if chosen.comfortable and ratio <= ctx.threshold("max_communication_ratio") else best
+        # The strategy to recommend: the one that communicates least among those that fit comfortably (else
+        # among those that fit), the chosen one where it communicates as little. Whether the chosen strategy
+        # is close enough to it, or fits with enough to spare, is for the rules to judge.
+        recommended = chosen if chosen in candidates and ratio <= 1 else best
         leanest = min((o for o in options if o.total_gib is not None), key=lambda o: o.total_gib or 0.0)
         return Facts(evidence={
             "strategies": [o.row() for o in options],
@@ -106,7 +109,11 @@ def _ratio(chosen: ShardingOption, best: ShardingOption) -> float:
 
 def _why(chosen: ShardingOption, recommended: ShardingOption, comfortable: list[ShardingOption],
          headroom: float) -> str:
-    """Returns the reason another strategy is preferred, in words (for the warn message); empty when none is."""
+    """Returns, in words, what the recommended strategy offers against the chosen one (for the messages).
+
+    Empty when the chosen strategy is the recommendation and fits comfortably; ``headroom`` is the
+    policy's comfortable headroom, quoted in the words.
+    """
     if recommended.strategy == chosen.strategy and chosen.comfortable:
         return ""
     if recommended.strategy == chosen.strategy:

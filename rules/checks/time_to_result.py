@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rules.checks.base import Check, Context, Facts, Rule
+from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.cluster import goodput_facts, throughput_facts
 from rules.checks.training import T, fraction_of, quote_cost, scaling, schedule
 from rules.estimates import cost
@@ -15,9 +15,10 @@ _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} toke
 _WHY = (_RUN + "the window needs {gpus_needed} GPUs ({memory_need} for memory, {throughput_need} for throughput); "
         "{cost_note}")
 
-
-def _sized(m):  # a durable_rules condition over the fact m: one training step fits on some GPU count
-    return m.no_gpu_count_fits == False  # noqa: E712 - durable_rules builds the condition from ==
+# When no GPU count fits one step in memory the run cannot start: its expected days (and their share of the
+# window) are shown as what the run would take were it to fit, and no GPU count is needed to compare the
+# quote with, so no rule judges these figures.
+_HYPOTHETICAL_WHEN_NOTHING_FITS = frozenset({"days", "window_fraction", "oversize_ratio"})
 
 
 class TimeToResult(Check):
@@ -35,30 +36,25 @@ class TimeToResult(Check):
              "of the {window_days:g}-day window: " + _RUN + "{cost_note}",
              "Make one training step fit first (see peak-memory and sharding): choose a sharding that fits or GPUs "
              "with more memory, then evaluate again for the GPU count the window needs."),
-        Rule(Status.FAIL, "misses-window", lambda m: _sized(m) & (m.days > m.window_days),
+        Rule(Status.FAIL, "misses-window", lambda m: m.days > m.window_days,
              "expected {days:.1f} days exceeds the {window_days:g}-day window; " + _WHY,
              "Quote at least {gpus_needed} GPUs ({nodes_needed} nodes) at this throughput, raise the achieved "
              "throughput (measure MFU on a representative step), cut checkpoint and restart overhead, or extend "
              "the completion window."),
-        Rule(Status.WARN, "little-slack",
-             lambda m: _sized(m) & (m.days <= m.window_days) & (m.window_fraction > m.warn_fraction_of_window),
+        Rule(Status.WARN, "little-slack", lambda m: m.window_fraction > m.warn_fraction_of_window,
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, above "
              "{warn_fraction_of_window:.0%}; " + _WHY,
              "Keep slack for queueing and reruns: quote {gpus_needed} or more GPUs, or measure step time and "
              "utilisation on the quoted hardware before committing to the window."),
-        Rule(Status.WARN, "oversized",
-             lambda m: (_sized(m) & (m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
-                        & (m.oversize_ratio > m.max_oversize_ratio)),
+        Rule(Status.WARN, "oversized", lambda m: m.oversize_ratio > m.max_oversize_ratio,
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, but the quote has "
              "{oversize_ratio:.1f}× the {gpus_needed} GPUs the window needs (more than {max_oversize_ratio:g}×); "
              + _WHY,
              "The plan asks for time-to-result, not the largest cluster: quote about {gpus_needed} GPUs "
              "({nodes_needed} nodes), or record the other work that justifies {gpus} GPUs."),
-        Rule(Status.PASS, "within-window",
-             lambda m: (_sized(m) & (m.days <= m.window_days) & (m.window_fraction <= m.warn_fraction_of_window)
-                        & (m.oversize_ratio <= m.max_oversize_ratio)),
-             "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY),
     )
+    passing = Passing("within-window",
+                      "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(T) is None:
@@ -91,7 +87,8 @@ class TimeToResult(Check):
         }
         evidence["cost_note"] = _cost_note(evidence, price.unpriced_line_items)
         # Days combine throughput, efficiency and failure assumptions: estimated even where one term is measured.
-        return Facts(evidence=evidence, basis=Basis.ESTIMATED)
+        return Facts(evidence=evidence, basis=Basis.ESTIMATED,
+                     unjudged=_HYPOTHETICAL_WHEN_NOTHING_FITS if plan.gpus_needed is None else frozenset())
 
 
 def _cost_note(e: dict, unpriced: int) -> str:
