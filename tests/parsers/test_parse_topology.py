@@ -215,6 +215,26 @@ def test_numa_affinity_spanning_nodes_gives_no_single_numa_node():
     assert result["gpus"][0]["cpu_affinity"] == "0-63"
 
 
+def test_bonded_devices_named_in_the_nic_legend_come_through():
+    # a host with bonded ports lists mlx5_bond_N in its NIC Legend (derived from the ASUS sample)
+    text = sample("asus_esc8000a_e12_epyc_4x_rtx6000ada.txt").replace(": mlx5_", ": mlx5_bond_")
+
+    result = topology.parse(text)
+
+    assert nearest(result)["GPU2"] == ("NIC2", "mlx5_bond_2", "NODE")
+    assert [n["device"] for n in result["nics"]] == ["mlx5_bond_0", "mlx5_bond_1", "mlx5_bond_2", "mlx5_bond_3"]
+
+
+def test_a_nic_row_that_prints_its_own_numa_affinity_is_taken_as_is():
+    # some vendor builds print affinity for NIC rows too; the row's value wins over the GPUs' node
+    lines = sample("puget_wrx90_threadripper_2x_rtx6000ada.txt").splitlines()
+    lines[4] += "    0-23    1"  # NIC0 (line 5)
+
+    result = topology.parse("\n".join(lines))
+
+    assert [n["numa_node"] for n in result["nics"]] == [1, 0]
+
+
 # ---------------------------------------------------------------- malformed and truncated input
 
 
