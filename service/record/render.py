@@ -65,7 +65,6 @@ class FetchRefused(QuotecheckError):
     """The renderer was asked for a URL that is not one of the template's own assets (a defect: fails closed)."""
 
     title = "Render refused a URL"
-    http_status = 500
     type_slug = "render-fetch-refused"
 
 
