@@ -192,7 +192,8 @@ def _inspect(document: Any, origin: str, *, nul: bool, surrogate: bool, numbers:
     problems = sorted((problem for _, problem in found), key=lambda p: p.pointer)
     places = f" ({len(problems):,} places; the first {MAX_LISTED_PROBLEMS} are listed)" \
         if len(problems) > MAX_LISTED_PROBLEMS else ""
-    raise UnacceptableJson(f"{origin} contains " + " and ".join(kinds) + places, problems[:MAX_LISTED_PROBLEMS])
+    raise UnacceptableJson(f"{origin} contains " + "; it also contains ".join(kinds) + places,
+                           problems[:MAX_LISTED_PROBLEMS])
 
 
 def _refuse_repeated(members: _Repeated, path: tuple[str | int, ...], origin: str) -> None:
