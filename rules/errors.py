@@ -4,27 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from schemas.problem import Problem
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with an input document, located by a JSON Pointer (RFC 6901)."""
-
-    pointer: str
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"pointer": self.pointer, "message": self.message}
+__all__ = ["EngineError", "InvalidPolicy", "InvalidSubmission", "Problem", "QuotecheckError"]
 
 
 @dataclass
 class QuotecheckError(Exception):
-    """Base class. ``title`` is stable per class; ``detail`` is specific to this occurrence."""
+    """Base class. ``title`` is stable per class; ``detail`` is specific to this occurrence.
+
+    ``type_slug`` names the kind of error (the API's problem type is a URI ending in it). No error carries
+    an HTTP status: the HTTP layer maps error classes to status codes (service/errors.py).
+    """
 
     detail: str
     problems: list[Problem] = field(default_factory=list)
 
     title = "quotecheck error"
-    http_status = 500
     type_slug = "error"
 
     def __str__(self) -> str:
@@ -37,7 +33,6 @@ class InvalidSubmission(QuotecheckError):
     """The submission does not parse or does not satisfy its schema; nothing was evaluated or stored."""
 
     title = "Invalid submission"
-    http_status = 422
     type_slug = "invalid-submission"
 
 
@@ -45,7 +40,6 @@ class InvalidPolicy(QuotecheckError):
     """A policy file does not satisfy the policy schema."""
 
     title = "Invalid policy"
-    http_status = 422
     type_slug = "invalid-policy"
 
 
@@ -53,5 +47,4 @@ class EngineError(QuotecheckError):
     """The rules engine could not decide a check (a rule raised, none matched, or several did)."""
 
     title = "Rules engine error"
-    http_status = 500
     type_slug = "engine-error"

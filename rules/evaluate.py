@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import string
 import threading
@@ -21,14 +20,22 @@ from rules.checks import CATALOGUE
 from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InvalidSubmission, Problem
-from rules.inputs import Inputs, escape
+from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
+from schemas.json_reader import (
+    MAX_JSON_BYTES,
+    SAFE_INTEGER,
+    JsonError,
+    JsonTooLarge,
+    read_json,
+    unrepresentable_numbers,
+)
 from schemas.text import hidden_text_problems
 
 RECORD_VERSION = "1"
 # Limit on a submission document read by the CLI or posted to the API, before any parsing.
-MAX_SUBMISSION_BYTES = 2 * 1024 * 1024
+MAX_SUBMISSION_BYTES = MAX_JSON_BYTES
 # An over-limit document up to this size is still parsed (never evaluated) to name the fields that bloat it.
 OVERSIZE_INSPECT_BYTES = 32 * 1024 * 1024
 
@@ -55,37 +62,30 @@ def default_engine() -> RuleEngine:
 
 
 def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, Any]:
-    """Returns the submission in ``raw`` after checking its size, JSON syntax and schema.
+    """Returns the submission in ``raw`` after checking it as JSON (schemas.json_reader, as the API reads a
+    body: size, UTF-8, depth, unique member names, no U+0000 or lone surrogate, exact numbers) and its schema.
 
-    Raises InvalidSubmission with one Problem per schema violation, located by JSON Pointer.
+    Raises InvalidSubmission with one Problem per violation, located by JSON Pointer.
     """
-    size = len(raw.encode() if isinstance(raw, str) else raw)
-    if size > MAX_SUBMISSION_BYTES:
-        raise InvalidSubmission(f"{origin} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES:,} bytes",
-                                _oversize_problems(raw, size))
     try:
-        # RFC 8259 §8.1: JSON exchanged between systems is UTF-8; other encodings are refused, not guessed.
-        document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-    except UnicodeDecodeError as error:
-        raise InvalidSubmission(f"{origin} is not UTF-8 text: {error.reason} at byte {error.start}") from None
-    except json.JSONDecodeError as error:
-        raise InvalidSubmission(
-            f"{origin} is not valid JSON: {error.msg} at line {error.lineno}, column {error.colno}") from None
+        document = read_json(raw, origin, max_bytes=MAX_SUBMISSION_BYTES)
+    except JsonTooLarge as error:
+        raise InvalidSubmission(error.detail, _oversize_problems(raw)) from None
+    except JsonError as error:
+        raise InvalidSubmission(error.detail, error.problems) from None
     validate_submission(document, origin)
     return document
 
 
-def _oversize_problems(raw: bytes | str, size: int) -> list[Problem]:
+def _oversize_problems(raw: bytes | str) -> list[Problem]:
     """Returns the schema problems of an over-limit document that is still small enough to inspect.
 
     An oversized submission is refused either way; locating the field that made it so (usually one long
     text) tells the user what to cut. Beyond OVERSIZE_INSPECT_BYTES the document is not parsed at all.
     """
-    if size > OVERSIZE_INSPECT_BYTES:
-        return []
     try:
-        document = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        document = read_json(raw, max_bytes=OVERSIZE_INSPECT_BYTES)
+    except JsonError:
         return []
     return schemas.validate("submission", document)
 
@@ -96,27 +96,11 @@ def validate_submission(document: Any, origin: str = "submission") -> None:
     Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema problems.
     """
     problems = (schemas.validate("submission", document) + hidden_text_problems(document)
-                or _unrepresentable_numbers(document))
+                or unrepresentable_numbers(document))
     if problems:
         noun = "problem" if len(problems) == 1 else "problems"
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({len(problems)} {noun})",
                                 problems)
-
-
-def _unrepresentable_numbers(node: Any, pointer: str = "") -> list[Problem]:
-    """Returns a Problem for each number RFC 8785 cannot canonicalise (infinite, or an integer beyond ±(2^53 − 1)).
-
-    The submission digest is taken over its canonical form, so such a number could not be recorded faithfully.
-    """
-    if isinstance(node, dict):
-        return [p for key, value in node.items() for p in _unrepresentable_numbers(value, f"{pointer}/{escape(key)}")]
-    if isinstance(node, list):
-        return [p for i, value in enumerate(node) for p in _unrepresentable_numbers(value, f"{pointer}/{i}")]
-    if isinstance(node, bool):
-        return []
-    if (isinstance(node, int) and abs(node) > _SAFE_INTEGER) or (isinstance(node, float) and not math.isfinite(node)):
-        return [Problem(pointer, f"{str(node)[:40]} is outside the numbers JSON carries exactly (±{_SAFE_INTEGER:,})")]
-    return []
 
 
 def submission_digest(document: dict[str, Any]) -> str:
@@ -126,9 +110,14 @@ def submission_digest(document: dict[str, Any]) -> str:
 
 def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
              catalogue: Catalogue | None = None, engine: RuleEngine | None = None,
-             now: datetime | None = None) -> dict[str, Any]:
-    """Returns the evaluation record (schemas/record.schema.json) of a submission under a policy."""
-    validate_submission(submission)
+             now: datetime | None = None, validated: bool = False) -> dict[str, Any]:
+    """Returns the evaluation record (schemas/record.schema.json) of a submission under a policy.
+
+    InvalidSubmission unless the submission is valid; ``validated``: the caller has just checked it with
+    ``validate_submission`` (the API's declared body does), so it is not checked twice.
+    """
+    if not validated:
+        validate_submission(submission)
     policy = policy or default_policy()
     engine = engine or default_engine()
     inputs = Inputs(submission, catalogue or load_catalogue())
@@ -161,10 +150,6 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
     return _record(submission, policy, inputs, results, now or datetime.now(UTC))
 
 
-# The record is RFC 8785 JSON, whose numbers are IEEE doubles: integers are exact only within ±(2^53 - 1).
-_SAFE_INTEGER = 2**53 - 1
-
-
 def _representable(value: Any, name: str = "evidence") -> Any:
     """Returns evidence with integers beyond ±(2^53 - 1) as floats; ValueError for a number JSON cannot carry.
 
@@ -178,7 +163,7 @@ def _representable(value: Any, name: str = "evidence") -> Any:
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, bool):
         return value
-    if isinstance(value, int) and not -_SAFE_INTEGER <= value <= _SAFE_INTEGER:
+    if isinstance(value, int) and not -SAFE_INTEGER <= value <= SAFE_INTEGER:
         try:
             return float(value)
         except OverflowError:

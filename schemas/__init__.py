@@ -11,7 +11,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
-from rules.errors import Problem
+from schemas.problem import Problem
 
 SCHEMA_NAMES = ("submission", "policy", "record", "catalogue")
 

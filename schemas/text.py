@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from rules.errors import Problem
+from schemas.problem import Problem
 
 _ALLOWED_CONTROLS = frozenset("\t\n\r")
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})

@@ -18,11 +18,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     ``./instance``) holds ``config.json`` or ``config.py``, without DATABASE_URL the SQLite file, and without
     SIGNING_CERT_FILE/SIGNING_KEY_FILE the record signing key (``signing/``, generated on first start).
     Environment variables ``QUOTECHECK_<KEY>`` set ``<KEY>``; values that parse as JSON are taken as JSON.
+    The module TASK_QUEUE names (``workers.celery_app``) registers the task queue (service/tasks_port.py).
     """
-    # Imported here, not at the top: `import service.models` (Alembic's env, the CLI) must not pull in
-    # the whole web layer, which itself imports service.models.
-    from service import api, auth, db, errors, evaluation, record
-    from workers import celery_app
+    # Imported on first use, not with the package: the command line and Alembic's env import modules of
+    # this package (every import of one runs this file) and must not load the whole web layer to do so.
+    from service import api, auth, db, errors, evaluation, record, tasks_port
 
     test_config = dict(test_config or {})
     instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")
@@ -39,6 +39,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     auth.init_app(app)
     evaluation.init_app(app)
     record.init_app(app)
-    celery_app.init_app(app)
+    tasks_port.init_app(app)
     api.init_app(app)
     return app

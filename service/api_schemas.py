@@ -1,7 +1,8 @@
 """JSON Schemas of the API's own request and response bodies.
 
-The request schemas validate bodies at run time; all of them become components of the OpenAPI
-document next to the public contract files in schemas/, so the description cannot drift from the checks.
+The request schemas validate bodies at run time, named by each endpoint's ``Body`` declaration
+(service/inputs.py), which also makes them components of the OpenAPI document; the response schemas are
+the components listed in COMPONENTS. Both sit next to the public contract files in schemas/.
 """
 
 from __future__ import annotations
@@ -294,7 +295,7 @@ COMPARISON_REQUEST: dict[str, Any] = {
 }
 
 # The documented request: the same, with the submission described by its contract schema.
-_COMPARISON_REQUEST_DOC: dict[str, Any] = {
+COMPARISON_REQUEST_DOCUMENTED: dict[str, Any] = {
     **COMPARISON_REQUEST,
     "properties": {**COMPARISON_REQUEST["properties"],
                    "submission": {"$ref": "#/components/schemas/SubmissionDocument"}},
@@ -366,12 +367,10 @@ TASK: dict[str, Any] = {
 }
 
 COMPONENTS: dict[str, dict[str, Any]] = {
-    "ComparisonRequest": _COMPARISON_REQUEST_DOC,
     "ComparisonRow": COMPARISON_ROW,
     "Comparison": COMPARISON,
     "RecordPdfResult": RECORD_PDF_RESULT,
     "Task": TASK,
-    "PurchaseOrderRequest": PURCHASE_ORDER_REQUEST,
     "PurchaseOrderLink": PURCHASE_ORDER_LINK,
     "SignedRecord": SIGNED_RECORD,
     "RecordRepresentation": RECORD_REPRESENTATION,
@@ -379,8 +378,6 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "Pdf": PDF,
     "Verification": VERIFICATION,
     "PublicKeys": PUBLIC_KEYS,
-    "WaiverRequest": WAIVER_REQUEST,
-    "DecisionRequest": DECISION_REQUEST,
     "Problem": PROBLEM,
     "Waiver": WAIVER,
     "Decision": DECISION,

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.json_reader import MAX_JSON_BYTES
+
 ENV_PREFIX = "QUOTECHECK"
 # How long a new API token is valid unless `quotecheck token create --expires` says otherwise.
 DEFAULT_TOKEN_LIFETIME_DAYS = 90
@@ -19,8 +21,8 @@ def system_clock() -> datetime:
 DEFAULTS: dict[str, Any] = {
     # None: a SQLite file in the instance folder. postgresql://… is served by psycopg 3.
     "DATABASE_URL": None,
-    # Requests above this many bytes get 413 before their body is read.
-    "MAX_CONTENT_LENGTH": 2 * 1024 * 1024,
+    # Requests above this many bytes get 413 before their body is read (the limit of every JSON document).
+    "MAX_CONTENT_LENGTH": MAX_JSON_BYTES,
     # Bring the schema to the newest migration on start. Off in production where `quotecheck db upgrade`
     # runs once per release; harmless when on, since concurrent starts serialise on an advisory lock.
     "AUTO_MIGRATE": True,
@@ -45,6 +47,10 @@ DEFAULTS: dict[str, Any] = {
     "SIGNING_KEYS_AT_START": True,
     # The clock the workflow reads (waiver expiry, timestamps); tests replace it to move time.
     "CLOCK": system_clock,
+    # The module whose init_app(app) registers the app's task queue (service/tasks_port.py): the Celery app
+    # of the worker package. Named, not imported, so that the service does not depend on the worker package
+    # (workers import service, never the reverse). None: no background tasks (those requests answer 503).
+    "TASK_QUEUE": "workers.celery_app",
     # Celery (workers/celery_app.py). No broker: tasks run in-process at once (eager) and their progress is
     # kept in memory; the task table in the database is what GET /api/v1/tasks/{id} reads either way.
     # redis://host:6379/0 hands them to `celery -A workers.worker worker` processes.

@@ -1,7 +1,8 @@
 """The service's errors (subclasses of rules.errors.QuotecheckError) and the one problem+json renderer.
 
 Every error the API returns, whether raised by the domain, by the service or by Werkzeug for an HTTP
-condition, goes through ``render_problem`` so clients see one shape (RFC 9457).
+condition, goes through ``render_problem`` so clients see one shape (RFC 9457). No error class carries an
+HTTP status: ``HTTP_STATUS`` below is the one table that maps error classes to status codes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from urllib.parse import quote
 from flask import Flask, Response, current_app, json, request
 from werkzeug.exceptions import HTTPException
 
-from rules.errors import Problem, QuotecheckError
+from rules.errors import EngineError, InvalidPolicy, InvalidSubmission, Problem, QuotecheckError
+from service.record.errors import SigningError, UnreadableDocument, UnsignableRecord
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -32,7 +34,6 @@ class InvalidRequest(QuotecheckError):
     """A request body or query parameter does not satisfy the operation's contract."""
 
     title = "Invalid request"
-    http_status = 422
     type_slug = "invalid-request"
 
 
@@ -40,7 +41,6 @@ class MalformedRequest(QuotecheckError):
     """The body is not parseable JSON (or not UTF-8)."""
 
     title = "Malformed request body"
-    http_status = 400
     type_slug = "malformed-request"
 
 
@@ -48,7 +48,6 @@ class UnsupportedMediaType(QuotecheckError):
     """The body is not declared as JSON."""
 
     title = "Unsupported media type"
-    http_status = 415
     type_slug = "unsupported-media-type"
 
 
@@ -60,7 +59,6 @@ class Unauthorized(QuotecheckError):
     invalid_token: bool = False
 
     title = "Authentication required"
-    http_status = 401
     type_slug = "unauthorized"
 
     def headers(self) -> dict[str, str]:
@@ -74,7 +72,6 @@ class Forbidden(QuotecheckError):
     """The token is valid but its role, or the four-eyes rule, does not allow this action."""
 
     title = "Forbidden"
-    http_status = 403
     type_slug = "forbidden"
 
 
@@ -82,7 +79,6 @@ class NotFound(QuotecheckError):
     """The addressed submission, check, record or schema does not exist."""
 
     title = "Not found"
-    http_status = 404
     type_slug = "not-found"
 
 
@@ -90,7 +86,6 @@ class WorkflowConflict(QuotecheckError):
     """The submission's state does not allow this transition (e.g. it is already approved)."""
 
     title = "Workflow conflict"
-    http_status = 409
     type_slug = "workflow-conflict"
 
 
@@ -105,7 +100,6 @@ class PreconditionFailed(QuotecheckError):
     """If-Match does not name the current ETag: someone changed the submission since it was read."""
 
     title = "Precondition failed"
-    http_status = 412
     type_slug = "precondition-failed"
 
 
@@ -113,7 +107,6 @@ class PreconditionRequired(QuotecheckError):
     """A transition was sent without If-Match; lost updates are refused rather than guessed at."""
 
     title = "Precondition required"
-    http_status = 428
     type_slug = "precondition-required"
 
 
@@ -121,7 +114,6 @@ class IdempotencyKeyReused(QuotecheckError):
     """An Idempotency-Key was sent again with a different body."""
 
     title = "Idempotency key reused"
-    http_status = 422
     type_slug = "idempotency-key-reused"
 
 
@@ -129,8 +121,35 @@ class ServiceUnavailable(QuotecheckError):
     """A dependency (the database) cannot be reached."""
 
     title = "Service unavailable"
-    http_status = 503
     type_slug = "service-unavailable"
+
+
+# The HTTP status of each error class; a class not listed takes its nearest listed base class's status
+# (ApprovalBlocked is a WorkflowConflict: 409), and an error of no listed class is a 500.
+HTTP_STATUS: dict[type[QuotecheckError], int] = {
+    MalformedRequest: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    WorkflowConflict: 409,
+    UnsignableRecord: 409,
+    PreconditionFailed: 412,
+    UnsupportedMediaType: 415,
+    InvalidRequest: 422,
+    InvalidSubmission: 422,
+    InvalidPolicy: 422,
+    IdempotencyKeyReused: 422,
+    UnreadableDocument: 422,
+    PreconditionRequired: 428,
+    EngineError: 500,
+    SigningError: 500,
+    ServiceUnavailable: 503,
+}
+
+
+def status_of(error: QuotecheckError) -> int:
+    """Returns the HTTP status of ``error``: that of its class, or of its nearest base class in HTTP_STATUS."""
+    return next((HTTP_STATUS[cls] for cls in type(error).__mro__ if cls in HTTP_STATUS), 500)
 
 
 def problem_type(slug: str) -> str:
@@ -169,10 +188,11 @@ def handle_error(error: Exception) -> Response:
     """Returns the problem+json response for any error a view raised: ours, Werkzeug's, or unexpected."""
     if isinstance(error, QuotecheckError):
         headers = error.headers() if callable(getattr(error, "headers", None)) else None
-        if error.http_status >= 500:
+        status = status_of(error)
+        if status >= 500:
             current_app.logger.error("%s: %s", type(error).__name__, error)
-        return render_problem(error.http_status, problem_type(error.type_slug), error.title, error.detail,
-                              error.problems, headers)
+        return render_problem(status, problem_type(error.type_slug), error.title, error.detail, error.problems,
+                              headers)
     if isinstance(error, HTTPException):
         # Werkzeug's errors have no problem type of their own: "about:blank" with the status phrase as
         # title is what RFC 9457 prescribes for them.

@@ -24,8 +24,9 @@ def required_approvers() -> int:
 
 
 def evaluate_submission(document: dict[str, Any], now: datetime) -> dict[str, Any]:
-    """Returns the engine's record of ``document`` under the app's policy; InvalidSubmission when it is invalid."""
-    return evaluate(document, policy(), now=now)
+    """Returns the engine's record of ``document``, a request body its declaration validated (SUBMISSION_BODY in
+    service/api/submissions.py, rules.evaluate.validate_submission), under the app's policy."""
+    return evaluate(document, policy(), now=now, validated=True)
 
 
 def init_app(app: Flask) -> None:

@@ -249,7 +249,7 @@ class IdempotencyKey(SQLModel, table=True):
 
 
 class TaskRun(SQLModel, table=True):
-    """A background task the API issued (workers/tasks.py): its state, progress and outcome, kept for good.
+    """A background task the API issued (workers/tasks.py runs it): its state, progress and outcome, kept for good.
 
     ``id`` is the Celery task id. ``key`` identifies the work (sha256 of its inputs, engine version and
     policy): a second request for the same work finds this row instead of queueing it again. The row is

@@ -1,8 +1,9 @@
 """The OpenAPI 3.1 document, built from the app itself: its URL map, each view's docstring and metadata.
 
-Views declare what the URL map cannot know (request and response schemas, query parameters, headers)
-with ``@operation``; ``service.auth.require`` adds who may call them. The contract schemas in schemas/
-become components as they are, so the document and the validators share one source.
+Views declare what the URL map cannot know: their body or query with ``@accepts`` (service/inputs.py),
+the one declaration that also validates it; responses and headers with ``@operation``; who may call them
+with ``service.auth.require``. The contract schemas in schemas/ become components as they are, and so do
+the schemas the declared bodies are validated with, so the document and the validators share one source.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import schemas
 from rules.evaluate import engine_version
 from service.api_schemas import COMPONENTS
 from service.auth import PERMISSIONS
+from service.inputs import Body, Query
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,7 +40,7 @@ _STATUS_TEXT = {
 }
 
 
-def operation(*, tag: str, request: str | None = None, responses: dict[int, tuple[str | None, ...]] | None = None,
+def operation(*, tag: str, responses: dict[int, tuple[str | None, ...]] | None = None,
               errors: tuple[int, ...] = (), parameters: tuple[dict[str, Any], ...] = (),
               if_match: bool = False, idempotency_key: bool = False,
               response_headers: dict[int, tuple[str, ...]] | None = None,
@@ -46,16 +48,16 @@ def operation(*, tag: str, request: str | None = None, responses: dict[int, tupl
               request_content: dict[str, str] | None = None) -> Callable[[F], F]:
     """Returns a decorator that records a view's OpenAPI metadata on it.
 
-    ``request`` and the schema half of each ``responses`` entry name a component (see
-    service.api_schemas.COMPONENTS, or ``<Name>Document`` for a contract schema); an entry's optional third
-    item is its media type when it differs from ``media_type``. ``request_content`` maps
-    media types to components for a body that is not (only) JSON; such a body is read as bytes, so it
-    gets no 400 or 415 from JSON parsing.
+    The schema half of each ``responses`` entry names a component (see service.api_schemas.COMPONENTS, or
+    ``<Name>Document`` for a contract schema); an entry's optional third item is its media type when it
+    differs from ``media_type``. A JSON body is declared with ``@accepts`` (service/inputs.py), not here;
+    ``request_content`` maps media types to components for a body that is not (only) JSON, which the view
+    reads as bytes, so it gets no 400 or 415 from JSON parsing.
     """
 
     def decorate(view: F) -> F:
         meta = dict(getattr(view, "openapi", {}))
-        meta.update(tag=tag, request=request, responses=responses or {200: ("OK", None)}, errors=errors,
+        meta.update(tag=tag, responses=responses or {200: ("OK", None)}, errors=errors,
                     parameters=parameters, if_match=if_match, idempotency_key=idempotency_key,
                     response_headers=response_headers or {}, media_type=media_type,
                     request_content=request_content or {})
@@ -112,7 +114,19 @@ def _problem_response(status: int) -> dict[str, Any]:
             "content": {"application/problem+json": {"schema": _ref("Problem")}}}
 
 
-def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[dict[str, Any]]) -> dict[str, Any]:
+def _query_parameters(query: Query, config: Any) -> list[dict[str, Any]]:
+    """Returns the OpenAPI parameters of a declared query, with the bounds the app's configuration sets."""
+    required = set(query.schema.get("required", ()))
+    parameters = []
+    for name, schema in query.parameters(config).items():
+        value = {k: v for k, v in schema.items() if k != "description"}
+        parameters.append({"name": name, "in": "query", "required": name in required,
+                           "description": schema.get("description", ""), "schema": value})
+    return parameters
+
+
+def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[dict[str, Any]],
+               config: Any) -> dict[str, Any]:
     meta = getattr(view, "openapi", {})
     summary, description = _docstring(view)
     security = meta.get("security", "read")
@@ -131,6 +145,9 @@ def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[di
     if description:
         op["description"] = description
     op["parameters"] += list(meta.get("parameters", ()))
+    if isinstance(meta.get("query"), Query):
+        op["parameters"] += _query_parameters(meta["query"], config)
+        error_statuses.add(422)
     if meta.get("if_match"):
         op["parameters"].append({"name": "If-Match", "in": "header", "required": True, "schema": {"type": "string"},
                                  "description": "the submission's current ETag; 428 without it, 412 when stale"})
@@ -140,8 +157,9 @@ def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[di
                                  "schema": {"type": "string", "maxLength": 255},
                                  "description": "a retry with the same key and body returns the first response "
                                                 "(200); the same key with another body gets 422"})
-    if meta.get("request"):
-        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(meta["request"])}}}
+    if isinstance(meta.get("body"), Body):
+        component = meta["body"].component
+        op["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(component)}}}
         error_statuses |= {400, 413, 415, 422}
     elif meta.get("request_content"):
         op["requestBody"] = {"required": True, "content": {media: {"schema": _ref(component)}
@@ -183,14 +201,18 @@ def _header_description(name: str) -> dict[str, str]:
 def build_document(app: Flask) -> dict[str, Any]:
     """Returns the OpenAPI 3.1 document describing every route ``app`` serves."""
     paths: dict[str, dict[str, Any]] = {}
+    components = {contract_component(name): _embed(schemas.load_schema(name), contract_component(name))
+                  for name in schemas.SCHEMA_NAMES}
+    components.update(COMPONENTS)
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         view = app.view_functions[rule.endpoint]
         path, path_parameters = openapi_path(rule.rule)
         for method in sorted((rule.methods or set()) - IGNORED_METHODS):
-            paths.setdefault(path, {})[method.lower()] = _operation(rule.endpoint, view, path_parameters)
-    components = {contract_component(name): _embed(schemas.load_schema(name), contract_component(name))
-                  for name in schemas.SCHEMA_NAMES}
-    components.update(COMPONENTS)
+            paths.setdefault(path, {})[method.lower()] = _operation(rule.endpoint, view, path_parameters, app.config)
+        body = getattr(view, "openapi", {}).get("body")
+        for name, schema in (body.components() if isinstance(body, Body) else {}).items():
+            if components.setdefault(name, schema) is not schema and components[name] != schema:
+                raise ValueError(f"two declarations describe the component {name!r} differently")
     tags = sorted({op["tags"][0] for ops in paths.values() for op in ops.values()})
     return {
         "openapi": "3.1.0",

@@ -10,8 +10,9 @@ from flask import url_for
 from rules.evaluate import verdict_of
 from service import workflow
 from service.audit import timestamp
+from service.identifiers import etag_of
 from service.models import AuditEvent, Decision, Submission, Waiver
-from service.store import Snapshot, etag_of
+from service.store import Snapshot
 
 
 def _links(submission_id: str) -> dict[str, str]:

@@ -8,22 +8,18 @@ request read before that statement is therefore still current when it writes.
 
 from __future__ import annotations
 
-import hashlib
-import uuid
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-import rfc8785
-from sqlalchemy import Select, or_, update
-from sqlmodel import Session, col, func, select
+from sqlalchemy import update
+from sqlmodel import Session, col, select
 
-from rules.evaluate import submission_digest, verdict_of
+from rules.evaluate import submission_digest
 from service import audit, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
+from service.identifiers import body_digest, etag_of, new_id
 from service.models import (
     ApiToken,
     CheckResult,
@@ -31,29 +27,14 @@ from service.models import (
     Evaluation,
     IdempotencyKey,
     Record,
-    RecordPdf,
     Revision,
     Submission,
     Waiver,
 )
-from service.record import SigningKeys, is_approved, sign_record
+from service.record import SigningKeys
+from service.record_store import engine_policy, store_final_record
 from service.signals import before_compare_and_set
 from service.workflow import Event, State, WaiverState
-
-
-def new_id() -> str:
-    """Returns a fresh public identifier (a random UUID, so ids reveal nothing about volume)."""
-    return str(uuid.uuid4())
-
-
-def body_digest(document: Any) -> str:
-    """Returns ``sha256:<hex>`` of the canonical JSON of a request body (what the audit log records)."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
-
-
-def etag_of(version: int) -> str:
-    """Returns the strong ETag (quoted) of a submission at ``version``."""
-    return f'"v{version}"'
 
 
 @dataclass
@@ -150,73 +131,6 @@ def load(session: Session, submission_id: str) -> Snapshot:
     return snap
 
 
-def owner_of(session: Session, submission_id: str) -> int | None:
-    """Returns the id of the user who submitted ``submission_id`` (None when there is no such submission)."""
-    return session.exec(select(ApiToken.user_id).join(Submission, col(Submission.submitter_token_id) == ApiToken.id)
-                        .where(Submission.id == submission_id)).first()
-
-
-def may_see(session: Session, actor: Actor, submission_id: str | None) -> bool:
-    """Returns whether ``actor`` may read the submission: always, unless their token's scope is ``own``
-    and someone else submitted it."""
-    if actor.scope != "own":
-        return True
-    return submission_id is not None and owner_of(session, submission_id) == actor.user_id
-
-
-def ensure_visible(session: Session, actor: Actor, submission_id: str) -> None:
-    """Raises NotFound, as for a submission that does not exist, when ``actor`` may not see it."""
-    if not may_see(session, actor, submission_id):
-        raise NotFound(f"there is no submission {submission_id!r}")
-
-
-def own_submissions(actor: Actor) -> list[Any]:
-    """Returns the conditions that restrict a query of submissions to those ``actor`` may see."""
-    if actor.scope != "own":
-        return []
-    tokens = select(ApiToken.id).where(ApiToken.user_id == actor.user_id)
-    return [col(Submission.submitter_token_id).in_(tokens)]
-
-
-def unexpired_waivers(today: date) -> Select:
-    """Returns the query of the ids of submissions with a waiver that has not expired by ``today``."""
-    return select(Waiver.submission_id).where(or_(col(Waiver.expires).is_(None), col(Waiver.expires) >= today))
-
-
-def effective_verdicts(session: Session, submission_ids: Sequence[str] | Select, today: date) -> dict[str, str]:
-    """Returns submission id → verdict after waivers, for those of ``submission_ids`` that have an unexpired waiver.
-
-    The rule of the detail view (``Snapshot.active_waivers``): a waiver counts while it binds to the digest
-    of its check's current result and has not expired, and a counted check is ``waived`` (passed) in the
-    verdict. A submission without such a waiver is absent: its verdict after waivers is its verdict.
-    ``submission_ids`` is a list of ids or a query of them (``select(Submission.id).where(…)``).
-    """
-    waivers = session.exec(select(Waiver).where(col(Waiver.submission_id).in_(submission_ids),
-                                                or_(col(Waiver.expires).is_(None), col(Waiver.expires) >= today))).all()
-    if not waivers:
-        return {}
-    waived = {w.submission_id for w in waivers}
-    current = dict(session.exec(select(Evaluation.submission_id, func.max(Evaluation.id))
-                                .where(col(Evaluation.submission_id).in_(list(waived)))
-                                .group_by(col(Evaluation.submission_id))).all())
-    results: dict[int, list[CheckResult]] = defaultdict(list)
-    for result in session.exec(select(CheckResult).where(col(CheckResult.evaluation_id).in_(list(current.values())))):
-        results[result.evaluation_id].append(result)
-    by_submission: dict[str, list[Waiver]] = defaultdict(list)
-    for waiver in waivers:
-        by_submission[waiver.submission_id].append(waiver)
-    verdicts = {}
-    for submission_id, evaluation_id in current.items():
-        checks = results[evaluation_id]
-        digests = {r.check_id: r.digest for r in checks}
-        active = {w.check_id for w in by_submission[submission_id]
-                  if workflow.waiver_state(w.result_digest, w.expires, digests.get(w.check_id), today)
-                  is WaiverState.ACTIVE}
-        verdicts[submission_id] = verdict_of([workflow.effective_status(r.status, r.check_id in active)
-                                              for r in checks])
-    return verdicts
-
-
 def compare_and_set(session: Session, submission_id: str, expected_version: int, **values: Any) -> int:
     """Returns the new version after bumping it from ``expected_version`` and setting ``values``.
 
@@ -234,10 +148,6 @@ def compare_and_set(session: Session, submission_id: str, expected_version: int,
                                  f"(If-Match {etag_of(expected_version)}); GET it again, review the change, "
                                  "and retry with its new ETag")
     return expected_version + 1
-
-
-def _engine_policy(record: dict[str, Any]) -> dict[str, str]:
-    return {"engine_version": record["engine"]["version"], "policy_version": record["policy"]["version"]}
 
 
 def _store_evaluation(session: Session, submission_id: str, revision: Revision, record: dict[str, Any],
@@ -268,7 +178,7 @@ def _evaluation_event(session: Session, actor: Actor, submission_id: str, before
                  input_digest=record["submission"]["digest"], before_state=before, after_state=State.EVALUATED,
                  detail={"revision": revision, "verdict": record["verdict"], "summary": record["summary"],
                          "policy_digest": record["policy"]["digest"]},
-                 **_engine_policy(record))
+                 **engine_policy(record))
 
 
 def find_idempotent(session: Session, token_id: int, key: str) -> IdempotencyKey | None:
@@ -294,7 +204,7 @@ def create_submission(session: Session, actor: Actor, document: dict[str, Any], 
     audit.append(session, action="submission.created", actor=actor, occurred_at=now, submission_id=submission_id,
                  input_digest=revision.digest, before_state=None, after_state=State.SUBMITTED,
                  detail={"revision": 1, "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id")},
-                 **_engine_policy(record))
+                 **engine_policy(record))
     _store_evaluation(session, submission_id, revision, record, now)
     session.execute(update(Submission).where(col(Submission.id) == submission_id)
                     .values(state=State.EVALUATED, verdict=record["verdict"]))
@@ -331,7 +241,7 @@ def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, A
     session.flush()
     audit.append(session, action="revision.created", actor=actor, occurred_at=now, submission_id=submission.id,
                  input_digest=revision.digest, before_state=submission.state, after_state=State.REVISED,
-                 detail={"revision": number}, **_engine_policy(record))
+                 detail={"revision": number}, **engine_policy(record))
     _store_evaluation(session, submission.id, revision, record, now)
     _evaluation_event(session, actor, submission.id, State.REVISED, record, number, now)
     new_digests = {c["id"]: workflow.result_digest(c) for c in record["checks"]}
@@ -449,161 +359,4 @@ def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decisi
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
     document["issue"] = 1
     document["audit_anchor"] = audit.anchor(session).as_record_member()
-    return _store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)
-
-
-def _store_final_record(session: Session, submission_id: str, evaluation_id: int, document: dict[str, Any],
-                        now: datetime, keys: SigningKeys | None, supersedes: Record | None = None) -> Record:
-    """Returns the stored final record, with its signed envelope when it is approved and ``keys`` are given."""
-    envelope = sign_record(document, keys, now=now) if keys is not None and is_approved(document) else None
-    record = Record(id=document["record_id"], submission_id=submission_id, evaluation_id=evaluation_id,
-                    kind="final", document=document, digest=body_digest(document), created_at=now,
-                    issue=document["issue"], supersedes_id=supersedes.id if supersedes else None, envelope=envelope)
-    session.add(record)
-    session.flush()
-    return record
-
-
-# --- signed records: envelopes, PDFs, purchase orders --------------------------------------------------------
-
-def get_record(session: Session, record_id: str) -> Record:
-    """Returns the record with ``record_id``; NotFound when there is none."""
-    record = session.get(Record, record_id, populate_existing=True)
-    if record is None:
-        raise NotFound(f"there is no record {record_id!r}")
-    return record
-
-
-def visible_record(session: Session, actor: Actor, record_id: str) -> Record:
-    """Returns the record with ``record_id``; NotFound when there is none or ``actor`` may not see its submission."""
-    record = get_record(session, record_id)
-    if not may_see(session, actor, record.submission_id):
-        raise NotFound(f"there is no record {record_id!r}")
-    return record
-
-
-def is_signed_record(record: Record) -> bool:
-    """Returns True for a record that is issued signed: a final record whose latest decision is an approval."""
-    return record.kind == "final" and is_approved(record.document)
-
-
-def successor_of(session: Session, record: Record) -> Record | None:
-    """Returns the issue that superseded ``record``, if any."""
-    return session.exec(select(Record).where(col(Record.supersedes_id) == record.id)).first()
-
-
-def latest_issue(session: Session, submission_id: str) -> Record | None:
-    """Returns the newest issue of a submission's final record (None before approval or rejection)."""
-    return session.exec(select(Record).where(Record.submission_id == submission_id, Record.kind == "final")
-                        .order_by(col(Record.issue).desc()).limit(1)
-                        .execution_options(populate_existing=True)).first()
-
-
-def signed_envelope(session: Session, actor: Actor, record: Record, keys: SigningKeys, now: datetime) -> dict[str, Any]:
-    """Returns the signed envelope of an approved final record, signing it now if it was issued unsigned.
-
-    Records are signed when they are issued; one issued before signing existed (or without keys) is signed
-    on first read, once: of two readers that sign at once, the first write wins and both return it. The
-    caller commits.
-    """
-    if record.envelope is not None:
-        return record.envelope
-    if not is_signed_record(record):
-        raise WorkflowConflict(f"record {record.id} is not an approved final record; only those are signed")
-    envelope = sign_record(record.document, keys, now=now)
-    written = session.execute(update(Record).where(col(Record.id) == record.id, col(Record.envelope).is_(None))
-                              .values(envelope=envelope).execution_options(synchronize_session=False))
-    if written.rowcount == 1:
-        audit.append(session, action="record.signed", actor=actor, occurred_at=now, submission_id=record.submission_id,
-                     input_digest=record.digest, before_state=State.APPROVED, after_state=State.APPROVED,
-                     **_engine_policy(record.document),
-                     detail={"record_id": record.id, "record_digest": record.digest,
-                             "key_id": envelope["signature"]["key_id"],
-                             "signed_at": envelope["signature"]["signed_at"]})
-        session.flush()
-        return envelope
-    return get_record(session, record.id).envelope or envelope
-
-
-def stored_pdf(session: Session, record: Record) -> RecordPdf | None:
-    """Returns the signed PDF issued for ``record``, if it was rendered before."""
-    return session.get(RecordPdf, record.id, populate_existing=True)
-
-
-def store_pdf(session: Session, actor: Actor, record: Record, pdf: bytes, now: datetime) -> RecordPdf:
-    """Returns the stored signed PDF of ``record``, audited with its digest. The caller commits.
-
-    Raises IntegrityError (at flush or commit) when another request stored one first; that one stands.
-    """
-    digest = "sha256:" + hashlib.sha256(pdf).hexdigest()
-    row = RecordPdf(record_id=record.id, record_digest=record.digest, pdf_digest=digest, pdf=pdf, created_at=now)
-    session.add(row)
-    session.flush()
-    audit.append(session, action="record.pdf_issued", actor=actor, occurred_at=now, submission_id=record.submission_id,
-                 input_digest=record.digest, before_state=State.APPROVED, after_state=State.APPROVED,
-                 **_engine_policy(record.document),
-                 detail={"record_id": record.id, "record_digest": record.digest, "pdf_digest": digest,
-                         "bytes": len(pdf)})
-    return row
-
-
-def purchase_order_document(po_number: str, system: str, actor: Actor, now: datetime) -> dict[str, Any]:
-    """Returns a purchase-order link in the record schema's shape."""
-    return {"po_number": po_number, "system": system, "linked_at": audit.timestamp(now), "actor": actor.name,
-            "role": actor.role}
-
-
-def _has_purchase_order(record: Record, po_number: str, system: str) -> bool:
-    return any(po.get("po_number") == po_number and po.get("system") == system
-               for po in record.document.get("purchase_orders") or [])
-
-
-def link_purchase_order(session: Session, actor: Actor, record_id: str, po_number: str, system: str,
-                        request_digest: str, keys: SigningKeys, now: datetime) -> tuple[Record, bool]:
-    """Returns the newest issue of the record that lists the purchase order, and whether this call issued it.
-
-    ``record_id`` may name any issue of an approved final record; the link is added to the newest issue by
-    issuing the next one (the same record plus the purchase order, ``supersedes`` the previous issue, signed).
-    Linking a (po_number, system) pair that is already listed changes nothing (False). WorkflowConflict for
-    any record that is not an approved final record. The caller commits only when this returns True.
-    """
-    record = get_record(session, record_id)
-    if not is_signed_record(record):
-        what = ("an evaluation record" if record.kind == "evaluation" else
-                f"the final record of a {State.REJECTED} quote")
-        hint = ""
-        if record.kind == "evaluation":
-            final = latest_issue(session, record.submission_id)
-            approved = final is not None and is_signed_record(final)
-            hint = f"; link it to the approved final record {final.id}" if approved else "; approve the quote first"
-        raise WorkflowConflict(f"record {record.id} is {what}, not an approved one: purchase orders are linked to "
-                               f"approved records only{hint}")
-    latest = latest_issue(session, record.submission_id)
-    assert latest is not None  # ``record`` itself is a final record of this submission
-    if _has_purchase_order(latest, po_number, system):
-        return latest, False
-    # Linking is a change of the submission (its final record changes): bump its version unconditionally.
-    # As the transaction's first write this also queues concurrent links of the same submission, so the
-    # newest issue read next is current and each link extends the chain rather than forking it.
-    session.execute(update(Submission).where(col(Submission.id) == record.submission_id)
-                    .values(version=Submission.version + 1, updated_at=now)
-                    .execution_options(synchronize_session=False))
-    latest = latest_issue(session, record.submission_id)
-    assert latest is not None
-    if _has_purchase_order(latest, po_number, system):
-        return latest, False
-    issue = (latest.issue or 1) + 1
-    document = {**latest.document, "record_id": new_id(), "issue": issue,
-                "supersedes": {"record_id": latest.id, "digest": latest.digest},
-                "purchase_orders": [*(latest.document.get("purchase_orders") or []),
-                                    purchase_order_document(po_number, system, actor, now)],
-                "audit_anchor": audit.anchor(session).as_record_member()}
-    issued = _store_final_record(session, latest.submission_id, latest.evaluation_id, document, now, keys,
-                                 supersedes=latest)
-    audit.append(session, action="purchase_order.linked", actor=actor, occurred_at=now,
-                 submission_id=latest.submission_id, input_digest=request_digest, before_state=State.APPROVED,
-                 after_state=State.APPROVED, **_engine_policy(document),
-                 detail={"po_number": po_number, "system": system, "record_id": issued.id,
-                         "record_digest": issued.digest, "issue": issue,
-                         "supersedes": {"record_id": latest.id, "record_digest": latest.digest}})
-    return issued, True
+    return store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)

@@ -20,6 +20,7 @@ from sqlmodel import Session, col, select
 from rules.errors import QuotecheckError
 from service.config import clock_of
 from service.db import get_db
+from service.errors import status_of
 from service.models import TaskRun
 
 PENDING, PROGRESS, SUCCESS, FAILURE = "PENDING", "PROGRESS", "SUCCESS", "FAILURE"
@@ -126,7 +127,7 @@ def problem_of(error: BaseException) -> dict[str, Any]:
     base = current_app.config["PROBLEM_TYPE_BASE"]
     if isinstance(error, QuotecheckError):
         problem: dict[str, Any] = {"type": base + error.type_slug, "title": error.title,
-                                   "status": error.http_status, "detail": error.detail}
+                                   "status": status_of(error), "detail": error.detail}
         if error.problems:
             problem["errors"] = [p.as_dict() for p in error.problems]
         return problem

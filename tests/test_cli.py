@@ -214,3 +214,55 @@ def test_a_lone_surrogate_in_a_file_exits_2_naming_the_member(tmp_path: Path, su
     assert code == 2
     assert "/quote/quote_id: contains U+D800 (a lone surrogate" in output
     assert "/quote/x<U+DC00>: contains U+DC00 (a lone surrogate" in output
+
+
+# --- JSON as the API reads it (schemas/json_reader.py) ---------------------------------------------------------
+
+REPEATED_VENDOR = ("member name 'vendor' appears more than once in one object",
+                   "/quote/vendor: appears more than once in this object")
+
+
+@pytest.mark.parametrize("command", ["validate", "evaluate"])
+def test_a_repeated_member_name_exits_2_naming_its_pointer(tmp_path: Path, command: str) -> None:
+    # Which of two equal names wins differs between JSON readers: the file would mean two different quotes.
+    text = EXAMPLE.read_text().replace('"vendor": ', '"vendor": "Someone Else", "vendor": ', 1)
+    path = _write(tmp_path, text)
+
+    code, output = _run(command, path)
+
+    assert code == 2
+    assert f"{path} is not acceptable JSON: {REPEATED_VENDOR[0]}" in output
+    assert REPEATED_VENDOR[1] in output
+
+
+@pytest.mark.parametrize("command", ["validate", "evaluate"])
+def test_nesting_beyond_64_levels_exits_2_without_a_traceback(tmp_path: Path, command: str) -> None:
+    path = _write(tmp_path, '{"a":' * 5000 + "1" + "}" * 5000)
+
+    code, output = _run(command, path)
+
+    assert code == 2 and "more than 64 levels deep" in output and "Traceback" not in output
+
+
+def test_nul_in_a_file_exits_2_naming_the_member(tmp_path: Path, submission: dict) -> None:
+    submission["quote"]["vendor"] = "Acme\u0000"
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2 and "/quote/vendor: must not contain U+0000 (NUL)" in output
+
+
+def test_an_integer_json_does_not_carry_exactly_exits_2_naming_it(tmp_path: Path, submission: dict) -> None:
+    submission["quote"]["line_items"][0]["quantity"] = 2**60
+
+    code, output = _run("validate", _write(tmp_path, submission))
+
+    assert code == 2
+    assert "/quote/line_items/0/quantity: 1152921504606846976 is outside the numbers JSON carries exactly" in output
+
+
+def test_a_byte_order_mark_is_ignored_as_the_api_ignores_it(tmp_path: Path) -> None:
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + EXAMPLE.read_bytes())
+
+    assert _run("validate", str(path))[0] == 0

@@ -3,6 +3,10 @@
 Every task runs inside the Flask app's context, so it reads the same configuration, database and signing
 keys as the API. Without ``CELERY_BROKER_URL`` tasks run in-process when they are sent (eager), which is
 what one machine and the fast tests use; with a Redis URL they go to ``celery -A workers.worker worker``.
+
+``init_app`` is what ``create_app`` calls for the TASK_QUEUE setting (``workers.celery_app`` by default):
+it registers the Celery app as the service's task queue (service/tasks_port.py), through which the API
+sends tasks by name; the service never imports this package.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ from typing import Any
 
 from celery import Celery, Task
 from flask import Flask
+
+# Registers the shared tasks on every Celery app, this module's included.
+import workers.tasks  # noqa: F401
+from service import tasks_port
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
@@ -79,12 +87,28 @@ def celery_init_app(app: Flask) -> Celery:
     celery_app.config_from_object(celery_settings(app.config))
     celery_app.set_default()
     app.extensions[EXTENSION] = celery_app
-    # Registers the shared tasks on this app (and on every Celery app created later).
-    import workers.tasks  # noqa: F401
-
     return celery_app
 
 
+class CeleryQueue:
+    """The service's task queue (service.tasks_port.TaskQueue) on a Celery app."""
+
+    def __init__(self, celery_app: Celery) -> None:
+        self.celery_app = celery_app
+
+    def send(self, name: str, args: list[Any], task_id: str) -> None:
+        # ignore_result: the task records its outcome in the task table; the sender need not subscribe to
+        # the result backend for a result it never waits for.
+        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True)
+
+    def forget(self, task_id: str) -> None:
+        self.celery_app.backend.forget(task_id)
+
+    def state(self, task_id: str) -> tuple[str | None, Any]:
+        meta = self.celery_app.backend.get_task_meta(task_id)
+        return meta.get("status"), meta.get("result")
+
+
 def init_app(app: Flask) -> None:
-    """The subsystem entry point create_app calls: wires Celery to ``app``."""
-    celery_init_app(app)
+    """The entry point create_app calls (TASK_QUEUE): wires Celery to ``app`` and registers it as its task queue."""
+    tasks_port.register(app, CeleryQueue(celery_init_app(app)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from typing import Any
 
 from flask import Blueprint, Response, current_app
 
@@ -13,11 +14,12 @@ from rules.errors import Problem
 from rules.evaluate import engine_version, submission_digest
 from service import task_runs
 from service.api import tasks
-from service.api_schemas import COMPARISON_REQUEST, VARIANT_NAME_PATTERN
+from service.api_schemas import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
 from service.auth import current_actor, require
 from service.errors import InvalidRequest
 from service.evaluation import policy
-from service.http import canonical_digest, json_body, now, validate_body
+from service.http import now
+from service.inputs import Body, accepts
 from service.openapi import operation
 
 bp = Blueprint("comparisons", __name__, url_prefix="/api/v1/comparisons")
@@ -25,13 +27,31 @@ bp = Blueprint("comparisons", __name__, url_prefix="/api/v1/comparisons")
 _NAME = re.compile(VARIANT_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 
 
+def _check_comparison(body: dict[str, Any]) -> None:
+    """Raises InvalidRequest for more variants than MAX_COMPARISON_VARIANTS, or a variant name of control characters."""
+    limit = current_app.config["MAX_COMPARISON_VARIANTS"]
+    if len(body["variants"]) > limit:
+        raise InvalidRequest(f"the comparison has {len(body['variants'])} variants; the limit is {limit}",
+                             [Problem("/variants", f"at most {limit} variants (MAX_COMPARISON_VARIANTS)")])
+    # Python's "$" also matches before a final newline, which the schema's pattern (ECMA 262) does not.
+    names = [Problem(f"/variants/{i}/name", "must be 1-64 characters without control characters")
+             for i, v in enumerate(body["variants"]) if not _NAME.fullmatch(v["name"])]
+    if names:
+        raise InvalidRequest("the comparison has invalid variant names", names)
+
+
+COMPARISON_BODY = Body("ComparisonRequest", "comparison", COMPARISON_REQUEST, check=_check_comparison,
+                       documented=COMPARISON_REQUEST_DOCUMENTED)
+
+
 @bp.post("")
-@operation(tag="comparisons", request="ComparisonRequest", errors=(503,),
+@operation(tag="comparisons", errors=(503,),
            responses={202: ("Accepted: the task that compares the variants (`Location`); it has finished already "
                             "when the service runs tasks in-process", "Task")},
            response_headers={202: ("Location",)})
 @require("submit")
-def create_comparison() -> Response:
+@accepts(COMPARISON_BODY)
+def create_comparison(body: dict[str, Any]) -> Response:
     """Compare a submission under several variants (JSON merge patches), in a background task.
 
     Each variant's `patch` is an RFC 7396 JSON merge patch applied to `submission` (`null` removes a
@@ -44,18 +64,6 @@ def create_comparison() -> Response:
     answered with the task (and result) of the first, a failed one is run again.
     """
     actor = current_actor()
-    body = json_body()
-    validate_body(body, COMPARISON_REQUEST, "comparison")
-    limit = current_app.config["MAX_COMPARISON_VARIANTS"]
-    if len(body["variants"]) > limit:
-        raise InvalidRequest(f"the comparison has {len(body['variants'])} variants; the limit is {limit}",
-                             [Problem("/variants", f"at most {limit} variants (MAX_COMPARISON_VARIANTS)")])
-    # Python's "$" also matches before a final newline, which the schema's pattern (ECMA 262) does not.
-    names = [Problem(f"/variants/{i}/name", "must be 1-64 characters without control characters")
-             for i, v in enumerate(body["variants"]) if not _NAME.fullmatch(v["name"])]
-    if names:
-        raise InvalidRequest("the comparison has invalid variant names", names)
-    canonical_digest(body)
     submission = body["submission"]
     variants = [{"name": v["name"], "patch": v["patch"]} for v in body["variants"]]
     variant_documents(submission, variants)

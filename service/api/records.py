@@ -12,22 +12,24 @@ import hashlib
 import json
 import re
 from dataclasses import asdict
+from typing import Any
 
 from flask import Blueprint, Response, current_app, request, url_for
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from rules.errors import Problem
-from service import store, task_runs
+from service import purchase_orders, record_store, task_runs
 from service.api import tasks
 from service.api_schemas import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
 from service.auth import current_actor, public, require
 from service.db import get_db
-from service.errors import InvalidRequest
-from service.http import canonical_digest, json_body, now, validate_body
+from service.http import now
+from service.identifiers import body_digest
+from service.inputs import Body, accepts, refuse
 from service.models import Record
 from service.openapi import operation
 from service.record import canonical_bytes, signing_keys, verify_document
+from service.record.render import draft_pdf
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
 
@@ -45,12 +47,12 @@ def _version_links(session: Session, record: Record) -> str:
     if record.kind != "final":
         return ""
     links = []
-    latest = store.latest_issue(session, record.submission_id)
+    latest = record_store.latest_issue(session, record.submission_id)
     if latest is not None and latest.id != record.id:
         links.append((latest.id, "latest-version"))
     if record.supersedes_id:
         links.append((record.supersedes_id, "predecessor-version"))
-    successor = store.successor_of(session, record)
+    successor = record_store.successor_of(session, record)
     if successor is not None:
         links.append((successor.id, "successor-version"))
     return ", ".join(f'<{url_for("records.get_record", record_id=rid)}>; rel="{rel}"' for rid, rel in links)
@@ -86,9 +88,10 @@ def get_record(record_id: str) -> Response:
     """
     actor = current_actor()
     with get_db().session() as session:
-        record = store.visible_record(session, actor, record_id)
-        if store.is_signed_record(record):
-            body, status = canonical_bytes(store.signed_envelope(session, actor, record, signing_keys(), now())), SIGNED
+        record = record_store.visible_record(session, actor, record_id)
+        if record_store.is_signed_record(record):
+            envelope = record_store.signed_envelope(session, actor, record, signing_keys(), now())
+            body, status = canonical_bytes(envelope), SIGNED
             session.commit()  # only writes when a record issued before signing existed is signed now
         else:
             body, status = canonical_bytes(record.document), DRAFT
@@ -124,45 +127,24 @@ def get_record_pdf(record_id: str) -> Response:
     yet is rendered by a background task instead: 202 with the task (`Location`, `GET /api/v1/tasks/{id}`),
     whose result links back here; a stored PDF or a DRAFT is answered at once, as without the header.
     """
-    from workers.tasks import record_pdf_key, render_record_pdf
-
     actor = current_actor()
-    db = get_db()
-    with db.session() as session:
-        record = store.visible_record(session, actor, record_id)
-        signed = store.is_signed_record(record)
-        envelope = None
-        cached = None
-        if signed:
-            envelope = store.signed_envelope(session, actor, record, signing_keys(), now())
-            session.commit()
-            cached = store.stored_pdf(session, record)
+    with get_db().session() as session:
+        record = record_store.visible_record(session, actor, record_id)
+        signed = record_store.is_signed_record(record)
+        stored = record_store.stored_pdf(session, record) if signed else None
         link = _version_links(session, record)
-    if cached is not None:
-        return _pdf_response(cached.pdf, record, SIGNED, link)
-    if signed and prefers_async():
-        row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_pdf_key(record.id, record.digest), 1, now(),
-                                submission_id=record.submission_id)
+    if not signed:
+        # Rendered anew on each request, outside any transaction: it takes about a second and needs no database.
+        return _pdf_response(draft_pdf(record.document), record, DRAFT, link)
+    if stored is None and prefers_async():
+        row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1,
+                                now(), submission_id=record.submission_id)
         if send:
             tasks.send(row, [record.id, asdict(actor)])
         return tasks.accepted(row.id, **{"Preference-Applied": "respond-async"})
-    # Rendered outside any transaction: it takes about a second and needs no database.
-    pdf = render_record_pdf(json.dumps(record.document), signed,
-                            envelope_json=json.dumps(envelope) if envelope is not None else None)
-    if not signed:
-        return _pdf_response(pdf, record, DRAFT, link)
-    try:
-        with db.session() as session:
-            store.store_pdf(session, actor, record, pdf, now())
-            session.commit()
-    except IntegrityError:
-        # Another request issued this record's PDF first; that one stands, and this render is dropped.
-        with db.session() as session:
-            stored = store.stored_pdf(session, record)
-            if stored is None:
-                raise
-            pdf = stored.pdf
-    return _pdf_response(pdf, record, SIGNED, link)
+    if stored is None:
+        stored = record_store.issue_signed_pdf(actor, record, signing_keys(), now())
+    return _pdf_response(stored.pdf, record, SIGNED, link)
 
 
 def _pdf_response(pdf: bytes, record: Record, status: str, link: str) -> Response:
@@ -195,9 +177,8 @@ def verify_record() -> Response:
                                       mimetype="application/json")
 
 
-def _parse_purchase_order(body: object) -> tuple[str, str]:
-    validate_body(body, PURCHASE_ORDER_REQUEST, "purchase order")
-    assert isinstance(body, dict)
+def _check_purchase_order(body: dict[str, Any]) -> None:
+    """Raises InvalidRequest for a number or system that the schema's pattern takes only as ECMA 262 reads it."""
     problems = []
     # Python's "$" also matches before a final newline, which JSON Schema's (ECMA 262) does not: check the
     # whole text here too.
@@ -205,19 +186,22 @@ def _parse_purchase_order(body: object) -> tuple[str, str]:
         problems.append(Problem("/po_number", "must be 1-64 of A-Z a-z 0-9 . _ / -"))
     if not re.fullmatch(SYSTEM_PATTERN.removeprefix("^").removesuffix("$"), body["system"]):
         problems.append(Problem("/system", "must be 1-64 printable characters without leading or trailing blanks"))
-    if problems:
-        raise InvalidRequest("the purchase order is not acceptable", problems)
-    return body["po_number"], body["system"]
+    refuse("purchase order", problems)
+
+
+PURCHASE_ORDER_BODY = Body("PurchaseOrderRequest", "purchase order", PURCHASE_ORDER_REQUEST,
+                           check=_check_purchase_order)
 
 
 @bp.post("/<record_id>/purchase-orders")
-@operation(tag="records", request="PurchaseOrderRequest", errors=(404, 409),
+@operation(tag="records", errors=(404, 409),
            responses={201: ("Linked: a new version of the record, signed, lists the order", "PurchaseOrderLink"),
                       200: ("Already linked: nothing changed; the newest version lists the order",
                             "PurchaseOrderLink")},
            response_headers={201: ("Location",), 200: ("Location",)})
 @require("link-purchase-order")
-def link_purchase_order(record_id: str) -> Response:
+@accepts(PURCHASE_ORDER_BODY)
+def link_purchase_order(record_id: str, body: dict[str, Any]) -> Response:
     """Link a purchase order to an approved record; this issues a new signed version of the record.
 
     The record (any version of an approved final record) is re-issued with the order added to
@@ -228,12 +212,11 @@ def link_purchase_order(record_id: str) -> Response:
     extends the newest version.
     """
     actor = current_actor()
-    body = json_body()
-    po_number, system = _parse_purchase_order(body)
+    po_number, system = body["po_number"], body["system"]
     moment = now()
     with get_db().session() as session:
-        record, linked = store.link_purchase_order(session, actor, record_id, po_number, system,
-                                                   canonical_digest(body), signing_keys(), moment)
+        record, linked = purchase_orders.link_purchase_order(session, actor, record_id, po_number, system,
+                                                             body_digest(body), signing_keys(), moment)
         if linked:
             session.commit()
     view = _purchase_order_link(record, po_number, system, linked)

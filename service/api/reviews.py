@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
 from flask import Blueprint, Response
 
@@ -11,47 +12,51 @@ from service import store
 from service.api_schemas import DECISION_REQUEST, WAIVER_REQUEST
 from service.auth import authorize, current_actor, require
 from service.db import get_db
-from service.errors import InvalidRequest
 from service.evaluation import required_approvers
-from service.http import canonical_digest, expected_version, json_body, json_response, now, validate_body
+from service.http import expected_version, json_response, now
+from service.identifiers import body_digest
+from service.inputs import Body, accepts, refuse
 from service.openapi import operation
 from service.record import signing_keys
 from service.representations import decision_view, submission_view, waiver_view
+from service.visibility import ensure_visible
 from service.workflow import MIN_JUSTIFICATION
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
 
 
-def _parse_waiver(body: dict, today: date) -> tuple[str, date | None]:
-    validate_body(body, WAIVER_REQUEST, "waiver")
+def _check_waiver(body: dict[str, Any]) -> None:
+    """Raises InvalidRequest for a justification too short to say why, or an expiry that is no date or is past."""
     problems = []
     justification = body["justification"].strip()
     if len(justification) < MIN_JUSTIFICATION:
         problems.append(Problem("/justification", f"must say why in at least {MIN_JUSTIFICATION} characters, "
                                                   f"found {len(justification)}"))
-    expires = None
-    if body.get("expires") is not None:
+    expires = body.get("expires")
+    if expires is not None:
+        today = now().date()
         try:
-            expires = date.fromisoformat(body["expires"])
+            day = date.fromisoformat(expires)
         except ValueError:
-            problems.append(Problem("/expires", f"{body['expires']!r} is not an ISO date (YYYY-MM-DD)"))
-        else:
-            if len(body["expires"]) != 10:
-                problems.append(Problem("/expires", f"{body['expires']!r} is not an ISO date (YYYY-MM-DD)"))
-            elif expires < today:
-                problems.append(Problem("/expires", f"{expires.isoformat()} is in the past (today is "
-                                                    f"{today.isoformat()})"))
-    if problems:
-        raise InvalidRequest("the waiver is not acceptable", problems)
-    return justification, expires
+            day = None
+        if day is None or len(expires) != 10:
+            problems.append(Problem("/expires", f"{expires!r} is not an ISO date (YYYY-MM-DD)"))
+        elif day < today:
+            problems.append(Problem("/expires", f"{day.isoformat()} is in the past (today is {today.isoformat()})"))
+    refuse("waiver", problems)
+
+
+WAIVER_BODY = Body("WaiverRequest", "waiver", WAIVER_REQUEST, check=_check_waiver)
+DECISION_BODY = Body("DecisionRequest", "decision", DECISION_REQUEST)
 
 
 @bp.post("/<submission_id>/checks/<check_id>/waivers")
-@operation(tag="reviews", request="WaiverRequest", if_match=True, errors=(404, 409),
+@operation(tag="reviews", if_match=True, errors=(404, 409),
            responses={201: ("Stored; the submission with the new waiver (`waiver`) and its new ETag", "Submission")},
            response_headers={201: ("Location", "ETag")})
 @require("waive")
-def create_waiver(submission_id: str, check_id: str) -> Response:
+@accepts(WAIVER_BODY)
+def create_waiver(submission_id: str, check_id: str, body: dict[str, Any]) -> Response:
     """Waive the current result of a failed, warned or incomplete check, with a justification.
 
     The waiver binds to the digest of the result's status and evidence: when a revision changes that
@@ -60,13 +65,13 @@ def create_waiver(submission_id: str, check_id: str) -> Response:
     """
     actor = current_actor()
     moment = now()
+    justification = body["justification"].strip()
+    expires = date.fromisoformat(body["expires"]) if body.get("expires") is not None else None
     with get_db().session() as session:
-        store.ensure_visible(session, actor, submission_id)
+        ensure_visible(session, actor, submission_id)
         snap = store.load(session, submission_id)
         expected_version(snap.submission.version)
-        body = json_body()
-        justification, expires = _parse_waiver(body, moment.date())
-        waiver = store.waive(session, actor, snap, check_id, justification, expires, canonical_digest(body), moment)
+        waiver = store.waive(session, actor, snap, check_id, justification, expires, body_digest(body), moment)
         snap = store.load(session, submission_id)
         view = submission_view(snap, moment.date(), required_approvers())
         view["waiver"] = waiver_view(snap, waiver, moment.date())
@@ -75,11 +80,12 @@ def create_waiver(submission_id: str, check_id: str) -> Response:
 
 
 @bp.post("/<submission_id>/decisions")
-@operation(tag="reviews", request="DecisionRequest", if_match=True, errors=(404, 409),
+@operation(tag="reviews", if_match=True, errors=(404, 409),
            responses={201: ("Recorded; the submission with the decision (`decision`) and its new ETag", "Submission")},
            response_headers={201: ("Location", "ETag")})
 @require("decide")
-def create_decision(submission_id: str) -> Response:
+@accepts(DECISION_BODY)
+def create_decision(submission_id: str, body: dict[str, Any]) -> Response:
     """Approve, reject, or request changes to the current revision.
 
     approve needs the approver or admin role, every failed or incomplete check covered by a valid
@@ -91,13 +97,11 @@ def create_decision(submission_id: str) -> Response:
     actor = current_actor()
     moment = now()
     with get_db().session() as session:
-        store.ensure_visible(session, actor, submission_id)
+        ensure_visible(session, actor, submission_id)
         snap = store.load(session, submission_id)
         expected_version(snap.submission.version)
-        body = json_body()
-        validate_body(body, DECISION_REQUEST, "decision")
         authorize(actor, body["action"])
-        decision = store.decide(session, actor, snap, body["action"], body.get("comment"), canonical_digest(body),
+        decision = store.decide(session, actor, snap, body["action"], body.get("comment"), body_digest(body),
                                 required_approvers(), moment, signing_keys())
         view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
         view["decision"] = decision_view(decision)

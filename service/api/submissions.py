@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from typing import Any
 
-from flask import Blueprint, Response, current_app, request, url_for
+from flask import Blueprint, Response, request, url_for
 from sqlalchemy import or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from service import audit, store
+from rules.evaluate import validate_submission
+from service import audit, store, verdicts
 from service.auth import current_actor, require
 from service.db import get_db
 from service.errors import IdempotencyKeyReused, InvalidRequest, NotFound, ParameterProblem
 from service.evaluation import evaluate_submission, required_approvers
-from service.http import canonical_digest, expected_version, json_body, json_response, now
+from service.http import expected_version, json_response, now
+from service.identifiers import body_digest
+from service.inputs import Body, Query, accepts
 from service.models import Submission
 from service.openapi import operation
 from service.representations import audit_event_view, submission_summary, submission_view
+from service.visibility import ensure_visible, own_submissions
 from service.workflow import State
 
 bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
@@ -28,24 +33,23 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 NEWEST_FIRST = (col(Submission.created_at).desc(), col(Submission.id))
 # Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
 MAX_PAGE = 1_000_000
-_DIGITS = re.compile(r"[0-9]{1,9}")
+FILTERS = ("state", "verdict", "effective_verdict", "vendor")
 
+# The body of a submission or a revision: the contract schema, checked as the engine checks it.
+SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=validate_submission)
 
-def _query(name: str, description: str, schema: dict) -> dict:
-    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
-
-
-LIST_PARAMETERS = (
-    _query("state", "only submissions in this state", {"enum": list(State)}),
-    _query("verdict", "only submissions whose current evaluation has this verdict", {"enum": list(VERDICTS)}),
-    _query("effective_verdict", "only submissions whose verdict after waivers is this: a waiver that binds to its "
-           "check's current result and has not expired (today) counts the check as passed",
-           {"enum": list(VERDICTS)}),
-    _query("vendor", "only vendors whose name contains this text (case-insensitive)",
-           {"type": "string", "maxLength": 200}),
-    _query("page", "page number, from 1", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1}),
-    _query("per_page", "items per page", {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}),
-)
+LIST_QUERY = Query({"type": "object", "properties": {
+    "state": {"description": "only submissions in this state", "enum": list(State)},
+    "verdict": {"description": "only submissions whose current evaluation has this verdict", "enum": list(VERDICTS)},
+    "effective_verdict": {"description": "only submissions whose verdict after waivers is this: a waiver that binds "
+                                         "to its check's current result and has not expired (today) counts the "
+                                         "check as passed", "enum": list(VERDICTS)},
+    "vendor": {"description": "only vendors whose name contains this text (case-insensitive)", "type": "string",
+               "maxLength": 200},
+    "page": {"description": "page number, from 1", "type": "integer", "minimum": 1, "maximum": MAX_PAGE,
+             "default": 1},
+    "per_page": {"description": "items per page", "type": "integer", "minimum": 1},
+}}, configured={"per_page": {"maximum": "MAX_PAGE_SIZE", "default": "DEFAULT_PAGE_SIZE"}})
 
 
 def _created(view: dict, status: int, **extra_headers: str) -> Response:
@@ -61,20 +65,20 @@ def _replay(key: str, digest: str, stored_digest: str, response: dict) -> Respon
 
 
 @bp.post("")
-@operation(tag="submissions", request="SubmissionDocument", idempotency_key=True,
+@operation(tag="submissions", idempotency_key=True,
            responses={201: ("Stored and evaluated", "Submission"),
                       200: ("A retry with the same Idempotency-Key and body: the first response", "Submission")},
            response_headers={201: ("Location", "ETag"), 200: ("Location", "ETag", "Idempotent-Replayed")})
 @require("submit")
-def create_submission() -> Response:
+@accepts(SUBMISSION_BODY)
+def create_submission(body: dict[str, Any]) -> Response:
     """Submit a quote with its workload and measurements; returns its evaluation.
 
     The body is a submission document (schemas/submission.schema.json). It is validated, evaluated at
     once, and stored with the evaluation record; the response carries every check with its evidence.
     """
     actor = current_actor()
-    document = json_body()
-    digest = canonical_digest(document)
+    digest = body_digest(body)
     key = request.headers.get("Idempotency-Key")
     if key is not None and not _IDEMPOTENCY_KEY.match(key):
         raise InvalidRequest("Idempotency-Key must be 1-255 visible ASCII characters",
@@ -86,10 +90,10 @@ def create_submission() -> Response:
             if seen is not None:
                 return _replay(key, digest, seen.request_digest, seen.response)
     moment = now()
-    record = evaluate_submission(document, moment)
+    record = evaluate_submission(body, moment)
     try:
         with db.session() as session:
-            submission_id = store.create_submission(session, actor, document, record, moment)
+            submission_id = store.create_submission(session, actor, body, record, moment)
             view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
             if key is not None:
                 store.remember_idempotency_key(session, actor, key, digest, submission_id, view, moment)
@@ -106,48 +110,20 @@ def create_submission() -> Response:
     return _created(view, 201)
 
 
-def _int_parameter(name: str, default: int, maximum: int, problems: list) -> int:
-    raw = request.args.get(name)
-    if raw is None:
-        return default
-    # ASCII digits only: str.isdigit() also takes "²" (which int() refuses) and other scripts' digits.
-    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= maximum:
-        shown = raw if len(raw) <= 40 else raw[:40] + "…"
-        problems.append(ParameterProblem("", f"must be an integer from 1 to {maximum:,}, found {shown!r}", name))
-        return default
-    return int(raw)
-
-
 @bp.get("")
-@operation(tag="submissions", parameters=LIST_PARAMETERS, errors=(422,),
-           responses={200: ("A page of submissions, newest first", "SubmissionPage")})
+@operation(tag="submissions", responses={200: ("A page of submissions, newest first", "SubmissionPage")})
 @require("read")
-def list_submissions() -> Response:
+@accepts(LIST_QUERY)
+def list_submissions(query: dict[str, Any]) -> Response:
     """List submissions, newest first, filtered by state, verdict, verdict after waivers or vendor.
 
     Each item carries `verdict` (the current evaluation's) and `effective_verdict` (after the waivers valid
     today, as in the submission's own representation). Filters combine; `total` and the page links count
     the submissions that pass all of them. A token of scope `own` lists only the submissions of its user.
     """
-    problems: list = []
-    state, verdict, vendor = request.args.get("state"), request.args.get("verdict"), request.args.get("vendor")
-    effective = request.args.get("effective_verdict")
-    if state is not None and state not in set(State):
-        problems.append(ParameterProblem("", f"{state!r} is not one of {', '.join(State)}", "state"))
-    for name, value in (("verdict", verdict), ("effective_verdict", effective)):
-        if value is not None and value not in VERDICTS:
-            shown = value if len(value) <= 40 else value[:40] + "…"
-            problems.append(ParameterProblem("", f"{shown!r} is not one of {', '.join(VERDICTS)}", name))
-    if vendor is not None and len(vendor) > 200:
-        problems.append(ParameterProblem("", "must be at most 200 characters", "vendor"))
-    elif vendor is not None and "\x00" in vendor:
-        problems.append(ParameterProblem("", "must not contain U+0000 (NUL)", "vendor"))
-    config = current_app.config
-    page = _int_parameter("page", 1, MAX_PAGE, problems)
-    per_page = _int_parameter("per_page", config["DEFAULT_PAGE_SIZE"], config["MAX_PAGE_SIZE"], problems)
-    if problems:
-        raise InvalidRequest("the query has invalid parameters", problems)
-    conditions = store.own_submissions(current_actor())
+    state, verdict, vendor = query["state"], query["verdict"], query["vendor"]
+    effective, page, per_page = query["effective_verdict"], query["page"], query["per_page"]
+    conditions = own_submissions(current_actor())
     if state:
         conditions.append(col(Submission.state) == state)
     if verdict:
@@ -162,13 +138,13 @@ def list_submissions() -> Response:
                                 .offset((page - 1) * per_page).limit(per_page)).all()
         else:
             total, rows = _by_effective_verdict(session, conditions, effective, today, page, per_page)
-        after_waivers = store.effective_verdicts(session, [row.id for row in rows], today)
+        after_waivers = verdicts.effective_verdicts(session, [row.id for row in rows], today)
         items = [submission_summary(row, after_waivers.get(row.id, row.verdict)) for row in rows]
-    links = {"self": _page_url(page, per_page)}
+    links = {"self": _page_url(query, page)}
     if page * per_page < total:
-        links["next"] = _page_url(page + 1, per_page)
+        links["next"] = _page_url(query, page + 1)
     if page > 1:
-        links["prev"] = _page_url(page - 1, per_page)
+        links["prev"] = _page_url(query, page - 1)
     return json_response({"items": items, "page": page, "per_page": per_page, "total": total, "links": links})
 
 
@@ -178,14 +154,14 @@ def _by_effective_verdict(session: Session, conditions: list, effective: str, to
 
     The verdict after waivers depends on today's date (waivers expire), so it is not stored: waivers only
     ever count checks as passed, so a submission without an unexpired waiver keeps its verdict, and only
-    those with one are re-decided (store.effective_verdicts). Candidates are read as ids, newest first.
+    those with one are re-decided (verdicts.effective_verdicts). Candidates are read as ids, newest first.
     """
-    waived = store.unexpired_waivers(today)
+    waived = verdicts.unexpired_waivers(today)
     candidates = session.exec(select(Submission.id, Submission.verdict)
                               .where(*conditions, or_(col(Submission.verdict) == effective,
                                                       col(Submission.id).in_(waived)))
                               .order_by(*NEWEST_FIRST)).all()
-    redecided = store.effective_verdicts(session, select(Submission.id).where(*conditions,
+    redecided = verdicts.effective_verdicts(session, select(Submission.id).where(*conditions,
                                                                               col(Submission.id).in_(waived)), today)
     matching = [submission_id for submission_id, raw in candidates if redecided.get(submission_id, raw) == effective]
     page_ids = matching[(page - 1) * per_page:page * per_page]
@@ -193,9 +169,9 @@ def _by_effective_verdict(session: Session, conditions: list, effective: str, to
     return len(matching), [rows[submission_id] for submission_id in page_ids]
 
 
-def _page_url(page: int, per_page: int) -> str:
-    filters = {k: v for k, v in request.args.items() if k in ("state", "verdict", "effective_verdict", "vendor")}
-    return url_for("submissions.list_submissions", **filters, page=page, per_page=per_page)
+def _page_url(query: dict[str, Any], page: int) -> str:
+    filters = {name: query[name] for name in FILTERS if query[name] is not None}
+    return url_for("submissions.list_submissions", **filters, page=page, per_page=query["per_page"])
 
 
 @bp.get("/<submission_id>")
@@ -206,17 +182,18 @@ def get_submission(submission_id: str) -> Response:
     """Read a submission: state, current evaluation with every check, waivers, decisions and its ETag."""
     moment = now()
     with get_db().session() as session:
-        store.ensure_visible(session, current_actor(), submission_id)
+        ensure_visible(session, current_actor(), submission_id)
         view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
     return json_response(view, 200, {"ETag": view["etag"]})
 
 
 @bp.post("/<submission_id>/revisions")
-@operation(tag="submissions", request="SubmissionDocument", if_match=True, errors=(404, 409),
+@operation(tag="submissions", if_match=True, errors=(404, 409),
            responses={201: ("Re-evaluated; `diff` lists the checks whose status or evidence changed", "Submission")},
            response_headers={201: ("Location", "ETag")})
 @require("revise")
-def create_revision(submission_id: str) -> Response:
+@accepts(SUBMISSION_BODY)
+def create_revision(submission_id: str, body: dict[str, Any]) -> Response:
     """Submit the vendor's revised quote; it is re-evaluated and compared with the previous revision.
 
     A check whose evidence changes gets a new result digest, so a waiver of its old result no longer
@@ -224,14 +201,12 @@ def create_revision(submission_id: str) -> Response:
     """
     actor = current_actor()
     with get_db().session() as session:
-        store.ensure_visible(session, actor, submission_id)
+        ensure_visible(session, actor, submission_id)
         snap = store.load(session, submission_id)
         expected_version(snap.submission.version)
-        document = json_body()
-        canonical_digest(document)
         moment = now()
-        record = evaluate_submission(document, moment)
-        diff = store.revise(session, actor, snap, document, record, moment)
+        record = evaluate_submission(body, moment)
+        diff = store.revise(session, actor, snap, body, record, moment)
         view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
         session.commit()
     return _created({**view, "diff": diff}, 201)
@@ -245,6 +220,6 @@ def get_audit(submission_id: str) -> Response:
     with get_db().session() as session:
         if session.get(Submission, submission_id) is None:
             raise NotFound(f"there is no submission {submission_id!r}")
-        store.ensure_visible(session, current_actor(), submission_id)
+        ensure_visible(session, current_actor(), submission_id)
         events = [audit_event_view(e) for e in audit.events_of(session, submission_id)]
     return json_response({"submission_id": submission_id, "events": events})

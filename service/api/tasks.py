@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, url_for
 from sqlalchemy.exc import IntegrityError
 
-from service import audit, store, task_runs
+from service import audit, task_runs
 from service.audit import Actor, timestamp
 from service.auth import current_actor, require
 from service.db import get_db
@@ -21,7 +21,8 @@ from service.errors import NotFound, ServiceUnavailable
 from service.http import json_response
 from service.models import TaskRun
 from service.openapi import operation
-from workers.tasks import COMPARE_CONFIGURATIONS, RENDER_RECORD_PDF
+from service.tasks_port import COMPARE_CONFIGURATIONS, RENDER_RECORD_PDF, task_queue
+from service.visibility import may_see
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
@@ -58,17 +59,18 @@ def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, event: d
 
 def send(row: TaskRun, args: list[Any]) -> None:
     """Sends the task of ``row`` to the queue (or runs it now, with no broker); 503 when the queue is unreachable."""
-    celery = current_app.extensions["celery"]
-    task = celery.tasks[TASK_NAMES[row.kind]]
+    try:
+        queue = task_queue()
+    except ServiceUnavailable as problem:
+        task_runs.fail(row.id, problem)
+        raise
     try:
         # A task sent again under its id (after a failure) must not show the last run's end meanwhile.
-        celery.backend.forget(row.id)
-    except Exception as error:  # the backend is only advisory here; sending decides
+        queue.forget(row.id)
+    except Exception as error:  # the result store is only advisory here; sending decides
         current_app.logger.warning("could not clear the result backend's state of task %s: %s", row.id, error)
     try:
-        # ignore_result: the task records its outcome in the task table; this process need not subscribe to
-        # the result backend for a result it never waits for.
-        task.apply_async(args=args, task_id=row.id, ignore_result=True)
+        queue.send(TASK_NAMES[row.kind], args, row.id)
     except Exception as error:  # kombu.exceptions.OperationalError, redis.ConnectionError, …
         current_app.logger.error("could not send task %s (%s): %s", row.id, row.kind, error)
         problem = ServiceUnavailable(f"the task queue (CELERY_BROKER_URL) is not reachable: {error}; "
@@ -80,11 +82,10 @@ def send(row: TaskRun, args: list[Any]) -> None:
 def _live(task_id: str) -> tuple[str, Any] | None:
     """Returns the result backend's (state, meta) of a task, or None when the backend cannot say."""
     try:
-        meta = current_app.extensions["celery"].backend.get_task_meta(task_id)
+        return task_queue().state(task_id)
     except Exception as error:
         current_app.logger.warning("the result backend could not report task %s: %s", task_id, error)
         return None
-    return meta.get("status"), meta.get("result")
 
 
 def view_of(row: TaskRun) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def load_view(task_id: str, actor: Actor | None = None) -> dict[str, Any]:
         row = task_runs.find(session, task_id)
         if row is not None and actor is not None and actor.scope == "own":
             mine = row.user_id == actor.user_id if row.submission_id is None else \
-                store.may_see(session, actor, row.submission_id)
+                may_see(session, actor, row.submission_id)
             row = row if mine else None
     if row is None:
         raise NotFound(f"there is no task {task_id!r}: task ids come from the Location of a 202 response")

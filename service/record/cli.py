@@ -191,12 +191,3 @@ def keys(instance_dir: str) -> None:
     from service.record.keys import public_keys_document
 
     click.echo(json.dumps(public_keys_document(_keys(instance_dir)), indent=2))
-
-
-COMMANDS = (verify, sign, pdf, keys)
-
-
-def register(group: click.Group) -> None:
-    """Adds the record commands to the ``quotecheck`` click group."""
-    for command in COMMANDS:
-        group.add_command(command)

@@ -209,6 +209,21 @@ def test_an_unreachable_broker_is_503_and_nothing_is_left_pending(make_app):
     assert task["state"] == "FAILURE" and task["error"]["status"] == 503
 
 
+def test_without_a_task_queue_background_work_is_503_and_recorded_as_failed(make_app):
+    # The service sends tasks only through service/tasks_port.py; TASK_QUEUE names who registers the queue.
+    app = make_app(TASK_QUEUE=None)
+    assert "celery" not in app.extensions
+    submitter = _submitter(app)
+
+    response = submitter.post(COMPARISONS, json={"submission": example(),
+                                                 "variants": [{"name": "as quoted", "patch": {}}]})
+
+    assert response.status_code == 503 and "TASK_QUEUE" in response.get_json()["detail"]
+    task_id = _events(app, "comparison.requested")[0].detail["task_id"]
+    task = submitter.get(f"/api/v1/tasks/{task_id}").get_json()
+    assert task["state"] == "FAILURE" and task["error"]["status"] == 503
+
+
 def test_prefer_respond_async_renders_the_signed_pdf_in_a_task(app, client, as_role, submitted):
     # Given an approved record whose PDF was never rendered
     _, view = submitted

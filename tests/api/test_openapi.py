@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -77,3 +78,67 @@ def test_workflow_doc_names_every_state_and_event():
         assert f"`{state.value}`" in text, state
     for event in TRANSITIONS:
         assert f"`{event.value}`" in text, event
+
+
+# --- one declaration per endpoint input (service/inputs.py) ---------------------------------------------------
+
+API_SOURCES = sorted((Path(__file__).parents[2] / "service" / "api").glob("*.py"))
+# What reads a request's JSON body or query by hand; only the declarations (service/inputs.py) may.
+REQUEST_READERS = {"args", "get_json", "json", "form", "values"}
+BODY_READERS = {"json_body", "validate_body"}
+
+
+def test_views_read_bodies_and_queries_only_through_their_declaration():
+    found = []
+    for path in API_SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr in REQUEST_READERS
+                    and isinstance(node.value, ast.Name) and node.value.id == "request") \
+                    or (isinstance(node, ast.Name) and node.id in BODY_READERS):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []
+
+
+def test_each_declared_body_and_query_is_what_the_document_describes(app, document):
+    components = document["components"]["schemas"]
+    declared = 0
+    for rule in app.url_map.iter_rules():
+        meta = getattr(app.view_functions[rule.endpoint], "openapi", {})
+        for method in rule.methods - IGNORED_METHODS:
+            op = document["paths"][openapi_path(rule.rule)[0]][method.lower()]
+            body, query = meta.get("body"), meta.get("query")
+            if body is not None:
+                declared += 1
+                assert op["requestBody"]["content"]["application/json"]["schema"] == {
+                    "$ref": f"#/components/schemas/{body.component}"}
+                assert body.component in components and "422" in op["responses"]
+                if body.schema is not None:
+                    assert components[body.component] == (body.documented or body.schema)
+            elif "requestBody" in op:  # a body read as bytes, whatever it holds (POST /records/verify)
+                assert set(op["requestBody"]["content"]) == set(meta["request_content"]), rule.endpoint
+            documented = {p["name"]: p["schema"] for p in op["parameters"] if p["in"] == "query"}
+            if query is not None:
+                declared += 1
+                expected = {name: {k: v for k, v in schema.items() if k != "description"}
+                            for name, schema in query.parameters(app.config).items()}
+                assert documented == expected
+            else:
+                assert documented == {}, rule.endpoint
+    assert declared >= 7  # submissions (2), list, waiver, decision, comparison, purchase order
+
+
+def test_query_bounds_from_the_configuration_are_documented_and_enforced(make_app, as_role):
+    app = make_app(MAX_PAGE_SIZE=50, DEFAULT_PAGE_SIZE=5)
+    document = app.test_client().get("/api/v1/openapi.json").get_json()
+    listing = document["paths"]["/api/v1/submissions"]["get"]
+    per_page = next(p for p in listing["parameters"] if p["name"] == "per_page")
+    assert per_page["schema"] == {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}
+
+    from api_support import Caller, new_token
+    caller = Caller(app, "rita", "reviewer", new_token(app, "reviewer", "rita")[1])
+    assert caller.get("/api/v1/submissions").get_json()["per_page"] == 5
+    assert caller.get("/api/v1/submissions?per_page=50").status_code == 200
+    refused = caller.get("/api/v1/submissions?per_page=51&state=nope").get_json()
+    assert refused["status"] == 422 and refused["errors"] == [
+        {"pointer": "", "parameter": "state", "message": f"'nope' is not one of {', '.join(State)}"},
+        {"pointer": "", "parameter": "per_page", "message": "must be an integer from 1 to 50, found '51'"}]

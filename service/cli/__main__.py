@@ -1,0 +1,5 @@
+"""``python -m service.cli``: the quotecheck command line."""
+
+from service.cli import main
+
+main()

@@ -1,0 +1,24 @@
+"""Identifiers and digests the service hands out: record and submission ids, body digests, ETags."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+import rfc8785
+
+
+def new_id() -> str:
+    """Returns a fresh public identifier (a random UUID, so ids reveal nothing about volume)."""
+    return str(uuid.uuid4())
+
+
+def body_digest(document: Any) -> str:
+    """Returns ``sha256:<hex>`` of the canonical JSON of a request body (what the audit log records)."""
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+
+
+def etag_of(version: int) -> str:
+    """Returns the strong ETag (quoted) of a submission at ``version``."""
+    return f'"v{version}"'

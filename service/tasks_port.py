@@ -1,0 +1,57 @@
+"""The one interface through which the service hands work to background tasks, by task name.
+
+The service names the tasks and says what it sends them; the worker package (workers/) implements the
+queue and the tasks, and registers its queue on the app when the app is created: ``create_app`` calls
+``init_app(app)`` of the module named by the TASK_QUEUE setting (``workers.celery_app`` by default). So
+``workers`` imports ``service``, never the reverse, and an app without a queue (TASK_QUEUE None) serves
+everything but background work, which it answers with 503.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Protocol
+
+from flask import Flask, current_app
+
+from service.errors import ServiceUnavailable
+
+# The tasks, by the names the worker registers them under (workers/tasks.py) and the service sends them.
+COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON text, variants)
+RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
+
+EXTENSION = "quotecheck.task_queue"
+
+
+class TaskQueue(Protocol):
+    """What the service needs of a task queue."""
+
+    def send(self, name: str, args: list[Any], task_id: str) -> None:
+        """Queues task ``name`` with JSON ``args`` under ``task_id`` (or runs it now, in-process); raises when the
+        queue cannot be reached."""
+
+    def forget(self, task_id: str) -> None:
+        """Drops what the queue's result store holds of ``task_id`` (a task sent again must not show its last end)."""
+
+    def state(self, task_id: str) -> tuple[str | None, Any]:
+        """Returns the result store's (state, meta) of ``task_id``: PENDING, PROGRESS, SUCCESS or FAILURE."""
+
+
+def register(app: Flask, queue: TaskQueue) -> None:
+    """Makes ``queue`` the app's task queue (the worker package calls this from its ``init_app``)."""
+    app.extensions[EXTENSION] = queue
+
+
+def task_queue() -> TaskQueue:
+    """Returns the current app's task queue; ServiceUnavailable when none was registered (TASK_QUEUE is None)."""
+    queue = current_app.extensions.get(EXTENSION)
+    if queue is None:
+        raise ServiceUnavailable("this service runs no background tasks (TASK_QUEUE is not set); nothing was queued")
+    return queue
+
+
+def init_app(app: Flask) -> None:
+    """Lets the module named by TASK_QUEUE register the app's task queue (its ``init_app(app)``)."""
+    name = app.config.get("TASK_QUEUE")
+    if name:
+        importlib.import_module(name).init_app(app)

@@ -1,0 +1,165 @@
+"""The layers point one way, no import cycles, small modules: read from the source, every import counted.
+
+Every ``import`` and ``from … import`` of every module is an edge, at the top of a module or inside a
+function alike (an import moved into a function still ties the two modules together).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("rules", "schemas", "service", "workers")
+
+# Which of our packages each package may not import: `workers` import `service` and `rules`; `service`
+# imports `rules` and `schemas`; `rules` imports `schemas`; `schemas` imports nothing of ours.
+FORBIDDEN = {
+    "rules": {"service", "workers"},
+    "schemas": {"rules", "service", "workers"},
+    "service": {"workers"},
+}
+# The packages whose modules may not import one another in a cycle; rules/ joins once it is untangled.
+ACYCLIC_PACKAGES = ("service", "workers", "schemas")
+# The packages whose modules stay small.
+SIZE_LIMITED_PACKAGES = ("service", "workers", "schemas")
+MAX_MODULE_LINES = 400
+
+
+@cache
+def modules() -> dict[str, Path]:
+    """Returns every module of PACKAGES by its dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _known(name: str) -> str | None:
+    """Returns the module of ours that ``name`` is or lies in (``service.store.load`` → ``service.store``)."""
+    while name and name not in modules():
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """Yields the names an import statement of ``module`` imports, made absolute."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if modules()[module].name == "__init__.py" else module.split(".")[:-1]
+        package = package[:len(package) - node.level + 1]
+        base = ".".join([*package, base] if base else package)
+    # `from service import store` imports the module service.store; `from service.store import load` the module.
+    yield from (f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules() else base for alias in node.names)
+
+
+@cache
+def imports() -> dict[str, set[str]]:
+    """Returns, for every module of ours, the modules of ours it imports anywhere in its source."""
+    graph: dict[str, set[str]] = {}
+    for module, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        targets = {_known(name) for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+                   for name in _imported(module, node)}
+        graph[module] = {target for target in targets if target is not None and target != module}
+    return graph
+
+
+def _package(module: str) -> str:
+    return module.split(".")[0]
+
+
+def cycles(packages: tuple[str, ...]) -> list[list[str]]:
+    """Returns each import cycle among the modules of ``packages`` (Tarjan's strongly connected components)."""
+    graph = {m: {t for t in targets if _package(t) in packages}
+             for m, targets in imports().items() if _package(m) in packages}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(start: str) -> None:
+        # Iterative depth-first search: (module, its successors not yet followed).
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    break
+                if successor in stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_the_import_walk_sees_top_level_and_function_level_imports():
+    # Given modules known to import each other at the top and inside a function
+    graph = imports()
+
+    assert "service.store" in graph["service.api.submissions"]  # from service import …, store
+    assert "service.record.render" in graph["service.record"]  # inside a function (the lazy PDF side)
+    assert "schemas.problem" in graph["rules.errors"]
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_a_package_imports_nothing_from_the_layers_above_it(package):
+    offending = sorted(f"{module} imports {target}" for module, targets in imports().items()
+                       if _package(module) == package for target in targets
+                       if _package(target) in FORBIDDEN[package])
+    assert offending == [], "\n".join(offending)
+
+
+def test_no_import_cycle_among_the_modules_of_the_acyclic_packages():
+    assert cycles(ACYCLIC_PACKAGES) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    # rules/checks is being untangled: whatever it holds, the check itself must be able to see a cycle.
+    graph = imports()
+    a, b = "service.store", "service.record_store"
+    assert b in graph[a]
+    graph[b].add(a)
+    try:
+        assert any({a, b} <= set(cycle) for cycle in cycles(ACYCLIC_PACKAGES))
+    finally:
+        graph[b].discard(a)
+
+
+@pytest.mark.parametrize("package", SIZE_LIMITED_PACKAGES)
+def test_no_module_is_longer_than_the_limit(package):
+    long = sorted(f"{path.relative_to(ROOT)}: {lines} lines" for module, path in modules().items()
+                  if _package(module) == package
+                  and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES)
+    assert long == [], "\n".join(long)
