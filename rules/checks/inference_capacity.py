@@ -5,6 +5,7 @@ from __future__ import annotations
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
 from rules.checks.serving import I, serving_memory
 from rules.checks.training import spare_fraction
+from rules.errors import InconsistentInput
 from rules.estimates import inference
 from rules.status import Status
 
@@ -92,7 +93,7 @@ class InferenceCapacity(Check):
             floor_s = inference.decode_step_time_s(
                 memory.weight_bytes, 0, 1, 0, memory.tensor_parallel, hbm_tbs, 1.0, memory.parameters,
                 bf16_tflops, 1.0)
-        except ValueError as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
+        except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
             return ctx.insufficient(f"the serving estimate rejects the inputs: {error}")
         gpus_quoted = memory.hardware.gpus_per_node * memory.hardware.nodes
         batch_limit = plan.reason

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from rules.checks.base import Context
 from rules.checks.training import group_pointer
+from rules.errors import InconsistentInput
 from rules.estimates import inference
 from rules.units import GIB
 
@@ -177,7 +178,7 @@ def _serving_memory(ctx: Context) -> ServingMemory | None:
             concurrency = inference.max_concurrent_sequences(
                 node_group.capacity_bytes, utilization, weights / tensor_parallel, reserve, kv.per_gpu_bytes,
                 context_tokens, block_size_tokens=block_size)
-    except ValueError as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
+    except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
         weights, problem = 0.0, str(error)
         kv = concurrency = None
     return ServingMemory(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.checks.base import Context
+from rules.errors import InconsistentInput
 from rules.estimates import batch, compute, cost, interconnect, memory
 from rules.status import Basis
 from rules.units import GB, GIB, SECONDS_PER_DAY
@@ -391,7 +392,7 @@ def memory_min_gpus(ctx: Context) -> int | None:
     def fits_on(multiple: int) -> bool:
         try:
             return bool(fits(memory_estimate(ctx, gpus=multiple * unit)))
-        except ValueError:  # a layout the estimators refuse (e.g. fsdp-hybrid on part of a node)
+        except InconsistentInput:  # a layout the estimators refuse (e.g. fsdp-hybrid on part of a node)
             return False
 
     high = max(1, MAX_SEARCH_GPUS // unit)
@@ -420,7 +421,7 @@ def no_fit_reason(ctx: Context) -> str | None:
     gpus = max(1, MAX_SEARCH_GPUS // unit) * unit
     try:
         estimate = memory_estimate(ctx, gpus=gpus)
-    except ValueError as error:
+    except InconsistentInput as error:
         return f"no GPU count fits this layout: {error}"
     verdict = fits(estimate)
     if estimate is None or verdict is None:
@@ -556,7 +557,7 @@ def _nccl_tests(ctx: Context, plan: Layout) -> tuple[float | None, tuple[int, fl
         nodes = int(ctx.num(f"{base}/nodes", 1))
         try:
             busbw = interconnect.peak_busbw_gbs(interconnect.parse_nccl_tests_output(raw))
-        except ValueError as error:
+        except InconsistentInput as error:
             notes.append(f"{base} not used: {error}")
             continue
         if nodes == 1:
@@ -629,7 +630,7 @@ def _measured_scaling(ctx: Context) -> tuple[Scaling | None, str]:
         return None, ("one measurements.scaling point; two or more GPU counts are needed" if points else "")
     try:
         measured = interconnect.measured_scaling_efficiency(points)
-    except ValueError as error:
+    except InconsistentInput as error:
         return None, f"measurements.scaling not used: {error}"
     largest = measured[-1]
     plan = layout(ctx)
@@ -665,17 +666,23 @@ class ShardingOption:
 
 
 def sharding_options(ctx: Context) -> list[ShardingOption] | None:
-    """Returns every strategy of SHARDING_ORDER sized on the quoted hardware; None when inputs are missing."""
+    """Returns every strategy of SHARDING_ORDER sized on the quoted hardware; None when inputs are missing.
+
+    A strategy the estimators refuse (fsdp-hybrid over part of a node) is listed with the reason; when they
+    refuse every strategy the inputs themselves contradict each other, and that InconsistentInput is raised.
+    """
     links = bandwidth(ctx)
     comfortable = ctx.setting("sharding.comfortable_headroom_fraction")
     options: list[ShardingOption] = []
+    refusals: list[InconsistentInput] = []
     usable_gib = 0.0
     for strategy in SHARDING_ORDER:
         try:
             estimate = memory_estimate(ctx, sharding=strategy)
             step = communication(ctx, sharding=strategy)
-        except ValueError as error:
+        except InconsistentInput as error:
             options.append(ShardingOption(strategy, None, usable_gib, -1.0, False, False, None, None, str(error)))
+            refusals.append(error)
             continue
         if estimate is None or estimate.activations_bytes is None or step is None or links is None:
             if estimate is not None and estimate.activations_bytes is None:
@@ -687,6 +694,8 @@ def sharding_options(ctx: Context) -> list[ShardingOption] | None:
         seconds = interconnect.communication_time_s(step, links.node_busbw_gbs, links.cluster_busbw_gbs)
         options.append(ShardingOption(strategy, estimate.total_bytes / GIB, usable_gib, spare, fitting,
                                       fitting and spare >= comfortable, step.bus_bytes_per_gpu / GB, seconds))
+    if len(refusals) == len(SHARDING_ORDER):
+        raise refusals[0]
     return [replace(o, usable_gib=usable_gib) for o in options]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import is_number, require_choice, require_positive, require_positive_int
 from rules.estimates.memory import model_state_bytes_per_param
 
@@ -68,7 +69,7 @@ def checkpoint_size(
     if master_weights is None:
         master_weights = mixed
     elif master_weights and not mixed:
-        raise ValueError("fp32 training keeps no separate master copy: master_weights must be False or None")
+        raise InconsistentInput("fp32 training keeps no separate master copy: master_weights must be False or None")
     if gradient_bytes_per_parameter is None:
         gradient_bytes_per_parameter = weight_bytes
     require_positive("gradient_bytes_per_parameter", gradient_bytes_per_parameter)
@@ -167,7 +168,7 @@ def training_checkpoint_size(
     require_positive("parameters", parameters)
     trainable = parameters if trainable_parameters is None else trainable_parameters
     if not is_number(trainable) or trainable < 0 or trainable > parameters:
-        raise ValueError(f"trainable_parameters must be in [0, parameters], got {trainable_parameters!r}")
+        raise InconsistentInput(f"trainable_parameters must be in [0, parameters], got {trainable_parameters!r}")
     state = model_state_bytes_per_param(precision, optimizer, convention)
     saved_weights = parameters if save_frozen_weights else trainable
     weights = saved_weights * state.weights_bytes_per_param
@@ -176,7 +177,7 @@ def training_checkpoint_size(
     gradients = trainable * state.gradients_bytes_per_param if save_gradients else 0.0
     total = weights + master + optimizer_bytes + gradients
     if total <= 0:
-        raise ValueError("the checkpoint would be empty: nothing trainable and frozen weights not saved")
+        raise InconsistentInput("the checkpoint would be empty: nothing trainable and frozen weights not saved")
     return CheckpointSize(parameters, weights, master, optimizer_bytes, gradients, total)
 
 

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import (
     require_at_most,
     require_choice,
@@ -206,7 +207,7 @@ def hierarchical_busbw_gbs(
     require_positive("nics_per_node", nics_per_node)
     require_positive("oversubscription", oversubscription)
     if oversubscription < 1:
-        raise ValueError(f"oversubscription is a ratio >= 1 (e.g. 2 for 2:1), got {oversubscription!r}")
+        raise InconsistentInput(f"oversubscription is a ratio >= 1 (e.g. 2 for 2:1), got {oversubscription!r}")
     network = nic_gbs * nics_per_node / oversubscription
     if network < node_busbw_gbs:
         return HierarchicalBandwidth(network, node_busbw_gbs, network, "network")
@@ -326,7 +327,7 @@ def communication_bytes_per_step(
         )
     else:  # fsdp-hybrid across nodes
         if n % ranks_per_node:
-            raise ValueError(
+            raise InconsistentInput(
                 f"fsdp-hybrid needs whole nodes: data_parallel_ranks {n} is not a multiple of "
                 f"ranks_per_node {ranks_per_node}"
             )
@@ -420,13 +421,13 @@ def measured_scaling_efficiency(points: Iterable[tuple[int, float]]) -> list[Sca
     """
     measured = sorted(points, key=lambda p: p[0])
     if not measured:
-        raise ValueError("at least one (gpus, tokens_per_s) measurement is needed")
+        raise InconsistentInput("at least one (gpus, tokens_per_s) measurement is needed")
     seen: set[int] = set()
     for gpus, tps in measured:
         require_positive_int("gpus", gpus)
         require_positive("tokens_per_s", tps)
         if gpus in seen:
-            raise ValueError(f"two measurements at {gpus} GPUs; give one (e.g. their mean)")
+            raise InconsistentInput(f"two measurements at {gpus} GPUs; give one (e.g. their mean)")
         seen.add(gpus)
     base_gpus, base_tps = measured[0]
     base_per_gpu = base_tps / base_gpus
@@ -531,7 +532,7 @@ def parse_nccl_tests_output(raw: str) -> list[NcclTestsRow]:
         if row is not None:
             rows.append(row)
     if not rows:
-        raise ValueError("no nccl-tests result rows found (expected lines: size count type ... busbw #wrong)")
+        raise InconsistentInput("no nccl-tests result rows found (expected lines: size count type ... busbw #wrong)")
     return rows
 
 
@@ -558,5 +559,5 @@ def peak_busbw_gbs(rows: Iterable[NcclTestsRow], min_size_bytes: int = 0) -> flo
     """
     candidates = [r.busbw_gbs for r in rows if r.size_bytes >= min_size_bytes]
     if not candidates:
-        raise ValueError(f"no nccl-tests row of at least {min_size_bytes} bytes")
+        raise InconsistentInput(f"no nccl-tests row of at least {min_size_bytes} bytes")
     return max(candidates)

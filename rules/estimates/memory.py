@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Final
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import (
     require_at_most,
     require_bool,
@@ -168,7 +169,7 @@ class ModelStatePerGpu:
 # Validation helpers (the generic ones are in rules.estimates._args)
 # --------------------------------------------------------------------------------------------------
 def _kv_heads(kv_heads: int | None, heads: int) -> int:
-    """Return ``kv_heads`` (``heads`` when None); raise ValueError unless it is an integer in [1, heads]."""
+    """Return ``kv_heads`` (``heads`` when None); raise InconsistentInput unless it is an integer in [1, heads]."""
     groups = heads if kv_heads is None else kv_heads
     require_positive_int("kv_heads", groups)
     require_at_most("kv_heads", groups, "heads", heads)
@@ -270,27 +271,27 @@ def model_state_per_gpu_bytes(
         require_at_most("shard_group", shard_group, "data_parallel", data_parallel)
     if sharding == "ddp":
         if shard_group not in (None, 1):
-            raise ValueError("sharding 'ddp' shards nothing; shard_group must be None or 1")
+            raise InconsistentInput("sharding 'ddp' shards nothing; shard_group must be None or 1")
         if bytes_per_param.optimizer_sharded_over_data_parallel:
-            raise ValueError(
+            raise InconsistentInput(
                 "bytes_per_param assumes the optimizer is split over data-parallel ranks "
                 "(megatron-distributed-optimizer); use sharding 'zero1' (6 + 12/DP) instead of 'ddp'"
             )
         if offload_optimizer:
-            raise ValueError("offload_optimizer needs ZeRO stage 1-3 or FSDP; sharding 'ddp' has none")
+            raise InconsistentInput("offload_optimizer needs ZeRO stage 1-3 or FSDP; sharding 'ddp' has none")
         group = 1
     elif sharding == "fsdp-hybrid":
         if shard_group is None:
-            raise ValueError("sharding 'fsdp-hybrid' needs shard_group (ranks per shard, e.g. GPUs per node)")
+            raise InconsistentInput("sharding 'fsdp-hybrid' needs shard_group (ranks per shard, e.g. GPUs per node)")
         if data_parallel % shard_group:
-            raise ValueError(
+            raise InconsistentInput(
                 f"fsdp-hybrid needs data_parallel ({data_parallel}) divisible by shard_group ({shard_group})"
             )
         group = shard_group
     else:
         group = data_parallel if shard_group is None else shard_group
     if offload_parameters and sharding not in _PARAMETER_SHARDED:
-        raise ValueError(
+        raise InconsistentInput(
             f"offload_parameters needs parameter sharding ({', '.join(_PARAMETER_SHARDED)}); got {sharding!r}"
         )
 
