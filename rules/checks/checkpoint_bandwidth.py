@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
 from rules.checks.cluster import checkpoint_facts, job_mtbf_h
-from rules.checks.training import T
+from rules.checks.facts.pointers import TRAINING
 from rules.estimates import checkpoint
 from rules.status import Status
 from rules.units import SECONDS_PER_HOUR
@@ -53,11 +53,11 @@ class CheckpointBandwidth(Check):
     )
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         saved = checkpoint_facts(ctx)
-        max_save_s = ctx.need(f"{T}/checkpoint/max_save_s")
-        interval_min = ctx.need(f"{T}/checkpoint/interval_min")
+        max_save_s = ctx.need(f"{TRAINING}/checkpoint/max_save_s")
+        interval_min = ctx.need(f"{TRAINING}/checkpoint/interval_min")
         mtbf_h = job_mtbf_h(ctx)
         if saved is None or max_save_s is None:
             return ctx.insufficient("the checkpoint save time cannot be judged")

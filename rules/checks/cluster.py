@@ -12,35 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rules.checks.base import Context
-from rules.checks.training import A, P, T, layout
-from rules.estimates import checkpoint, compute, data_feed, memory, reliability, topology
+from rules.checks.facts.layout import layout, nics
+from rules.checks.facts.pointers import ARCHITECTURE, TRAINING
+from rules.estimates import checkpoint, compute, data_feed, reliability
 from rules.status import Basis
 from rules.units import GB, SECONDS_PER_HOUR, TFLOPS
 
 MEASURED_READ = "/measurements/storage/read_gbs"
 MEASURED_WRITE = "/measurements/storage/write_gbs"
 RESTORE = "/measurements/restore_test"
-
-
-def nics(ctx: Context, group: str, purpose: str) -> topology.NicBandwidth:
-    """Returns the node's NICs of one purpose (compute, storage) and their share per GPU of the node."""
-    lines = []
-    for index, nic in enumerate(ctx.inputs.get(f"{group}/nics") or []):
-        if nic.get("purpose") == purpose:
-            count = ctx.num(f"{group}/nics/{index}/count", 0)
-            gbps = ctx.num(f"{group}/nics/{index}/gbps")
-            if gbps:
-                lines.append((count, gbps))
-    return topology.nic_bandwidth(lines, int(ctx.num(f"{group}/gpu/count", 1)))
-
-
-def cpu_cores_per_node(ctx: Context, group: str) -> int | None:
-    """Returns sockets × cores per socket of the group's servers (quote, else catalogue), recording gaps."""
-    sockets = ctx.need(f"{group}/cpu/sockets")
-    per_socket = ctx.need(f"{group}/cpu/cores_per_socket")
-    if sockets is None or per_socket is None:
-        return None
-    return int(sockets) * int(per_socket)
 
 
 # ---- throughput ------------------------------------------------------------------------------------
@@ -73,21 +53,21 @@ def _throughput(ctx: Context) -> Throughput | None:
     plan = layout(ctx)
     if plan is None:
         return None
-    per_gpu = ctx.num(f"{T}/throughput/tokens_per_s_per_gpu")
+    per_gpu = ctx.num(f"{TRAINING}/throughput/tokens_per_s_per_gpu")
     if per_gpu is not None:
         return Throughput(per_gpu, data_feed.cluster_tokens_per_s(per_gpu, plan.gpus), "tokens_per_s_per_gpu")
-    mfu = ctx.num(f"{T}/throughput/mfu")
+    mfu = ctx.num(f"{TRAINING}/throughput/mfu")
     if mfu is None:
         # Either member will do (tokens_per_s_per_gpu or mfu): name the object the submission must fill.
-        if f"{T}/throughput" not in ctx.missing:
-            ctx.missing.append(f"{T}/throughput")
+        if f"{TRAINING}/throughput" not in ctx.missing:
+            ctx.missing.append(f"{TRAINING}/throughput")
         return None
-    parameters = ctx.need(f"{T}/model/parameters")
+    parameters = ctx.need(f"{TRAINING}/model/parameters")
     peak_tflops = ctx.need(f"{plan.group}/gpu/bf16_tflops")
     if parameters is None or peak_tflops is None:
         return None
-    layers, hidden = ctx.num(f"{A}/layers"), ctx.num(f"{A}/hidden")
-    sequence_length = ctx.num(f"{T}/sequence_length")
+    layers, hidden = ctx.num(f"{ARCHITECTURE}/layers"), ctx.num(f"{ARCHITECTURE}/hidden")
+    sequence_length = ctx.num(f"{TRAINING}/sequence_length")
     # MFU counts model FLOPs (no recompute); the attention term joins when the shape is known (PaLM App. B).
     if layers and hidden and sequence_length:
         flops = compute.training_flops_per_token(parameters, "none", int(layers), int(sequence_length), int(hidden))
@@ -104,19 +84,19 @@ def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
 
 
 def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
-    parameters = ctx.need(f"{T}/model/parameters")
-    precision, optimizer = ctx.get(f"{T}/precision"), ctx.get(f"{T}/optimizer")
-    for pointer, value in ((f"{T}/precision", precision), (f"{T}/optimizer", optimizer)):
+    parameters = ctx.need(f"{TRAINING}/model/parameters")
+    precision, optimizer = ctx.get(f"{TRAINING}/precision"), ctx.get(f"{TRAINING}/optimizer")
+    for pointer, value in ((f"{TRAINING}/precision", precision), (f"{TRAINING}/optimizer", optimizer)):
         if value is None and pointer not in ctx.missing:
             ctx.missing.append(pointer)
     if parameters is None or precision is None or optimizer is None:
         return None
     return checkpoint.training_checkpoint_size(
         parameters, precision, optimizer,
-        trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters),
-        save_gradients=bool(ctx.get(f"{T}/checkpoint/include_gradients", False)),
+        trainable_parameters=ctx.num(f"{TRAINING}/model/trainable_parameters", parameters),
+        save_gradients=bool(ctx.get(f"{TRAINING}/checkpoint/include_gradients", False)),
         # An adapter run saves the adapter and its optimizer state; the frozen base is re-read from its files.
-        save_frozen_weights=ctx.get(f"{T}/objective") != "adapter",
+        save_frozen_weights=ctx.get(f"{TRAINING}/objective") != "adapter",
         convention=ctx.setting("conventions.model_state_bytes"))
 
 
@@ -190,7 +170,7 @@ def _checkpoint(ctx: Context) -> CheckpointFacts | None:
     save = checkpoint.checkpoint_save(size.total_bytes, write * efficiency, plan.nodes, path.gbs)
     return CheckpointFacts(size=size, save=save, storage_write_gbs=write, write_efficiency=efficiency, basis=basis,
                            storage_path=storage_path, nodes=plan.nodes,
-                           include_gradients=bool(ctx.get(f"{T}/checkpoint/include_gradients", False)))
+                           include_gradients=bool(ctx.get(f"{TRAINING}/checkpoint/include_gradients", False)))
 
 
 # ---- failures and goodput --------------------------------------------------------------------------
@@ -201,7 +181,7 @@ def job_mtbf_h(ctx: Context) -> float | None:
 
 def _job_mtbf_h(ctx: Context) -> float | None:
     plan = layout(ctx)
-    node_mtbf_h = ctx.need(f"{T}/reliability/node_mtbf_h")
+    node_mtbf_h = ctx.need(f"{TRAINING}/reliability/node_mtbf_h")
     if plan is None or node_mtbf_h is None:
         return None
     return reliability.job_mtbf_h(node_mtbf_h, plan.nodes)
@@ -262,17 +242,17 @@ def goodput_facts(ctx: Context) -> GoodputFacts | None:
 def _goodput(ctx: Context) -> GoodputFacts | None:
     saved = checkpoint_facts(ctx)
     mtbf_h = job_mtbf_h(ctx)
-    interval_min = ctx.need(f"{T}/checkpoint/interval_min")
+    interval_min = ctx.need(f"{TRAINING}/checkpoint/interval_min")
     outcome = restore_test(ctx)
     restart_min, restart_from, assumed = None, "submission", []
     if outcome == "passed":
         restart_min = ctx.num(f"{RESTORE}/restore_min")
         restart_from = "restore test"
     if restart_min is None:
-        restart_min, restart_from = ctx.num(f"{T}/reliability/restart_min"), "submission"
+        restart_min, restart_from = ctx.num(f"{TRAINING}/reliability/restart_min"), "submission"
     if restart_min is None:
         restart_min, restart_from = ctx.setting("restart.default_restart_min"), "policy default"
-        assumed.append(f"{T}/reliability/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
+        assumed.append(f"{TRAINING}/reliability/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
     if saved is None or mtbf_h is None or interval_min is None:
         return None
     mtbf_s = mtbf_h * SECONDS_PER_HOUR
@@ -286,30 +266,3 @@ def _goodput(ctx: Context) -> GoodputFacts | None:
         young_daly_interval_s=checkpoint.young_daly_interval_s(saved.save_s, mtbf_s),
         restart_from=restart_from, restore_test=outcome,
         basis=Basis.MEASURED if outcome == "passed" else Basis.ESTIMATED, checkpoint=saved, assumed_defaults=assumed)
-
-
-# ---- host memory -----------------------------------------------------------------------------------
-def host_offload_bytes_per_gpu(ctx: Context) -> float | None:
-    """Returns the model state one rank offloads to host RAM (ZeRO-Offload / FSDP CPU offload), bytes; 0 if none."""
-    plan = layout(ctx)
-    offload = ctx.get(f"{P}/offload", "none")
-    if plan is None:
-        return None
-    if offload == "none":
-        return 0.0
-    parameters = ctx.need(f"{T}/model/parameters")
-    precision, optimizer = ctx.get(f"{T}/precision"), ctx.get(f"{T}/optimizer")
-    if parameters is None or precision is None or optimizer is None:
-        return None
-    convention = ctx.setting("conventions.model_state_bytes")
-    sharding = plan.sharding
-    if convention == "megatron-distributed-optimizer" and sharding == "ddp":
-        sharding = "zero1"  # as training.memory_estimate: Megatron's distributed optimizer is ZeRO-1
-    per_gpu = memory.model_state_per_gpu_bytes(
-        parameters=parameters, trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters),
-        bytes_per_param=memory.model_state_bytes_per_param(precision, optimizer, convention),
-        sharding=sharding, data_parallel=plan.data_parallel, tensor_parallel=plan.tensor,
-        pipeline_parallel=plan.pipeline, shard_group=plan.shard_group if sharding == "fsdp-hybrid" else None,
-        offload_optimizer=offload in ("optimizer", "optimizer+parameters") and sharding != "ddp",
-        offload_parameters=offload == "optimizer+parameters" and sharding in ("zero3", "fsdp-full", "fsdp-hybrid"))
-    return per_gpu.host_offload_bytes

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import nics
-from rules.checks.training import T, layout
+from rules.checks.facts.layout import layout, nics
+from rules.checks.facts.pointers import TRAINING
 from rules.estimates import topology
 from rules.status import Status
 
@@ -51,7 +51,7 @@ class GpuNicTopology(Check):
     )
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         if plan is None:

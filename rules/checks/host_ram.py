@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import checkpoint_size_facts, host_offload_bytes_per_gpu
-from rules.checks.training import T, layout, spare_fraction
+from rules.checks.cluster import checkpoint_size_facts
+from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import host_offload_bytes_per_gpu
+from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
 from rules.estimates import host_memory
+from rules.estimates.ratios import spare_fraction
 from rules.status import Status
 from rules.units import GIB
-
-DL = f"{T}/dataloader"
 
 _NEED = ("{required_gib:,.0f} GiB per node (dataloader workers {dataloader_workers_gib:,.0f} = {gpus_on_node} GPUs × "
          "{workers_per_gpu:g} workers × {worker_rss_gib:g} GiB, pinned buffers {pinned_buffers_gib:,.0f}, offloaded "
@@ -54,14 +55,14 @@ class HostRam(Check):
     )
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         host_gib = ctx.need(f"{plan.group}/host_memory_gib") if plan else None
         gpu_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
-        workers_per_gpu = ctx.need(f"{DL}/workers_per_gpu")
-        worker_rss_gib = ctx.need(f"{DL}/worker_rss_gib")
-        pinned_gib = ctx.need(f"{DL}/pinned_gib_per_gpu")
+        workers_per_gpu = ctx.need(f"{DATALOADER}/workers_per_gpu")
+        worker_rss_gib = ctx.need(f"{DATALOADER}/worker_rss_gib")
+        pinned_gib = ctx.need(f"{DATALOADER}/pinned_gib_per_gpu")
         offload_per_gpu = host_offload_bytes_per_gpu(ctx)
         size = checkpoint_size_facts(ctx)
         if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, offload_per_gpu, size):
@@ -88,7 +89,7 @@ class HostRam(Check):
             "workers_per_gpu": workers_per_gpu,
             "worker_rss_gib": worker_rss_gib,
             "pinned_gib_per_gpu": pinned_gib,
-            "offload": ctx.get(f"{T}/parallelism/offload", "none"),
+            "offload": ctx.get(f"{PARALLELISM}/offload", "none"),
             "gpu_memory_per_node_gib": gpu_per_node_gib,
             "host_to_gpu_memory_ratio": host_memory.host_to_gpu_memory_ratio(host_gib * GIB, gpu_per_node_gib * GIB),
         }

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
 from rules.checks.serving import I, serving_memory
-from rules.checks.training import spare_fraction
 from rules.errors import InconsistentInput
 from rules.estimates import inference
+from rules.estimates.ratios import spare_fraction
 from rules.status import Status
 
 # Settings of the roofline model; the record's message names them because they are assumptions.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
 from rules.checks.cluster import goodput_facts, restore_test
-from rules.checks.training import T
+from rules.checks.facts.pointers import TRAINING
 from rules.status import Basis, Status
 
 _GOODPUT = ("expected goodput {goodput:.1%}: the job fails every {cluster_mtbf_h:,.1f} h ({failures_per_day:.2f} "
@@ -48,7 +48,7 @@ class RestartBehavior(Check):
     )
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         outcome = restore_test(ctx)
         facts = goodput_facts(ctx)

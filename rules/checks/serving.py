@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rules.checks.base import Context
-from rules.checks.training import group_pointer
+from rules.checks.facts.layout import group_pointer
 from rules.errors import InconsistentInput
 from rules.estimates import inference
 from rules.units import GIB

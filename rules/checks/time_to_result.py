@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
 from rules.checks.cluster import goodput_facts, throughput_facts
-from rules.checks.training import T, fraction_of, quote_cost, scaling, schedule
+from rules.checks.facts.pointers import TRAINING
+from rules.checks.training import quote_cost, scaling, schedule
 from rules.estimates import cost
+from rules.estimates.ratios import fraction_of
 from rules.status import Basis, Status
 
 _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
@@ -61,7 +63,7 @@ class TimeToResult(Check):
     )
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         rate = throughput_facts(ctx)
         scaled = scaling(ctx)

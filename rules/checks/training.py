@@ -14,276 +14,26 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.checks.base import Context
+from rules.checks.facts.layout import Placement, layout
+from rules.checks.facts.memory import (
+    largest_fitting_micro_batch,
+    measured_peak_gib,
+    memory_estimate,
+    memory_min_gpus,
+    no_fit_reason,
+)
+from rules.checks.facts.pointers import ARCHITECTURE, TRAINING
 from rules.errors import InconsistentInput
-from rules.estimates import batch, compute, cost, interconnect, memory
+from rules.estimates import batch, compute, cost, interconnect
+from rules.estimates.model_state import model_state_bytes_per_param
+from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis
 from rules.units import GB, GIB, SECONDS_PER_DAY
 
-T = "/workload/training"
-A = f"{T}/model/architecture"
-P = f"{T}/parallelism"
-
-
-def group_pointer(ctx: Context, workload: str) -> str | None:
-    """Returns the pointer of the node group a workload runs on: the named one, else the first with GPUs."""
-    groups = ctx.inputs.get("/quote/node_groups", [])
-    wanted = ctx.get(f"/workload/{workload}/node_group")
-    for index, group in enumerate(groups):
-        if wanted is not None and group.get("name") == wanted:
-            return f"/quote/node_groups/{index}"
-    if wanted is None:
-        for index, group in enumerate(groups):
-            if isinstance(group.get("gpu"), dict) and group["gpu"].get("count"):
-                return f"/quote/node_groups/{index}"
-    return None
-
-
-def hybrid_shard_group(data_parallel: int, gpus_per_node: int, tensor: int) -> int:
-    """Returns FSDP HYBRID_SHARD's default shard group: the data-parallel ranks of one node.
-
-    PyTorch FSDP (ShardingStrategy.HYBRID_SHARD) shards within a node and replicates across nodes; the
-    group must divide the data-parallel size, so it is the largest common divisor of the two.
-    """
-    return math.gcd(data_parallel, max(1, gpus_per_node // tensor))
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How the training job is laid out on the quoted hardware."""
-
-    group: str  # JSON Pointer of the node group
-    gpus: int
-    gpus_per_node: int
-    nodes: int
-    tensor: int
-    pipeline: int
-    data_parallel: int
-    sharding: str
-    shard_group: int | None
-
-
-def layout(ctx: Context) -> Layout | None:
-    """Returns the job layout, or None (with the missing inputs recorded) when it cannot be known."""
-    return ctx.memo("training.layout", _layout)
-
-
-def _layout(ctx: Context) -> Layout | None:
-    group = group_pointer(ctx, "training")
-    if group is None:
-        ctx.reader.missing.append(f"{T}/node_group")
-        return None
-    gpus_per_node = ctx.need(f"{group}/gpu/count")
-    node_count = ctx.need(f"{group}/count")
-    if gpus_per_node is None or node_count is None:
-        return None
-    gpus = int(ctx.num(f"{T}/gpus", gpus_per_node * node_count))
-    tensor = int(ctx.num(f"{P}/tensor", 1))
-    pipeline = int(ctx.num(f"{P}/pipeline", 1))
-    sharding = ctx.get(f"{P}/sharding", "ddp")
-    shard_group = ctx.num(f"{P}/shard_group")
-    data_parallel = max(1, gpus // (tensor * pipeline))
-    if sharding == "fsdp-hybrid" and shard_group is None:
-        # FSDP's HYBRID_SHARD shards within a node and replicates across nodes.
-        shard_group = hybrid_shard_group(data_parallel, int(gpus_per_node), tensor)
-    return Layout(group=group, gpus=gpus, gpus_per_node=int(gpus_per_node),
-                  nodes=math.ceil(gpus / gpus_per_node), tensor=tensor, pipeline=pipeline,
-                  data_parallel=data_parallel, sharding=sharding,
-                  shard_group=int(shard_group) if shard_group else None)
-
-
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """Per-GPU memory of one training step, in bytes, with the convention that sized the model state."""
-
-    sharding: str
-    micro_batch: int | None
-    state: memory.StateBytesPerParam
-    convention: str
-    weights_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float | None  # None: the architecture or batch shape is not known
-    gathered_bytes: float
-    other_bytes: float
-    host_offload_bytes: float
-    capacity_bytes: float
-    usable_bytes: float
-    parameters: float
-    first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
-
-    @property
-    def model_state_bytes(self) -> float:
-        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
-
-    @property
-    def total_bytes(self) -> float:
-        return self.model_state_bytes + (self.activations_bytes or 0) + self.gathered_bytes + self.other_bytes
-
-    def evidence(self) -> dict[str, float | str | bool]:
-        """Returns the stable evidence names of peak-memory (GiB per GPU) plus the model-state figures."""
-        return {
-            "weights_gib": self.weights_bytes / GIB,
-            "gradients_gib": self.gradients_bytes / GIB,
-            "optimizer_gib": self.optimizer_bytes / GIB,
-            "activations_gib": (self.activations_bytes or 0) / GIB,
-            "other_gib": (self.gathered_bytes + self.other_bytes) / GIB,
-            "gathered_parameters_gib": self.gathered_bytes / GIB,
-            "total_gib": self.total_bytes / GIB,
-            "usable_gib": self.usable_bytes / GIB,
-            "capacity_gib": self.capacity_bytes / GIB,
-            "host_offload_gib": self.host_offload_bytes / GIB,
-            "model_state_bytes_per_param": self.state.total_bytes_per_param,
-            "model_state_gb_per_gpu": self.model_state_bytes / 1e9,
-            "model_state_total_gb": self.parameters * self.state.total_bytes_per_param / 1e9,
-            "activations_known": self.activations_bytes is not None,
-            "first_stage_parameter_factor": self.first_stage_factor,
-            "spare_fraction": spare_fraction(self.total_bytes, self.usable_bytes),
-        }
-
-
-def resized(plan: Layout, gpus: int) -> Layout:
-    """Returns the same layout (tensor, pipeline, sharding) on ``gpus`` GPUs; data parallelism absorbs the change."""
-    data_parallel = max(1, gpus // (plan.tensor * plan.pipeline))
-    shard_group = plan.shard_group
-    if shard_group is not None and (shard_group > data_parallel or data_parallel % shard_group):
-        shard_group = None  # memory_estimate falls back to one node's data-parallel ranks
-    return replace(plan, gpus=gpus, nodes=math.ceil(gpus / plan.gpus_per_node), data_parallel=data_parallel,
-                   shard_group=shard_group)
-
-
-def spare_fraction(need: float, available: float) -> float:
-    """Returns the share of ``available`` left after ``need`` (negative when need exceeds it)."""
-    return 1 - need / available if available > 0 else -1.0
-
-
-def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
-                    gpus: int | None = None) -> MemoryEstimate | None:
-    """Returns the per-GPU memory estimate for the submitted layout, or with another sharding / micro-batch / GPU count.
-
-    None when the inputs that size model state are missing (they are recorded as missing on ``ctx``).
-    """
-    plan = layout(ctx)
-    if plan is not None and gpus is not None:
-        plan = resized(plan, gpus)
-    parameters = ctx.need(f"{T}/model/parameters")
-    precision = ctx.get(f"{T}/precision")
-    optimizer = ctx.get(f"{T}/optimizer")
-    capacity_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
-    for pointer, value in ((f"{T}/precision", precision), (f"{T}/optimizer", optimizer)):
-        if value is None and pointer not in ctx.missing:
-            ctx.missing.append(pointer)
-    if plan is None or parameters is None or precision is None or optimizer is None or capacity_gib is None:
-        return None
-    sharding = sharding or plan.sharding
-    micro_batch = micro_batch or ctx.num(f"{T}/micro_batch")
-    convention = ctx.setting("conventions.model_state_bytes")
-    state = memory.model_state_bytes_per_param(precision, optimizer, convention)
-    offload = ctx.get(f"{P}/offload", "none")
-    if convention == "megatron-distributed-optimizer" and sharding == "ddp":
-        sharding = "zero1"  # Megatron's distributed optimizer is ZeRO-1 by construction
-    shard_group = plan.shard_group
-    if sharding == "fsdp-hybrid" and shard_group is None:
-        shard_group = hybrid_shard_group(plan.data_parallel, plan.gpus_per_node, plan.tensor)
-    stage_factor = _first_stage_factor(ctx, plan)
-    per_gpu = memory.model_state_per_gpu_bytes(
-        parameters=parameters * stage_factor,
-        trainable_parameters=ctx.num(f"{T}/model/trainable_parameters", parameters) * stage_factor,
-        bytes_per_param=state, sharding=sharding, data_parallel=plan.data_parallel,
-        tensor_parallel=plan.tensor, pipeline_parallel=plan.pipeline,
-        shard_group=shard_group if sharding == "fsdp-hybrid" else None,
-        offload_optimizer=offload in ("optimizer", "optimizer+parameters") and sharding != "ddp",
-        offload_parameters=offload == "optimizer+parameters" and sharding in ("zero3", "fsdp-full", "fsdp-hybrid"))
-    activations = _activations(ctx, plan, int(micro_batch) if micro_batch else None)
-    gathered = 0.0
-    if sharding in ("zero3", "fsdp-full", "fsdp-hybrid"):
-        gathered = _gathered(ctx, sharding, state)
-    fragmentation = ctx.setting("memory.allocator_fragmentation_fraction")
-    tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered
-    other = ctx.setting("memory.cuda_context_gib") * GIB + fragmentation * tensors
-    capacity = capacity_gib * GIB
-    return MemoryEstimate(
-        sharding=sharding, micro_batch=int(micro_batch) if micro_batch else None, state=state,
-        convention=convention, weights_bytes=per_gpu.weights_bytes, gradients_bytes=per_gpu.gradients_bytes,
-        optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
-        other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
-        usable_bytes=capacity * (1 - ctx.setting("memory.headroom_fraction")), parameters=parameters,
-        first_stage_factor=stage_factor)
-
-
-def _first_stage_factor(ctx: Context, plan: Layout) -> float:
-    """Returns how many times an even share of the parameters the most loaded pipeline stage holds.
-
-    With pipeline parallelism the first stage holds the embedding on top of its L/p layers (and, untied,
-    the last stage the output layer), so the most loaded GPU holds more than parameters/(t·p): the ratio
-    of Megatron-LM's most-loaded shard (theoretical_memory_usage.py) to the even share. 1 without a
-    pipeline or when the architecture is not known.
-    """
-    if plan.pipeline == 1:
-        return 1.0
-    arch = _architecture(ctx)
-    if arch is None or arch["vocab"] is None:
-        return 1.0
-    shape = {"layers": arch["layers"], "hidden": arch["hidden"], "heads": arch["heads"],
-             "ffn_hidden": arch["ffn_hidden"], "padded_vocab": arch["vocab"], "kv_heads": arch["kv_heads"],
-             "swiglu": arch["mlp"] == "swiglu",
-             "normalization": "RMSNorm" if arch["norm"] == "rmsnorm" else "LayerNorm",
-             "untie_embeddings_and_output_weights": not arch["tied"]}
-    whole = memory.megatron_most_loaded_shard_parameters(**shape)  # p = t = 1: every parameter once
-    most_loaded = memory.megatron_most_loaded_shard_parameters(**shape, pipeline_parallel=plan.pipeline)
-    return max(1.0, most_loaded * plan.pipeline / whole)
-
-
-def _architecture(ctx: Context) -> dict | None:
-    layers, hidden, heads = ctx.need(f"{A}/layers"), ctx.need(f"{A}/hidden"), ctx.need(f"{A}/heads")
-    if layers is None or hidden is None or heads is None:
-        return None
-    mlp = ctx.get(f"{A}/mlp", "gelu")
-    return {
-        "layers": int(layers), "hidden": int(hidden), "heads": int(heads),
-        "kv_heads": int(ctx.num(f"{A}/kv_heads", heads)),
-        "ffn_hidden": int(ctx.num(f"{A}/ffn_hidden", 4 * hidden)),
-        "vocab": int(v) if (v := ctx.num(f"{A}/vocab")) else None,
-        "mlp": mlp,
-        "dropout": bool(ctx.get(f"{A}/dropout", mlp == "gelu")),
-        "norm": ctx.get(f"{A}/norm", "rmsnorm" if mlp == "swiglu" else "layernorm"),
-        "tied": bool(ctx.get(f"{A}/tied_embeddings", False)),
-    }
-
-
-def _activations(ctx: Context, plan: Layout, micro_batch: int | None) -> float | None:
-    arch = _architecture(ctx)
-    sequence_length = ctx.need(f"{T}/sequence_length")
-    if micro_batch is None:
-        ctx.need(f"{T}/micro_batch")
-    if arch is None or sequence_length is None or micro_batch is None:
-        return None
-    global_batch = ctx.num(f"{T}/global_batch")
-    micro_batches = None
-    if global_batch:
-        micro_batches = max(1, int(global_batch // (micro_batch * plan.data_parallel)))
-    return memory.activation_bytes_per_gpu(
-        layers=arch["layers"], sequence_length=int(sequence_length), micro_batch=micro_batch,
-        hidden=arch["hidden"], heads=arch["heads"], tensor_parallel=plan.tensor,
-        sequence_parallel=bool(ctx.get(f"{P}/sequence_parallel", False)),
-        recompute=ctx.get(f"{T}/activation_checkpointing", "none"),
-        flash_attention=bool(ctx.get(f"{T}/flash_attention", False)),
-        ffn_hidden=arch["ffn_hidden"], kv_heads=arch["kv_heads"], mlp=arch["mlp"], dropout=arch["dropout"],
-        pipeline_parallel=plan.pipeline, virtual_stages=int(ctx.num(f"{P}/virtual_stages", 1)),
-        micro_batches=micro_batches, vocab=arch["vocab"])
-
-
-def _gathered(ctx: Context, sharding: str, state: memory.StateBytesPerParam) -> float:
-    arch = _architecture(ctx)
-    if arch is None or arch["vocab"] is None:
-        return 0.0
-    # DeepSpeed ZeRO-3 gathers module by module; FSDP gathers one wrapped block (decoder layer) at a time.
-    unit = "module" if sharding == "zero3" else "block"
-    largest = memory.largest_layer_parameters(
-        hidden=arch["hidden"], heads=arch["heads"], kv_heads=arch["kv_heads"], ffn_hidden=arch["ffn_hidden"],
-        vocab=arch["vocab"], tied_embeddings=arch["tied"], mlp=arch["mlp"], norm=arch["norm"], unit=unit)
-    return memory.gathered_parameters_bytes(largest, bytes_per_param=state.weights_bytes_per_param,
-                                            prefetch_layers=ctx.setting("memory.gathered_layers") - 1)
-
+# The names other check modules import from here.
+__all__ = ["SHARDING_ORDER", "ShardingOption", "T", "accumulation", "fraction_of", "largest_fitting_micro_batch",
+           "layout", "least_communication", "measured_peak_gib", "memory_estimate", "sharding_options"]
+T = TRAINING  # the name sharding.py and gradient_accumulation.py import; new code imports TRAINING
 
 # ==================================================================================================
 # Sharding, gradient accumulation, interconnect scaling and time to result
@@ -291,27 +41,8 @@ def _gathered(ctx: Context, sharding: str, state: memory.StateBytesPerParam) -> 
 # Least to most aggressive (what each strategy shards: ZeRO arXiv 1910.02054 §5; PyTorch FSDP's
 # ShardingStrategy). Where two strategies communicate equally the less aggressive one is preferred.
 SHARDING_ORDER: tuple[str, ...] = ("ddp", "zero1", "zero2", "fsdp-hybrid", "zero3", "fsdp-full")
-# The memory-need search stops here: no fit below this many GPUs means "not by adding GPUs".
-MAX_SEARCH_GPUS = 131_072
 # A job that never finishes (goodput 0) reports this many days: durable_rules accepts no infinity.
 NEVER_DAYS = 1e9
-
-
-def fraction_of(part: float, whole: float) -> float:
-    """Returns part / whole (0 when whole is 0): the ratios the rules compare with named thresholds."""
-    return part / whole if whole else 0.0
-
-
-def fits(estimate: MemoryEstimate | None) -> bool | None:
-    """Returns whether one step fits the usable memory; None when the activations cannot be estimated."""
-    if estimate is None or estimate.activations_bytes is None:
-        return None
-    return estimate.total_bytes <= estimate.usable_bytes
-
-
-def dp_ranks_per_node(plan: Layout) -> int:
-    """Returns the data-parallel ranks sharing a node (tensor parallelism innermost, as Megatron-LM orders ranks)."""
-    return max(1, min(plan.data_parallel, plan.gpus_per_node // plan.tensor))
 
 
 # ---- gradient accumulation -------------------------------------------------------------------------
@@ -333,104 +64,12 @@ class Accumulation:
 def accumulation(ctx: Context, micro_batch: int | None = None) -> Accumulation | None:
     """Returns the split of the global batch for the submitted (or the given) micro-batch; None if unknown."""
     plan = layout(ctx)
-    global_batch = ctx.need(f"{T}/global_batch")
-    micro = micro_batch or ctx.need(f"{T}/micro_batch")
+    global_batch = ctx.need(f"{TRAINING}/global_batch")
+    micro = micro_batch or ctx.need(f"{TRAINING}/micro_batch")
     if plan is None or global_batch is None or micro is None:
         return None
     return Accumulation(int(global_batch), int(micro), plan.data_parallel,
                         batch.batch_split(int(global_batch), int(micro), plan.data_parallel))
-
-
-def largest_fitting_micro_batch(ctx: Context, limit: int) -> int | None:
-    """Returns the largest micro-batch ≤ ``limit`` whose step fits usable memory: 0 if none, None if unknown.
-
-    Bisection over memory_estimate(micro_batch=m); activation memory grows with m (Korthikanti et al.
-    2022, Table 2), so the fitting micro-batches are 1..k.
-    """
-    first = fits(memory_estimate(ctx, micro_batch=1))
-    if first is None:
-        return None
-    if not first:
-        return 0
-    low, high = 1, max(1, limit)
-    if fits(memory_estimate(ctx, micro_batch=high)):
-        return high
-    while high - low > 1:  # invariant: low fits, high does not
-        middle = (low + high) // 2
-        if fits(memory_estimate(ctx, micro_batch=middle)):
-            low = middle
-        else:
-            high = middle
-    return low
-
-
-def measured_peak_gib(ctx: Context, micro_batch: int | None) -> float | None:
-    """Returns the measured peak (reserved, else allocated) GiB per GPU at this micro-batch and the planned sequence.
-
-    A run that names no micro-batch or sequence length matches any; peak-memory and gradient-accumulation
-    both read measurements through this one function.
-    """
-    sequence_length = ctx.inputs.get(f"{T}/sequence_length")
-    for index, run in enumerate(ctx.inputs.get("/measurements/peak_memory") or []):
-        if run.get("micro_batch") in (None, micro_batch) and run.get("sequence_length") in (None, sequence_length):
-            base = f"/measurements/peak_memory/{index}"
-            return ctx.num(f"{base}/reserved_gib") or ctx.num(f"{base}/allocated_gib")
-    return None
-
-
-def memory_min_gpus(ctx: Context) -> int | None:
-    """Returns the fewest GPUs (whole nodes and model-parallel groups) on which one step fits, None if none does.
-
-    Bisection over memory_estimate(gpus=n): more data-parallel ranks shard the state further (ZeRO
-    §5), so the fitting counts are n..∞ (for ddp either every count fits or none does).
-    """
-    plan = layout(ctx)
-    if plan is None:
-        return None
-    unit = math.lcm(plan.gpus_per_node, plan.tensor * plan.pipeline)
-
-    def fits_on(multiple: int) -> bool:
-        try:
-            return bool(fits(memory_estimate(ctx, gpus=multiple * unit)))
-        except InconsistentInput:  # a layout the estimators refuse (e.g. fsdp-hybrid on part of a node)
-            return False
-
-    high = max(1, MAX_SEARCH_GPUS // unit)
-    if not fits_on(high):
-        return None
-    low = 0  # invariant: low does not fit (0 GPUs), high does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits_on(middle):
-            high = middle
-        else:
-            low = middle
-    return high * unit
-
-
-def no_fit_reason(ctx: Context) -> str | None:
-    """Returns why no GPU count up to MAX_SEARCH_GPUS fits one step in memory; None when one does or memory is unknown.
-
-    Called when memory_min_gpus found none: the reason quotes the per-GPU need at the largest count searched,
-    where the state is sharded furthest, so it is the least any count needs.
-    """
-    plan = layout(ctx)
-    if plan is None:
-        return None
-    unit = math.lcm(plan.gpus_per_node, plan.tensor * plan.pipeline)
-    gpus = max(1, MAX_SEARCH_GPUS // unit) * unit
-    try:
-        estimate = memory_estimate(ctx, gpus=gpus)
-    except InconsistentInput as error:
-        return f"no GPU count fits this layout: {error}"
-    verdict = fits(estimate)
-    if estimate is None or verdict is None:
-        return None
-    if verdict:  # memory_min_gpus would have found this count
-        return None
-    return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
-            f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
-            f"{estimate.usable_bytes / GIB:,.1f} GiB usable")
 
 
 # ---- communication ---------------------------------------------------------------------------------
@@ -443,19 +82,19 @@ def communication(ctx: Context, sharding: str | None = None) -> interconnect.Ste
     estimator refuses (fsdp-hybrid over part of a node).
     """
     plan = layout(ctx)
-    parameters = ctx.need(f"{T}/model/parameters")
-    precision, optimizer = ctx.get(f"{T}/precision"), ctx.get(f"{T}/optimizer")
-    for pointer, value in ((f"{T}/precision", precision), (f"{T}/optimizer", optimizer)):
+    parameters = ctx.need(f"{TRAINING}/model/parameters")
+    precision, optimizer = ctx.get(f"{TRAINING}/precision"), ctx.get(f"{TRAINING}/optimizer")
+    for pointer, value in ((f"{TRAINING}/precision", precision), (f"{TRAINING}/optimizer", optimizer)):
         if value is None and pointer not in ctx.missing:
             ctx.missing.append(pointer)
     split = accumulation(ctx)
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None
-    state = memory.model_state_bytes_per_param(precision, optimizer, ctx.setting("conventions.model_state_bytes"))
+    state = model_state_bytes_per_param(precision, optimizer, ctx.setting("conventions.model_state_bytes"))
     model_parallel = plan.tensor * plan.pipeline
-    trainable = ctx.num(f"{T}/model/trainable_parameters", parameters)
+    trainable = ctx.num(f"{TRAINING}/model/trainable_parameters", parameters)
     return interconnect.communication_bytes_per_step(
-        sharding or plan.sharding, parameters / model_parallel, plan.data_parallel, dp_ranks_per_node(plan),
+        sharding or plan.sharding, parameters / model_parallel, plan.data_parallel, plan.dp_ranks_per_node,
         bytes_per_element=state.weights_bytes_per_param, accumulation_steps=split.steps,
         trainable_parameters=trainable / model_parallel)
 
@@ -509,7 +148,7 @@ def _bandwidth(ctx: Context) -> Bandwidth | None:
     if plan.nodes == 1:
         return Bandwidth(node, node, None, "node", link, "; ".join(sources + notes), 1)
     # Data-parallel groups side by side on a node (one per tensor-parallel rank) share its NICs.
-    share = interconnect.group_nic_share(dp_ranks_per_node(plan), plan.gpus_per_node)
+    share = interconnect.group_nic_share(plan.dp_ranks_per_node, plan.gpus_per_node)
     shared = "" if share == 1 else f", {share:.3g} of it per data-parallel group (tensor parallelism fills the node)"
     if measured_cluster is not None:
         runs, busbw = measured_cluster
@@ -542,7 +181,7 @@ def _pcie_generation(ctx: Context, group: str) -> tuple[int, str]:
     return 4, "assumed Gen4: GPU model not in the catalogue"
 
 
-def _nccl_tests(ctx: Context, plan: Layout) -> tuple[float | None, tuple[int, float] | None, list[str]]:
+def _nccl_tests(ctx: Context, plan: Placement) -> tuple[float | None, tuple[int, float] | None, list[str]]:
     """Returns the measured intra-node busbw, the (nodes, busbw) of the multi-node run nearest the job's size, notes.
 
     Each run's figure is its peak busbw over message sizes (nccl-tests doc/PERFORMANCE.md: the
@@ -590,7 +229,7 @@ def _scaling(ctx: Context) -> Scaling | None:
 
     plan = layout(ctx)
     rate = throughput_facts(ctx)
-    sequence_length = ctx.need(f"{T}/sequence_length")
+    sequence_length = ctx.need(f"{TRAINING}/sequence_length")
     split = accumulation(ctx)
     links = bandwidth(ctx)
     step = communication(ctx)
@@ -686,7 +325,7 @@ def sharding_options(ctx: Context) -> list[ShardingOption] | None:
             continue
         if estimate is None or estimate.activations_bytes is None or step is None or links is None:
             if estimate is not None and estimate.activations_bytes is None:
-                ctx.need(f"{T}/micro_batch")
+                ctx.need(f"{TRAINING}/micro_batch")
             return None
         usable_gib = estimate.usable_bytes / GIB
         spare = spare_fraction(estimate.total_bytes, estimate.usable_bytes)
@@ -745,9 +384,9 @@ def schedule(ctx: Context, efficiency: float, goodput: float, tokens_per_s_per_g
     is advised that could not run.
     """
     plan = layout(ctx)
-    dataset_tokens = ctx.need(f"{T}/dataset_tokens")
-    epochs = ctx.num(f"{T}/epochs", 1)
-    window_days = ctx.need(f"{T}/completion_window_days")
+    dataset_tokens = ctx.need(f"{TRAINING}/dataset_tokens")
+    epochs = ctx.num(f"{TRAINING}/epochs", 1)
+    window_days = ctx.need(f"{TRAINING}/completion_window_days")
     if plan is None or dataset_tokens is None or window_days is None:
         return None
     tokens = dataset_tokens * epochs
@@ -759,7 +398,7 @@ def schedule(ctx: Context, efficiency: float, goodput: float, tokens_per_s_per_g
             window_days * SECONDS_PER_DAY, tokens=tokens, tokens_per_s_per_gpu=tokens_per_s_per_gpu,
             scaling_efficiency=efficiency, goodput=goodput)
     memory_need = memory_min_gpus(ctx)
-    unit = math.lcm(plan.gpus_per_node, plan.tensor * plan.pipeline)
+    unit = plan.whole_unit_gpus
     reason = no_fit_reason(ctx) if memory_need is None else None
     needed = None if reason else compute.gpus_needed(memory_need or 1, throughput_need or 1, multiple_of=unit)
     model_flops, hardware_flops = _run_flops(ctx, tokens)
@@ -773,13 +412,13 @@ def schedule(ctx: Context, efficiency: float, goodput: float, tokens_per_s_per_g
 
 def _run_flops(ctx: Context, tokens: float) -> tuple[float | None, float | None]:
     """Returns the run's model FLOPs (6·N·D + attention) and hardware FLOPs (with the recompute it plans)."""
-    parameters = ctx.num(f"{T}/model/parameters")
-    layers, hidden = ctx.num(f"{A}/layers"), ctx.num(f"{A}/hidden")
-    sequence_length = ctx.num(f"{T}/sequence_length")
+    parameters = ctx.num(f"{TRAINING}/model/parameters")
+    layers, hidden = ctx.num(f"{ARCHITECTURE}/layers"), ctx.num(f"{ARCHITECTURE}/hidden")
+    sequence_length = ctx.num(f"{TRAINING}/sequence_length")
     if parameters is None:
         return None, None
     shape = (int(layers), int(sequence_length), int(hidden)) if layers and hidden and sequence_length else (None,) * 3
-    recompute = ctx.get(f"{T}/activation_checkpointing", "none")
+    recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
     return (compute.training_flops(parameters, tokens, "none", *shape),
             compute.training_flops(parameters, tokens, recompute, *shape))
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import is_number, require_choice, require_positive, require_positive_int
-from rules.estimates.memory import model_state_bytes_per_param
+from rules.estimates.model_state import model_state_bytes_per_param
 
 # Bytes per parameter of the model weights as trained.
 WEIGHT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -156,7 +156,7 @@ def training_checkpoint_size(
 
     Takes the submission vocabulary (``bf16-mixed``, ``fp16-mixed``, ``fp32``, ``bf16-pure``; ``adamw``,
     ``adamw-8bit``, ``adafactor``, …) and the per-parameter bytes of
-    :func:`rules.estimates.memory.model_state_bytes_per_param`, so a checkpoint and the GPU memory
+    :func:`rules.estimates.model_state.model_state_bytes_per_param`, so a checkpoint and the GPU memory
     estimate agree on the optimizer state: weights of every saved parameter + the optimizer state of the
     trainable ones (fp32 master copy and moments) + their gradients when ``save_gradients``. For
     bf16-mixed AdamW that is 2 + 4 + 8 = 14 bytes/param (``shared/reference/README.md``; ZeRO,

@@ -87,3 +87,10 @@ def crosses_cpu(path: str) -> bool:
     """
     require_choice("path", path, PCIE_PATHS)
     return PCIE_PATHS.index(path) > PCIE_PATHS.index(GPUDIRECT_RDMA_FARTHEST)
+
+
+def cpu_cores(sockets: int, cores_per_socket: int) -> int:
+    """Returns a server's CPU cores: sockets × cores per socket (each socket a CPU package of equal cores)."""
+    require_positive_int("sockets", sockets)
+    require_positive_int("cores_per_socket", cores_per_socket)
+    return sockets * cores_per_socket
