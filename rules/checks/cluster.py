@@ -13,68 +13,14 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout, nics
-from rules.checks.facts.pointers import ARCHITECTURE, TRAINING
-from rules.estimates import checkpoint, compute, data_feed, reliability
+from rules.checks.facts.pointers import TRAINING
+from rules.estimates import checkpoint, reliability
 from rules.status import Basis
-from rules.units import GB, SECONDS_PER_HOUR, TFLOPS
+from rules.units import GB, SECONDS_PER_HOUR
 
 MEASURED_READ = "/measurements/storage/read_gbs"
 MEASURED_WRITE = "/measurements/storage/write_gbs"
 RESTORE = "/measurements/restore_test"
-
-
-# ---- throughput ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Throughput:
-    """Training tokens/s of the job, and where the figure came from."""
-
-    tokens_per_s_per_gpu: float
-    cluster_tokens_per_s: float
-    source: str  # "tokens_per_s_per_gpu" (measured or assumed) or "mfu"
-    mfu: float | None = None
-    model_flops_per_token: float | None = None
-    peak_tflops: float | None = None
-
-    def evidence(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
-                               "cluster_tokens_per_s": self.cluster_tokens_per_s, "throughput_from": self.source}
-        if self.mfu is not None:
-            out.update(mfu=self.mfu, model_flops_per_token=self.model_flops_per_token,
-                       peak_bf16_tflops=self.peak_tflops)
-        return out
-
-
-def throughput_facts(ctx: Context) -> Throughput | None:
-    """Returns the job's tokens/s: the stated tokens/s per GPU, else MFU × peak bf16 FLOP/s ÷ FLOPs per token."""
-    return ctx.memo("cluster.throughput", _throughput)
-
-
-def _throughput(ctx: Context) -> Throughput | None:
-    plan = layout(ctx)
-    if plan is None:
-        return None
-    per_gpu = ctx.num(f"{TRAINING}/throughput/tokens_per_s_per_gpu")
-    if per_gpu is not None:
-        return Throughput(per_gpu, data_feed.cluster_tokens_per_s(per_gpu, plan.gpus), "tokens_per_s_per_gpu")
-    mfu = ctx.num(f"{TRAINING}/throughput/mfu")
-    if mfu is None:
-        # Either member will do (tokens_per_s_per_gpu or mfu): name the object the submission must fill.
-        if f"{TRAINING}/throughput" not in ctx.missing:
-            ctx.missing.append(f"{TRAINING}/throughput")
-        return None
-    parameters = ctx.need(f"{TRAINING}/model/parameters")
-    peak_tflops = ctx.need(f"{plan.group}/gpu/bf16_tflops")
-    if parameters is None or peak_tflops is None:
-        return None
-    layers, hidden = ctx.num(f"{ARCHITECTURE}/layers"), ctx.num(f"{ARCHITECTURE}/hidden")
-    sequence_length = ctx.num(f"{TRAINING}/sequence_length")
-    # MFU counts model FLOPs (no recompute); the attention term joins when the shape is known (PaLM App. B).
-    if layers and hidden and sequence_length:
-        flops = compute.training_flops_per_token(parameters, "none", int(layers), int(sequence_length), int(hidden))
-    else:
-        flops = compute.training_flops_per_token(parameters)
-    per_gpu = compute.tokens_per_s_from_mfu(mfu, peak_tflops * TFLOPS, flops)
-    return Throughput(per_gpu, data_feed.cluster_tokens_per_s(per_gpu, plan.gpus), "mfu", mfu, flops, peak_tflops)
 
 
 # ---- checkpoints -----------------------------------------------------------------------------------

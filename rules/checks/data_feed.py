@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import throughput_facts
 from rules.checks.facts.layout import cpu_cores_per_node, layout
 from rules.checks.facts.pointers import DATALOADER, MEASURED_READ, TRAINING, TRAINING_DATA
+from rules.checks.facts.throughput import throughput_facts
 from rules.estimates import data_feed
 from rules.estimates.ratios import spare_fraction
 from rules.status import Basis, Status

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import goodput_facts, throughput_facts
+from rules.checks.cluster import goodput_facts
+from rules.checks.facts.communication import scaling
 from rules.checks.facts.pointers import TRAINING
-from rules.checks.training import quote_cost, scaling, schedule
+from rules.checks.facts.throughput import throughput_facts
+from rules.checks.training import quote_cost, schedule
 from rules.estimates import cost
 from rules.estimates.ratios import fraction_of
 from rules.status import Basis, Status

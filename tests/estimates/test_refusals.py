@@ -5,15 +5,15 @@ import math
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates import checkpoint, interconnect, memory, power, reliability
+from rules.estimates import checkpoint, interconnect, model_state, nccl_tests, power, reliability, scaling
 
 
 @pytest.mark.parametrize(("estimator", "arguments", "words"), [
     (reliability.job_mtbf_h, (math.nan, 16), "node_mtbf_h must be a positive finite number"),
     (interconnect.busbw_factor, ("all-reduce", 0), "ranks must be an integer >= 1"),
-    (interconnect.measured_scaling_efficiency, ([(8, 1e5), (8, 2e5)],), "two measurements at 8 GPUs"),
-    (interconnect.parse_nccl_tests_output, ("no table here",), "no nccl-tests result rows"),
-    (memory.model_state_bytes_per_param, ("fp8", "adamw"), "unknown precision 'fp8'"),
+    (scaling.measured_scaling_efficiency, ([(8, 1e5), (8, 2e5)],), "two measurements at 8 GPUs"),
+    (nccl_tests.parse_nccl_tests_output, ("no table here",), "no nccl-tests result rows"),
+    (model_state.model_state_bytes_per_param, ("fp8", "adamw"), "unknown precision 'fp8'"),
     (power.pdu_capacity_kw, ([], "2N", 0.8), "at least one PDU"),
 ])
 def test_estimators_raise_inconsistent_input_naming_the_argument(estimator, arguments, words) -> None:
