@@ -40,3 +40,12 @@ def test_only_paths_farther_than_pxb_lose_gpudirect_rdma_under_nccl_defaults():
     assert [crosses_cpu(p) for p in ("PIX", "PXB", "PHB", "NODE", "SYS")] == [False, False, True, True, True]
     with pytest.raises(ValueError):
         crosses_cpu("NV18")
+
+
+def test_cpu_cores_of_a_dgx_h100() -> None:
+    # DGX H100 user guide: two Intel Xeon Platinum 8480C of 56 cores each = 112 cores.
+    from rules.estimates.topology import cpu_cores
+
+    assert cpu_cores(2, 56) == 112
+    with pytest.raises(ValueError, match="sockets"):
+        cpu_cores(0, 56)
