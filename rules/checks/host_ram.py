@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import checkpoint_size_facts
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import host_offload_bytes_per_gpu
 from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
+from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates import host_memory
 from rules.estimates.ratios import spare_fraction
 from rules.status import Status

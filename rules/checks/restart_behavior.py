@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import goodput_facts, restore_test
 from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.reliability import goodput_facts, restore_test
 from rules.status import Basis, Status
 
 _GOODPUT = ("expected goodput {goodput:.1%}: the job fails every {cluster_mtbf_h:,.1f} h ({failures_per_day:.2f} "

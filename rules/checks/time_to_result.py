@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Rule
-from rules.checks.cluster import goodput_facts
 from rules.checks.facts.communication import scaling
 from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, run_plan
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates import cost

@@ -6,7 +6,13 @@ import math
 from dataclasses import dataclass
 
 from rules.errors import InconsistentInput
-from rules.estimates._args import is_number, require_choice, require_positive, require_positive_int
+from rules.estimates._args import (
+    is_number,
+    require_choice,
+    require_fraction,
+    require_positive,
+    require_positive_int,
+)
 from rules.estimates.model_state import model_state_bytes_per_param
 
 # Bytes per parameter of the model weights as trained.
@@ -87,7 +93,7 @@ class CheckpointSave:
 
     save_s: float
     write_gbs: float  # effective write bandwidth: min of the two below
-    storage_write_gbs: float  # the storage system's sustained write bandwidth
+    storage_write_gbs: float  # the storage system's sustained write bandwidth (after the write efficiency)
     node_nics_gbs: float  # writing nodes × storage-NIC GB/s per node
     bound_by: str  # "storage" or "node-nics"
 
@@ -97,18 +103,22 @@ def checkpoint_save(
     storage_write_gbs: float,
     writing_nodes: int,
     storage_nic_gbs_per_node: float,
+    write_efficiency: float = 1.0,
 ) -> CheckpointSave:
-    """Return the checkpoint save time: bytes / min(storage write GB/s, nodes × storage-NIC GB/s per node).
+    """Return the checkpoint save time: bytes / min(storage write GB/s × efficiency, nodes × storage-NIC GB/s).
 
     A sharded checkpoint (PyTorch DCP, Megatron distributed checkpointing) is written by every node
     at once, so the write is bounded by the storage system's aggregate write bandwidth or by the sum of
     the writing nodes' storage-network bandwidth, whichever is lower. ``writing_nodes`` is the nodes
-    that write (all nodes for a sharded checkpoint; one for a rank-0 ``torch.save``). Source: the
-    acceptance plan's "Design checkpoint bandwidth" ("calculate
-    checkpoint size and frequency, define maximum acceptable save time and test the storage system at
-    that burst rate"); use measured write bandwidth (e.g. fio/IOR at the burst size) where available.
+    that write (all nodes for a sharded checkpoint; one for a rank-0 ``torch.save``). ``write_efficiency``
+    (0, 1] is the share of a quoted (nameplate) write bandwidth a checkpoint burst sustains; 1 for a measured
+    one. Source: the acceptance plan's "Design checkpoint bandwidth" ("calculate checkpoint size and
+    frequency, define maximum acceptable save time and test the storage system at that burst rate"); use
+    measured write bandwidth (e.g. fio/IOR at the burst size) where available.
     """
     require_positive("checkpoint_bytes", checkpoint_bytes)
+    require_fraction("write_efficiency", write_efficiency)
+    storage_write_gbs = storage_write_gbs * write_efficiency
     require_positive("storage_write_gbs", storage_write_gbs)
     require_positive_int("writing_nodes", writing_nodes)
     require_positive("storage_nic_gbs_per_node", storage_nic_gbs_per_node)
@@ -204,3 +214,28 @@ def checkpoint_overhead_fraction(interval_s: float, save_s: float, mtbf_s: float
     require_positive("save_s", save_s)
     require_positive("mtbf_s", mtbf_s)
     return save_s / interval_s + interval_s / (2 * mtbf_s)
+
+
+@dataclass(frozen=True)
+class IntervalReview:
+    """A checkpoint interval against the Young/Daly optimum: how far off it is and what that costs."""
+
+    optimum_s: float  # τ* = √(2δM)
+    off_ratio: float  # max(τ/τ*, τ*/τ)
+    excess_overhead: float  # lost-time share at τ minus that at τ*, ≥ 0
+
+
+def interval_review(interval_s: float, save_s: float, mtbf_s: float) -> IntervalReview:
+    """Returns how a checkpoint interval compares with the Young/Daly optimum for this save time and job MTBF.
+
+    The optimum is :func:`young_daly_interval_s` (Young 1974), the deviation :func:`interval_deviation_ratio`,
+    and the excess the first-order overhead δ/τ + τ/(2M) (:func:`checkpoint_overhead_fraction`) at the interval
+    less that at the optimum: the share of wall time the chosen interval costs beyond the best one.
+    """
+    optimum_s = young_daly_interval_s(save_s, mtbf_s)
+    return IntervalReview(
+        optimum_s=optimum_s,
+        off_ratio=interval_deviation_ratio(interval_s, optimum_s),
+        excess_overhead=(checkpoint_overhead_fraction(interval_s, save_s, mtbf_s)
+                         - checkpoint_overhead_fraction(optimum_s, save_s, mtbf_s)),
+    )

@@ -1,9 +1,7 @@
-"""Facts about the cluster a training job runs on that several checks share: throughput, checkpoints, failures.
+"""Checkpoints, failures and goodput of the training job: what several checks share about its reliability.
 
-Like rules/checks/training.py, nothing here decides: each function reads inputs through a check's
-Context (so every input read is recorded as that check's evidence, and every missing one as missing) and
-calls the estimators. The expensive or widely used facts are memoised per evaluation with ``ctx.memo``,
-so data-feed, checkpoint-bandwidth, host-ram, restart-behavior and time-to-result see the same numbers.
+Checkpoint size and save time (checkpoint-bandwidth, host-ram, restart-behavior), the job's MTBF and the
+first-order goodput (restart-behavior, time-to-result) are memoised per evaluation, so the checks agree.
 """
 
 from __future__ import annotations
@@ -13,34 +11,28 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout, nics
-from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, record_missing_formats
+from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
 from rules.estimates import checkpoint, reliability
 from rules.status import Basis
-from rules.units import GB, SECONDS_PER_HOUR
-
-MEASURED_READ = "/measurements/storage/read_gbs"
-MEASURED_WRITE = "/measurements/storage/write_gbs"
-RESTORE = "/measurements/restore_test"
+from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 
 
 # ---- checkpoints -----------------------------------------------------------------------------------
 def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
     """Returns the size of one resumable checkpoint of the job (weights, optimizer state, gradients if saved)."""
-    return ctx.memo("cluster.checkpoint_size", _checkpoint_size)
+    return ctx.memo("reliability.checkpoint_size", _checkpoint_size)
 
 
 def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
-    parameters = ctx.need(f"{TRAINING}/model/parameters")
-    precision, optimizer = ctx.get(f"{TRAINING}/precision"), ctx.get(f"{TRAINING}/optimizer")
-    for pointer, value in ((f"{TRAINING}/precision", precision), (f"{TRAINING}/optimizer", optimizer)):
-        if value is None and pointer not in ctx.missing:
-            ctx.missing.append(pointer)
+    parameters, precision, optimizer = model_state_inputs(ctx)
+    record_missing_formats(ctx, precision, optimizer)
     if parameters is None or precision is None or optimizer is None:
         return None
     return checkpoint.training_checkpoint_size(
         parameters, precision, optimizer,
-        trainable_parameters=ctx.num(f"{TRAINING}/model/trainable_parameters", parameters),
-        save_gradients=bool(ctx.get(f"{TRAINING}/checkpoint/include_gradients", False)),
+        trainable_parameters=ctx.num(TRAINABLE_PARAMETERS, parameters),
+        save_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)),
         # An adapter run saves the adapter and its optimizer state; the frozen base is re-read from its files.
         save_frozen_weights=ctx.get(f"{TRAINING}/objective") != "adapter",
         convention=ctx.setting("conventions.model_state_bytes"))
@@ -71,10 +63,10 @@ class CheckpointFacts:
         """Returns checkpoint-bandwidth's stable names (checkpoint_gb, save_s) and the breakdown behind them."""
         return {
             "checkpoint_gb": self.checkpoint_gb,
-            "checkpoint_weights_gb": self.size.weights_bytes / GB,
-            "checkpoint_master_weights_gb": self.size.master_weights_bytes / GB,
-            "checkpoint_optimizer_gb": self.size.optimizer_bytes / GB,
-            "checkpoint_gradients_gb": self.size.gradients_bytes / GB,
+            "checkpoint_weights_gb": bytes_to_gb(self.size.weights_bytes),
+            "checkpoint_master_weights_gb": bytes_to_gb(self.size.master_weights_bytes),
+            "checkpoint_optimizer_gb": bytes_to_gb(self.size.optimizer_bytes),
+            "checkpoint_gradients_gb": bytes_to_gb(self.size.gradients_bytes),
             "checkpoint_bytes_per_param": self.size.bytes_per_parameter,
             "include_gradients": self.include_gradients,
             "save_s": self.save_s,
@@ -91,14 +83,14 @@ class CheckpointFacts:
 
 def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
     """Returns the checkpoint size and save time: bytes / min(storage write × efficiency, nodes × storage NICs)."""
-    return ctx.memo("cluster.checkpoint", _checkpoint)
+    return ctx.memo("reliability.checkpoint", _checkpoint)
 
 
 def _checkpoint(ctx: Context) -> CheckpointFacts | None:
     plan = layout(ctx)
     size = checkpoint_size_facts(ctx)
     measured = ctx.num(MEASURED_WRITE)
-    quoted = None if measured is not None else ctx.need("/quote/storage/write_gbs")
+    quoted = None if measured is not None else ctx.need(f"{STORAGE}/write_gbs")
     if plan is None or size is None or (measured is None and quoted is None):
         return None
     path = nics(ctx, plan.group, "storage")
@@ -113,21 +105,21 @@ def _checkpoint(ctx: Context) -> CheckpointFacts | None:
         write, efficiency, basis = measured, 1.0, Basis.MEASURED
     else:
         write, efficiency, basis = quoted, ctx.setting("checkpoint.write_efficiency"), Basis.ESTIMATED
-    save = checkpoint.checkpoint_save(size.total_bytes, write * efficiency, plan.nodes, path.gbs)
+    save = checkpoint.checkpoint_save(size.total_bytes, write, plan.nodes, path.gbs, write_efficiency=efficiency)
     return CheckpointFacts(size=size, save=save, storage_write_gbs=write, write_efficiency=efficiency, basis=basis,
                            storage_path=storage_path, nodes=plan.nodes,
-                           include_gradients=bool(ctx.get(f"{TRAINING}/checkpoint/include_gradients", False)))
+                           include_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)))
 
 
 # ---- failures and goodput --------------------------------------------------------------------------
 def job_mtbf_h(ctx: Context) -> float | None:
     """Returns the job's mean time between failures, h: node MTBF ÷ nodes (independent node failures)."""
-    return ctx.memo("cluster.job_mtbf_h", _job_mtbf_h)
+    return ctx.memo("reliability.job_mtbf_h", _job_mtbf_h)
 
 
 def _job_mtbf_h(ctx: Context) -> float | None:
     plan = layout(ctx)
-    node_mtbf_h = ctx.need(f"{TRAINING}/reliability/node_mtbf_h")
+    node_mtbf_h = ctx.need(f"{RELIABILITY}/node_mtbf_h")
     if plan is None or node_mtbf_h is None:
         return None
     return reliability.job_mtbf_h(node_mtbf_h, plan.nodes)
@@ -135,7 +127,7 @@ def _job_mtbf_h(ctx: Context) -> float | None:
 
 def restore_test(ctx: Context) -> str:
     """Returns "passed", "failed" or "not recorded" for /measurements/restore_test."""
-    passed = ctx.get(f"{RESTORE}/passed")
+    passed = ctx.get(f"{RESTORE_TEST}/passed")
     if passed is None:
         return "not recorded"
     return "passed" if passed else "failed"
@@ -167,14 +159,14 @@ class GoodputFacts:
             "goodput": self.goodput,
             "cluster_mtbf_h": self.job_mtbf_h,
             "failures_per_day": self.failures_per_day,
-            "interval_min": self.interval_s / 60,
+            "interval_min": s_to_min(self.interval_s),
             "save_s": self.save_s,
-            "restart_min": self.restart_s / 60,
+            "restart_min": s_to_min(self.restart_s),
             "restart_from": self.restart_from,
-            "lost_per_failure_min": self.lost_per_failure_s / 60,
+            "lost_per_failure_min": s_to_min(self.lost_per_failure_s),
             "save_overhead": self.save_overhead,
             "failure_overhead": self.failure_overhead,
-            "young_daly_interval_min": self.young_daly_interval_s / 60,
+            "young_daly_interval_min": s_to_min(self.young_daly_interval_s),
             "restore_test": self.restore_test,
             "assumed_defaults": list(self.assumed_defaults),
         }
@@ -182,27 +174,27 @@ class GoodputFacts:
 
 def goodput_facts(ctx: Context) -> GoodputFacts | None:
     """Returns the job's first-order goodput (Daly 2006) with its MTBF, save, interval and restart times."""
-    return ctx.memo("cluster.goodput", _goodput)
+    return ctx.memo("reliability.goodput", _goodput)
 
 
 def _goodput(ctx: Context) -> GoodputFacts | None:
     saved = checkpoint_facts(ctx)
     mtbf_h = job_mtbf_h(ctx)
-    interval_min = ctx.need(f"{TRAINING}/checkpoint/interval_min")
+    interval_min = ctx.need(f"{CHECKPOINT}/interval_min")
     outcome = restore_test(ctx)
     restart_min, restart_from, assumed = None, "submission", []
     if outcome == "passed":
-        restart_min = ctx.num(f"{RESTORE}/restore_min")
+        restart_min = ctx.num(f"{RESTORE_TEST}/restore_min")
         restart_from = "restore test"
     if restart_min is None:
-        restart_min, restart_from = ctx.num(f"{TRAINING}/reliability/restart_min"), "submission"
+        restart_min, restart_from = ctx.num(f"{RELIABILITY}/restart_min"), "submission"
     if restart_min is None:
         restart_min, restart_from = ctx.setting("restart.default_restart_min"), "policy default"
-        assumed.append(f"{TRAINING}/reliability/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
+        assumed.append(f"{RELIABILITY}/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
     if saved is None or mtbf_h is None or interval_min is None:
         return None
-    mtbf_s = mtbf_h * SECONDS_PER_HOUR
-    interval_s, restart_s = interval_min * 60, restart_min * 60
+    mtbf_s = h_to_s(mtbf_h)
+    interval_s, restart_s = min_to_s(interval_min), min_to_s(restart_min)
     result = reliability.job_goodput(interval_s, saved.save_s, restart_s, mtbf_s,
                                      save_lost_fraction=ctx.setting("restart.save_lost_fraction"))
     return GoodputFacts(
