@@ -72,7 +72,7 @@ class DataFeed(Check):
         required = data_feed.required_read_gbs(rate.cluster_tokens_per_s, bytes_per_token)
         decode = data_feed.decode_cores_needed(rate.cluster_tokens_per_s, per_core, plan.nodes)
         budget = data_feed.decode_capacity_cores(
-            cores, min(plan.gpus, plan.gpus_per_node), int(workers_per_gpu),
+            cores, plan.gpus_on_node, int(workers_per_gpu),
             reserved_cores=ctx.setting("data_feed.reserved_cores_per_node"))
         evidence = {
             **rate.evidence(),

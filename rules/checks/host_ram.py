@@ -8,9 +8,8 @@ from rules.checks.facts.memory import host_offload_bytes_per_gpu
 from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
 from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates import host_memory
-from rules.estimates.ratios import spare_fraction
 from rules.status import Status
-from rules.units import GIB
+from rules.units import bytes_to_gib
 
 _NEED = ("{required_gib:,.0f} GiB per node (dataloader workers {dataloader_workers_gib:,.0f} = {gpus_on_node} GPUs × "
          "{workers_per_gpu:g} workers × {worker_rss_gib:g} GiB, pinned buffers {pinned_buffers_gib:,.0f}, offloaded "
@@ -67,30 +66,26 @@ class HostRam(Check):
         size = checkpoint_size_facts(ctx)
         if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, offload_per_gpu, size):
             return ctx.insufficient("host RAM cannot be sized")
-        gpus_on_node = min(plan.gpus, plan.gpus_per_node)
         os_reserve_gib = ctx.setting("host_ram.os_reserve_gib")
-        need = host_memory.host_memory_per_node(
-            gpus_on_node, int(workers_per_gpu), worker_rss_gib * GIB, pinned_gib * GIB, os_reserve_gib * GIB,
-            offload_bytes_per_node=offload_per_gpu * gpus_on_node,
-            # Asynchronous checkpointing stages this node's shard of the checkpoint in host memory.
-            checkpoint_staging_bytes_per_node=host_memory.checkpoint_staging_bytes_per_node(
-                size.total_bytes, plan.nodes))
-        gpu_per_node_gib = gpu_gib * plan.gpus_per_node
+        node = host_memory.training_node_host_ram(
+            plan, host_gib, gpu_gib, host_memory.Dataloader(int(workers_per_gpu), worker_rss_gib, pinned_gib),
+            os_reserve_gib, offload_per_gpu, size.total_bytes)
+        need = node.need
         evidence = {
             "required_gib": need.total_gib,
             "host_memory_gib": host_gib,
-            "spare_fraction": spare_fraction(need.total_gib, host_gib),
-            "dataloader_workers_gib": need.dataloader_workers_bytes / GIB,
-            "pinned_buffers_gib": need.pinned_buffers_bytes / GIB,
-            "offload_gib": need.offload_bytes / GIB,
-            "checkpoint_staging_gib": need.checkpoint_staging_bytes / GIB,
+            "spare_fraction": node.spare_fraction,
+            "dataloader_workers_gib": bytes_to_gib(need.dataloader_workers_bytes),
+            "pinned_buffers_gib": bytes_to_gib(need.pinned_buffers_bytes),
+            "offload_gib": bytes_to_gib(need.offload_bytes),
+            "checkpoint_staging_gib": bytes_to_gib(need.checkpoint_staging_bytes),
             "os_reserve_gib": os_reserve_gib,
-            "gpus_on_node": gpus_on_node,
+            "gpus_on_node": plan.gpus_on_node,
             "workers_per_gpu": workers_per_gpu,
             "worker_rss_gib": worker_rss_gib,
             "pinned_gib_per_gpu": pinned_gib,
             "offload": ctx.get(f"{PARALLELISM}/offload", "none"),
-            "gpu_memory_per_node_gib": gpu_per_node_gib,
-            "host_to_gpu_memory_ratio": host_memory.host_to_gpu_memory_ratio(host_gib * GIB, gpu_per_node_gib * GIB),
+            "gpu_memory_per_node_gib": node.gpu_memory_per_node_gib,
+            "host_to_gpu_memory_ratio": node.host_to_gpu_memory_ratio,
         }
         return Facts(evidence=evidence)

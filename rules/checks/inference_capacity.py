@@ -113,7 +113,7 @@ class InferenceCapacity(Check):
         if plan.points:
             evidence.update(ttft_ms_batch1=plan.points[0].ttft_ms, tpot_ms_batch1=plan.points[0].tpot_ms)
         if plan.feasible and plan.replicas is not None and plan.gpus_needed is not None:
-            chosen = plan.points[plan.batch - 1]
+            chosen = plan.chosen_point
             margin = inference.quoted_capacity(plan.gpus_needed, gpus_quoted)
             evidence.update(
                 ttft_ms=plan.ttft_ms, tpot_ms=plan.tpot_ms, memory_bound=chosen.memory_bound,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Rule
 from rules.checks.facts.memory import measured_peak_gib, memory_estimate, memory_evidence
 from rules.checks.facts.pointers import TRAINING
-from rules.estimates.ratios import spare_fraction
+from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
 
 # The capacity-planning guide's rough rule (2 + 2 + 8 bytes/param) that this check corrects.
@@ -64,7 +64,7 @@ class PeakMemory(Check):
         if measured is not None:
             estimated_gib = evidence["total_gib"]
             evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured,
-                            measured_to_estimated_ratio=measured / estimated_gib if estimated_gib else 0.0,
+                            measured_to_estimated_ratio=fraction_of(measured, estimated_gib),
                             total_gib=measured, decided_by="measured reserved",
                             spare_fraction=spare_fraction(measured, evidence["usable_gib"]))
             basis = Basis.MEASURED

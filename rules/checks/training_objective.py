@@ -63,7 +63,7 @@ class TrainingObjective(Check):
             "global_batch": ctx.num(f"{T}/global_batch", 0),
             "completion_window_days": ctx.num(f"{T}/completion_window_days", 0),
             "required_count": len(required),
-            "defined_count": len(required) - len(missing),
+            "defined_count": len([p for p in required if p not in missing]),
             "missing_count": len(missing),
             "missing_list": ", ".join(p.removeprefix(T + "/") for p in missing),
             "missing_inputs": missing,

@@ -145,6 +145,11 @@ class ServingPlan:
     tensor_parallel: int
     reason: str  # one sentence on what limits the batch
 
+    @property
+    def chosen_point(self) -> BatchPoint | None:
+        """Returns the point of the chosen batch; None when no batch meets the SLOs."""
+        return self.points[self.batch - 1] if self.feasible else None
+
 
 
 def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, requests: Requests, traffic: Traffic,

@@ -92,6 +92,11 @@ class TrainingMemory:
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
     @property
+    def overhead_bytes(self) -> float:
+        """Returns what is neither model state nor activations: gathered layers, CUDA context, fragmentation."""
+        return self.gathered_bytes + self.other_bytes
+
+    @property
     def model_state_total_bytes(self) -> float:
         """Returns the whole model's state, unsharded: parameters × bytes per parameter (ZeRO §3.1)."""
         return self.parameters * self.state.total_bytes_per_param

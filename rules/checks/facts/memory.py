@@ -107,7 +107,7 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "gradients_gib": bytes_to_gib(estimate.gradients_bytes),
         "optimizer_gib": bytes_to_gib(estimate.optimizer_bytes),
         "activations_gib": bytes_to_gib(estimate.activations_bytes or 0),
-        "other_gib": bytes_to_gib(estimate.gathered_bytes + estimate.other_bytes),
+        "other_gib": bytes_to_gib(estimate.overhead_bytes),
         "gathered_parameters_gib": bytes_to_gib(estimate.gathered_bytes),
         "total_gib": bytes_to_gib(estimate.total_bytes),
         "usable_gib": bytes_to_gib(estimate.usable_bytes),
