@@ -260,21 +260,33 @@ def context_tokens(prompt_tokens: int, output_tokens: int) -> int:
     return prompt_tokens + output_tokens
 
 
-def replica_memory(parameters: float, weight_precision: str, tensor_parallel: int, group: NodeGroup,
-                   engine: ServingEngine, attention: AttentionShape | None, kv_precision: str,
-                   context: int | None, *, int4_group_size: int = 128) -> ReplicaMemory:
+@dataclass(frozen=True)
+class Deployment:
+    """How a model is deployed on one replica: its size, the precisions of weights and KV cache, tensor parallelism."""
+
+    parameters: float
+    weight_precision: str  # one of WEIGHT_PRECISIONS
+    kv_precision: str  # one of KV_PRECISION_BYTES
+    tensor_parallel: int
+    int4_group_size: int = 128  # weights per fp16 scale of an int4 (GPTQ/AWQ) checkpoint
+
+
+def replica_memory(deployment: Deployment, group: NodeGroup, engine: ServingEngine, attention: AttentionShape | None,
+                   context: int | None) -> ReplicaMemory:
     """Returns one replica's weights, KV bytes per token and the full-context sequences one of its GPUs holds.
 
     Weights: :func:`weight_bytes` (int4 groups of ``int4_group_size``, int8 scales per hidden-size channel),
-    split over ``tensor_parallel`` GPUs; KV cache: :func:`kv_cache_bytes_per_token` and
+    split over the deployment's ``tensor_parallel`` GPUs; KV cache: :func:`kv_cache_bytes_per_token` and
     :func:`max_concurrent_sequences` (vLLM), both only when the attention shape and the context are known.
     """
+    parameters, tensor_parallel = deployment.parameters, deployment.tensor_parallel
     channel = attention.hidden if attention and attention.hidden else DEFAULT_INT8_CHANNEL_SIZE
-    weights = weight_bytes(parameters, weight_precision, group_size=int4_group_size, int8_channel_size=channel)
+    weights = weight_bytes(parameters, deployment.weight_precision, group_size=deployment.int4_group_size,
+                           int8_channel_size=channel)
     kv = concurrency = None
     if attention is not None and context is not None:
-        kv = kv_cache_bytes_per_token(attention.layers, attention.kv_heads, attention.head_dim, kv_precision,
-                                      tensor_parallel)
+        kv = kv_cache_bytes_per_token(attention.layers, attention.kv_heads, attention.head_dim,
+                                      deployment.kv_precision, tensor_parallel)
         concurrency = max_concurrent_sequences(
             group.capacity_bytes, engine.gpu_memory_utilization, weights / tensor_parallel, engine.reserve_bytes,
             kv.per_gpu_bytes, context, block_size_tokens=engine.block_size_tokens)

@@ -9,6 +9,7 @@ import pytest
 from rules.estimates.inference_memory import (
     WEIGHT_PRECISIONS,
     AttentionShape,
+    Deployment,
     NodeGroup,
     ServingEngine,
     context_tokens,
@@ -169,7 +170,7 @@ def test_replica_memory_seed_004_7b_fp16_on_one_80_gb_gpu() -> None:
     engine = ServingEngine(gpu_memory_utilization=0.9, reserve_bytes=2 * GIB, block_size_tokens=16)
     attention = AttentionShape(layers=32, heads=32, kv_heads=32, head_dim=128, hidden=4096)
 
-    replica = replica_memory(7e9, "fp16", 1, group, engine, attention, "fp16", 2048)
+    replica = replica_memory(Deployment(7e9, "fp16", "fp16", 1), group, engine, attention, 2048)
 
     # then 14 GB of weights and 2 GiB leave 72 − 14 − 2.15 GB for 52 sequences of 1 GiB each
     # (2 × 32 × 32 × 128 × 2 B = 524,288 B per token), as in test_max_concurrent_sequences_seed_004 above.
@@ -187,7 +188,7 @@ def test_replica_memory_without_attention_sizes_the_weights_only() -> None:
     group = NodeGroup(8, 1, 80 * GB)
     engine = ServingEngine(0.9, 2 * GIB)
 
-    replica = replica_memory(70e9, "int4", 4, group, engine, None, "bf16", None)
+    replica = replica_memory(Deployment(70e9, "int4", "bf16", 4), group, engine, None, None)
 
     assert replica.weight_bytes_per_gpu == pytest.approx(70e9 * (0.5 + 2.5 / 128) / 4)
     assert replica.kv is None and replica.concurrency is None

@@ -13,7 +13,7 @@ from rules.checks.facts.layout import group_pointer
 from rules.checks.facts.pointers import INFERENCE, INFERENCE_ARCHITECTURE, INFERENCE_MODEL
 from rules.errors import InconsistentInput
 from rules.estimates import inference_memory
-from rules.estimates.inference_memory import AttentionShape, NodeGroup, ReplicaMemory, ServingEngine
+from rules.estimates.inference_memory import AttentionShape, Deployment, NodeGroup, ReplicaMemory, ServingEngine
 from rules.units import bytes_to_gib, gib_to_bytes
 
 SIXTEEN_BIT = ("bf16", "fp16")
@@ -153,9 +153,9 @@ def _serving_memory(ctx: Context) -> ServingMemory | None:
                            max_num_seqs=int(ctx.setting("inference.max_num_seqs")))
     replica, problem = None, ""
     try:
-        replica = inference_memory.replica_memory(
-            parameters, weight_precision, tensor_parallel, node_group, engine, attention, kv_precision,
-            context_tokens, int4_group_size=int(ctx.setting("inference.int4_group_size")))
+        deployment = Deployment(parameters, weight_precision, kv_precision, tensor_parallel,
+                                int4_group_size=int(ctx.setting("inference.int4_group_size")))
+        replica = inference_memory.replica_memory(deployment, node_group, engine, attention, context_tokens)
     except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
         problem = str(error)
     return ServingMemory(hardware=node_group, engine=engine, weight_precision=weight_precision,
