@@ -304,5 +304,9 @@ class QuotedCapacity:
 
 
 def quoted_capacity(gpus_needed: int, gpus_quoted: int) -> QuotedCapacity:
-    """Returns the shortfall max(0, needed − quoted) and the spare share max(0, 1 − needed / quoted)."""
+    """Returns the shortfall max(0, needed − quoted) and the spare share max(0, 1 − needed / quoted).
+
+    The capacity-planning guide, step 7: the GPUs for the peak plus the spares of the headroom (its example,
+    20 + 4 = 24), set against what the quote has: 24 needed of 32 quoted leave 25 % beyond the plan.
+    """
     return QuotedCapacity(max(0, gpus_needed - gpus_quoted), max(0.0, spare_fraction(gpus_needed, gpus_quoted)))

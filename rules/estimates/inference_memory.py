@@ -249,14 +249,23 @@ class ReplicaMemory:
 
 
 def default_head_dim(hidden: int, heads: int) -> int | None:
-    """Returns hidden // heads, the head dimension configs leave out; None when there are more heads than units."""
+    """Returns hidden // heads, the head dimension configs leave out; None when there are more heads than units.
+
+    Hugging Face ``modeling_llama.py`` (LlamaAttention): ``head_dim = config.hidden_size //
+    config.num_attention_heads`` unless the config states ``head_dim``.
+    """
     require_positive_int("heads", heads)
     head_dim = hidden // heads
     return head_dim if head_dim >= 1 else None
 
 
 def context_tokens(prompt_tokens: int, output_tokens: int) -> int:
-    """Returns the context a sequence reserves in the KV cache: prompt + output tokens (vLLM max_model_len)."""
+    """Returns the context a sequence reserves in the KV cache: prompt + output tokens.
+
+    A sequence's KV cache grows with every token it holds, prompt and generated alike (vLLM allocates
+    blocks for both, up to ``max_model_len``), so a request that ends with ``output_tokens`` after a
+    ``prompt_tokens`` prompt holds their sum at its end.
+    """
     return prompt_tokens + output_tokens
 
 

@@ -90,7 +90,9 @@ def crosses_cpu(path: str) -> bool:
 
 
 def cpu_cores(sockets: int, cores_per_socket: int) -> int:
-    """Returns a server's CPU cores: sockets × cores per socket (each socket a CPU package of equal cores)."""
+    """Returns a server's CPU cores: sockets × cores per socket, as ``lscpu`` reports "Socket(s)" and
+    "Core(s) per socket" (DGX H100 user guide: 2 × 56-core Xeon Platinum 8480C = 112 cores).
+    """
     require_positive_int("sockets", sockets)
     require_positive_int("cores_per_socket", cores_per_socket)
     return sockets * cores_per_socket
