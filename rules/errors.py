@@ -48,3 +48,15 @@ class EngineError(QuotecheckError):
 
     title = "Rules engine error"
     type_slug = "engine-error"
+
+
+class InconsistentInput(ValueError):
+    """An estimator refused its arguments: inputs the schema admits describe no realisable configuration.
+
+    Raised by the estimators (rules/estimates) for values outside their domain (a negative size, a GPU count
+    that does not divide by the tensor-parallel degree, a trainable count above the parameter count). It
+    never leaves an evaluation: ``rules.evaluate`` turns it into the check's ``inconsistent`` failure, with
+    its message as the reason. Any other ValueError raised while gathering facts is a defect of quotecheck
+    and is reported as an EngineError. A ValueError subclass, so that callers who only need to know that an
+    argument was refused can keep catching ValueError.
+    """

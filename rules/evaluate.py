@@ -19,7 +19,7 @@ from rules.catalogue import Catalogue, load_catalogue
 from rules.checks import CATALOGUE
 from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
-from rules.errors import EngineError, InvalidSubmission, Problem
+from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
@@ -130,10 +130,12 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         try:
             facts = check().gather(ctx)
             facts = replace(facts, evidence=_representable(facts.evidence))
-        except ValueError as error:
+        except InconsistentInput as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
             facts = Facts(stage=Stage.INCONSISTENT, reason=str(error))
+        except ValueError as error:  # not a refusal: a defect in the check or an estimator
+            raise EngineError(f"gathering the facts of {check.id} failed: {error!r}") from error
         except OverflowError as error:
             # Inputs of absurd magnitude (10^300 layers) overflow the arithmetic: refused the same way.
             facts = Facts(stage=Stage.INCONSISTENT, reason=f"a figure derived from the inputs overflows ({error}); "
@@ -151,7 +153,7 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
 
 
 def _representable(value: Any, name: str = "evidence") -> Any:
-    """Returns evidence with integers beyond ±(2^53 - 1) as floats; ValueError for a number JSON cannot carry.
+    """Returns evidence with integers beyond ±(2^53 - 1) as floats; InconsistentInput for a number JSON cannot carry.
 
     Huge inputs (a node count of 10^20) give huge derived integers, which RFC 8785 cannot canonicalise,
     or infinities, which no JSON can hold.
@@ -167,11 +169,11 @@ def _representable(value: Any, name: str = "evidence") -> Any:
         try:
             return float(value)
         except OverflowError:
-            raise ValueError(f"{name} is too large to compute with (an integer of {value.bit_length()} bits); "
-                             "check the magnitudes of the inputs it derives from") from None
+            raise InconsistentInput(f"{name} is too large to compute with (an integer of {value.bit_length()} "
+                                    "bits); check the magnitudes of the inputs it derives from") from None
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{name} is not a finite number ({value}); check the magnitudes of the inputs it derives "
-                         "from")
+        raise InconsistentInput(f"{name} is not a finite number ({value}); check the magnitudes of the inputs it "
+                                "derives from")
     return value
 
 

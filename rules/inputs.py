@@ -161,6 +161,10 @@ class Reader:
             self._read[pointer] = None
         return value
 
+    def record(self, pointers: list[str]) -> None:
+        """Records as read the pointers another reader of the same inputs read (a memoised fact's inputs)."""
+        self._read.update(dict.fromkeys(pointers))
+
     @property
     def pointers(self) -> list[str]:
         return list(self._read)

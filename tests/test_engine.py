@@ -11,7 +11,7 @@ import pytest
 
 from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule, Stage
 from rules.engine import RuleEngine, _shared_host
-from rules.errors import EngineError
+from rules.errors import EngineError, InconsistentInput
 from rules.evaluate import default_engine, evaluate, verdict_of
 from rules.status import Status
 
@@ -164,6 +164,46 @@ def test_contradictory_inputs_fail_the_check_with_the_estimators_reason() -> Non
     result = next(c for c in record["checks"] if c["id"] == "peak-memory")
     assert result["status"] == "fail" and result["rule"] == "inconsistent"
     assert "trainable_parameters" in result["message"] and "exceeds parameters" in result["message"]
+
+
+def test_every_sharding_strategy_refused_reports_the_estimators_reason() -> None:
+    # Given trainable parameters above the parameter count, no strategy can be sized at all,
+    submission = json.loads(EXAMPLE.read_text())
+    model = submission["workload"]["training"]["model"]
+    model["trainable_parameters"] = model["parameters"] * 2
+
+    record = evaluate(submission)
+
+    # then sharding names the refusal instead of failing on an empty list of strategies.
+    result = next(c for c in record["checks"] if c["id"] == "sharding")
+    assert result["rule"] == "inconsistent" and "exceeds parameters" in result["message"]
+
+
+def _raising_check(check_id: str, error: Exception) -> type[Check]:
+    def gather(self, ctx: Context) -> Facts:
+        raise error
+
+    check = _check(check_id, Rule(Status.FAIL, "negative", lambda m: m.value < 0, ""))
+    check.gather, check.thresholds = gather, {}
+    return check
+
+
+def test_an_estimators_refusal_is_reported_as_contradictory_inputs() -> None:
+    check = _raising_check("refusing-check", InconsistentInput("tensor 3 does not divide 8 GPUs"))
+
+    record = evaluate(json.loads(EXAMPLE.read_text()), engine=RuleEngine([check]))
+
+    [result] = record["checks"]
+    assert (result["status"], result["rule"]) == ("fail", "inconsistent")
+    assert result["message"] == "the inputs contradict each other: tensor 3 does not divide 8 GPUs"
+
+
+def test_any_other_value_error_while_gathering_is_an_engine_error_not_a_verdict() -> None:
+    # A ValueError that no estimator raised as a refusal is a defect: it must not pass for bad input.
+    check = _raising_check("buggy-check", ValueError("min() arg is an empty sequence"))
+
+    with pytest.raises(EngineError, match="buggy-check.*min\\(\\) arg is an empty sequence"):
+        evaluate(json.loads(EXAMPLE.read_text()), engine=RuleEngine([check]))
 
 
 def test_concurrent_evaluations_do_not_mix_verdicts() -> None:

@@ -246,8 +246,7 @@ class Context:
             value = compute(probe)
             self._shared[key] = (value, probe.reader.pointers, list(probe.reader.missing))
         value, pointers, missing = self._shared[key]
-        for pointer in pointers:
-            self.reader.get(pointer)
+        self.reader.record(pointers)
         for pointer in missing:
             if pointer not in self.reader.missing:
                 self.reader.missing.append(pointer)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule
-from rules.checks.cluster import checkpoint_facts, job_mtbf_h
-from rules.checks.training import T
+from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.reliability import checkpoint_facts, job_mtbf_h
 from rules.estimates import checkpoint
 from rules.status import Status
-from rules.units import SECONDS_PER_HOUR
+from rules.units import h_to_s, min_to_s, s_to_min
 
 _SIZE = ("one checkpoint of {checkpoint_gb:,.1f} GB ({checkpoint_bytes_per_param:g} B/param: weights "
          "{checkpoint_weights_gb:,.1f}, fp32 master {checkpoint_master_weights_gb:,.1f}, optimizer "
@@ -50,11 +50,11 @@ class CheckpointBandwidth(Check):
                       + _INTERVAL + " is within {interval_warn_ratio:g}×")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         saved = checkpoint_facts(ctx)
-        max_save_s = ctx.need(f"{T}/checkpoint/max_save_s")
-        interval_min = ctx.need(f"{T}/checkpoint/interval_min")
+        max_save_s = ctx.need(f"{TRAINING}/checkpoint/max_save_s")
+        interval_min = ctx.need(f"{TRAINING}/checkpoint/interval_min")
         mtbf_h = job_mtbf_h(ctx)
         if saved is None or max_save_s is None:
             return ctx.insufficient("the checkpoint save time cannot be judged")
@@ -66,14 +66,12 @@ class CheckpointBandwidth(Check):
                 ctx.missing.clear()
                 return Facts(evidence=evidence, basis=saved.basis)
             return ctx.insufficient("the checkpoint interval cannot be judged", **evidence)
-        optimum_s = checkpoint.young_daly_interval_s(saved.save_s, mtbf_h * SECONDS_PER_HOUR)
+        review = checkpoint.interval_review(min_to_s(interval_min), saved.save_s, h_to_s(mtbf_h))
         evidence.update(
             interval_min=interval_min,
             cluster_mtbf_h=mtbf_h,
-            young_daly_interval_min=optimum_s / 60,
-            interval_off_ratio=checkpoint.interval_deviation_ratio(interval_min * 60, optimum_s),
-            interval_excess_overhead=(
-                checkpoint.checkpoint_overhead_fraction(interval_min * 60, saved.save_s, mtbf_h * SECONDS_PER_HOUR)
-                - checkpoint.checkpoint_overhead_fraction(optimum_s, saved.save_s, mtbf_h * SECONDS_PER_HOUR)),
+            young_daly_interval_min=s_to_min(review.optimum_s),
+            interval_off_ratio=review.off_ratio,
+            interval_excess_overhead=review.excess_overhead,
         )
         return Facts(evidence=evidence, basis=saved.basis)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.cluster import MEASURED_READ, cpu_cores_per_node, throughput_facts
-from rules.checks.training import T, layout, spare_fraction
+from rules.checks.facts.layout import cpu_cores_per_node, layout
+from rules.checks.facts.pointers import DATALOADER, MEASURED_READ, TRAINING, TRAINING_DATA
+from rules.checks.facts.throughput import throughput_facts
 from rules.estimates import data_feed
+from rules.estimates.ratios import spare_fraction
 from rules.status import Basis, Status
+
+TOKENS_PER_S_PER_CORE = f"{TRAINING_DATA}/tokens_per_s_per_core"
 
 _FEED = ("{cluster_tokens_per_s:,.0f} tokens/s ({tokens_per_s_per_gpu:,.0f} per GPU from {throughput_from}) × "
          "{bytes_per_token:g} B/token")
@@ -44,26 +48,26 @@ class DataFeed(Check):
                       "{storage_read_gbs:.2f} GB/s {storage_read_from} storage; " + _CORES)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         rate = throughput_facts(ctx)
-        bytes_per_token = ctx.need(f"{T}/data/bytes_per_token")
+        bytes_per_token = ctx.need(f"{TRAINING_DATA}/bytes_per_token")
         measured = ctx.num(MEASURED_READ)
         storage_read = measured if measured is not None else ctx.need("/quote/storage/read_gbs")
-        workers_per_gpu = ctx.need(f"{T}/dataloader/workers_per_gpu")
+        workers_per_gpu = ctx.need(f"{DATALOADER}/workers_per_gpu")
         cores = cpu_cores_per_node(ctx, plan.group) if plan else None
         assumed = []
-        per_core = ctx.num(f"{T}/data/tokens_per_s_per_core")
+        per_core = ctx.num(TOKENS_PER_S_PER_CORE)
         if per_core is None:
             per_core = ctx.setting("data_feed.tokens_per_s_per_core")
-            assumed.append(f"{T}/data/tokens_per_s_per_core = {per_core:,} (policy data_feed.tokens_per_s_per_core)")
+            assumed.append(f"{TOKENS_PER_S_PER_CORE} = {per_core:,} (policy data_feed.tokens_per_s_per_core)")
         if None in (plan, rate, bytes_per_token, storage_read, workers_per_gpu, cores):
             return ctx.insufficient("the input feed cannot be sized")
         required = data_feed.required_read_gbs(rate.cluster_tokens_per_s, bytes_per_token)
         decode = data_feed.decode_cores_needed(rate.cluster_tokens_per_s, per_core, plan.nodes)
         budget = data_feed.decode_capacity_cores(
-            cores, min(plan.gpus, plan.gpus_per_node), int(workers_per_gpu),
+            cores, plan.gpus_on_node, int(workers_per_gpu),
             reserved_cores=ctx.setting("data_feed.reserved_cores_per_node"))
         evidence = {
             **rate.evidence(),

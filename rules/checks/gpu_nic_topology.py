@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.cluster import nics
-from rules.checks.training import T, layout
+from rules.checks.facts.layout import layout, nics
+from rules.checks.facts.pointers import TRAINING
 from rules.estimates import topology
 from rules.status import Status
 
@@ -40,7 +42,7 @@ class GpuNicTopology(Check):
     passing = Passing("mapped", _NICS + "; {placement_note}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         if plan is None:
@@ -54,21 +56,19 @@ class GpuNicTopology(Check):
             ctx.need(f"{plan.group}/nics")
             return ctx.insufficient("the quote lists no NICs for the training nodes")
         compute = nics(ctx, plan.group, "compute")
-        gpus, cross_cpu, located = [], [], 0
-        entries = ctx.inputs.get(f"{plan.group}/pcie_topology") or []
-        for index in range(len(entries)):
+        entries = []
+        for index in range(len(ctx.inputs.get(f"{plan.group}/pcie_topology") or [])):
             base = f"{plan.group}/pcie_topology/{index}"
             gpu, nic = ctx.get(f"{base}/gpu"), ctx.get(f"{base}/nic")
-            nic_numa = ctx.get(f"{base}/nic_numa_node")
-            link = "unknown"
-            if nic is not None and nic_numa is not None:
-                link = topology.pcie_path(ctx.get(f"{base}/numa_node"), ctx.get(f"{base}/pcie_switch"),
-                                          nic_numa, ctx.get(f"{base}/nic_pcie_switch"))
-                located += 1
-                if topology.crosses_cpu(link):
-                    cross_cpu.append(f"GPU{gpu}→{nic} {link}")
-            gpus.append({"gpu": gpu, "nic": nic, "link": link})
-        unmapped = max(0, plan.gpus_per_node - located) if entries else 0
+            entry = topology.GpuNicEntry(gpu, nic, ctx.get(f"{base}/nic_numa_node"))
+            if entry.located:
+                entry = replace(entry, numa_node=ctx.get(f"{base}/numa_node"),
+                                pcie_switch=ctx.get(f"{base}/pcie_switch"),
+                                nic_pcie_switch=ctx.get(f"{base}/nic_pcie_switch"))
+            entries.append(entry)
+        placement = topology.nic_placement(entries, plan.gpus_per_node)
+        gpus = [{"gpu": e.gpu, "nic": e.nic, "link": link} for e, link in zip(entries, placement.links, strict=True)]
+        cross_cpu, unmapped = placement.cross_cpu, placement.unmapped_gpus
         if not entries:
             placement_note = ("the quote states no PCIe layout: confirm with nvidia-smi topo -m at acceptance that "
                               "each GPU's compute NIC is PIX or PXB")

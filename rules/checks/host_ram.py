@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.cluster import checkpoint_size_facts, host_offload_bytes_per_gpu
-from rules.checks.training import T, layout, spare_fraction
+from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import host_offload_bytes_per_gpu
+from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
+from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates import host_memory
 from rules.status import Status
-from rules.units import GIB
-
-DL = f"{T}/dataloader"
+from rules.units import bytes_to_gib
 
 _NEED = ("{required_gib:,.0f} GiB per node (dataloader workers {dataloader_workers_gib:,.0f} = {gpus_on_node} GPUs × "
          "{workers_per_gpu:g} workers × {worker_rss_gib:g} GiB, pinned buffers {pinned_buffers_gib:,.0f}, offloaded "
@@ -46,42 +46,38 @@ class HostRam(Check):
                       "({spare_fraction:.0%} spare); host RAM is " + _RATIO)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         host_gib = ctx.need(f"{plan.group}/host_memory_gib") if plan else None
         gpu_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
-        workers_per_gpu = ctx.need(f"{DL}/workers_per_gpu")
-        worker_rss_gib = ctx.need(f"{DL}/worker_rss_gib")
-        pinned_gib = ctx.need(f"{DL}/pinned_gib_per_gpu")
+        workers_per_gpu = ctx.need(f"{DATALOADER}/workers_per_gpu")
+        worker_rss_gib = ctx.need(f"{DATALOADER}/worker_rss_gib")
+        pinned_gib = ctx.need(f"{DATALOADER}/pinned_gib_per_gpu")
         offload_per_gpu = host_offload_bytes_per_gpu(ctx)
         size = checkpoint_size_facts(ctx)
         if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, offload_per_gpu, size):
             return ctx.insufficient("host RAM cannot be sized")
-        gpus_on_node = min(plan.gpus, plan.gpus_per_node)
         os_reserve_gib = ctx.setting("host_ram.os_reserve_gib")
-        need = host_memory.host_memory_per_node(
-            gpus_on_node, int(workers_per_gpu), worker_rss_gib * GIB, pinned_gib * GIB, os_reserve_gib * GIB,
-            offload_bytes_per_node=offload_per_gpu * gpus_on_node,
-            # Asynchronous checkpointing stages this node's shard of the checkpoint in host memory.
-            checkpoint_staging_bytes_per_node=host_memory.checkpoint_staging_bytes_per_node(
-                size.total_bytes, plan.nodes))
-        gpu_per_node_gib = gpu_gib * plan.gpus_per_node
+        node = host_memory.training_node_host_ram(
+            plan, host_gib, gpu_gib, host_memory.Dataloader(int(workers_per_gpu), worker_rss_gib, pinned_gib),
+            os_reserve_gib, offload_per_gpu, size.total_bytes)
+        need = node.need
         evidence = {
             "required_gib": need.total_gib,
             "host_memory_gib": host_gib,
-            "spare_fraction": spare_fraction(need.total_gib, host_gib),
-            "dataloader_workers_gib": need.dataloader_workers_bytes / GIB,
-            "pinned_buffers_gib": need.pinned_buffers_bytes / GIB,
-            "offload_gib": need.offload_bytes / GIB,
-            "checkpoint_staging_gib": need.checkpoint_staging_bytes / GIB,
+            "spare_fraction": node.spare_fraction,
+            "dataloader_workers_gib": bytes_to_gib(need.dataloader_workers_bytes),
+            "pinned_buffers_gib": bytes_to_gib(need.pinned_buffers_bytes),
+            "offload_gib": bytes_to_gib(need.offload_bytes),
+            "checkpoint_staging_gib": bytes_to_gib(need.checkpoint_staging_bytes),
             "os_reserve_gib": os_reserve_gib,
-            "gpus_on_node": gpus_on_node,
+            "gpus_on_node": plan.gpus_on_node,
             "workers_per_gpu": workers_per_gpu,
             "worker_rss_gib": worker_rss_gib,
             "pinned_gib_per_gpu": pinned_gib,
-            "offload": ctx.get(f"{T}/parallelism/offload", "none"),
-            "gpu_memory_per_node_gib": gpu_per_node_gib,
-            "host_to_gpu_memory_ratio": host_memory.host_to_gpu_memory_ratio(host_gib * GIB, gpu_per_node_gib * GIB),
+            "offload": ctx.get(f"{PARALLELISM}/offload", "none"),
+            "gpu_memory_per_node_gib": node.gpu_memory_per_node_gib,
+            "host_to_gpu_memory_ratio": node.host_to_gpu_memory_ratio,
         }
         return Facts(evidence=evidence)

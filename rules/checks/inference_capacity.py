@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
-from rules.checks.serving import I, serving_memory
-from rules.checks.training import spare_fraction
-from rules.estimates import inference
+from rules.checks.facts.pointers import INFERENCE, SLO
+from rules.checks.facts.serving import serving_memory
+from rules.errors import InconsistentInput
+from rules.estimates import inference, inference_latency
+from rules.estimates.inference import Requests, Slo, Traffic
+from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel
 from rules.status import Status
+from rules.units import s_to_ms
 
 # Settings of the roofline model; the record's message names them because they are assumptions.
 EFFICIENCIES = ("prefill_flops_efficiency", "decode_hbm_efficiency", "decode_flops_efficiency")
@@ -50,69 +54,65 @@ class InferenceCapacity(Check):
                       "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(I) is None:
+        if ctx.get(INFERENCE) is None:
             return ctx.not_applicable("the submission has no inference workload")
         memory = serving_memory(ctx)
         group = memory.hardware.group if memory else None
         hbm_tbs = ctx.need(f"{group}/gpu/hbm_tbs") if group else None
         bf16_tflops = ctx.need(f"{group}/gpu/bf16_tflops") if group else None
-        prompt_tokens = ctx.need(f"{I}/prompt_tokens")
-        output_tokens = ctx.need(f"{I}/output_tokens")
-        rps = ctx.need(f"{I}/rps")
-        peak_factor = ctx.need(f"{I}/peak_factor")
-        headroom = ctx.num(f"{I}/headroom", ctx.setting("inference.default_headroom"))
-        ttft_slo_ms = ctx.need(f"{I}/slo/ttft_ms_p95")
-        tpot_slo_ms = ctx.need(f"{I}/slo/tpot_ms_p95")
+        prompt_tokens = ctx.need(f"{INFERENCE}/prompt_tokens")
+        output_tokens = ctx.need(f"{INFERENCE}/output_tokens")
+        rps = ctx.need(f"{INFERENCE}/rps")
+        peak_factor = ctx.need(f"{INFERENCE}/peak_factor")
+        headroom = ctx.num(f"{INFERENCE}/headroom", ctx.setting("inference.default_headroom"))
+        ttft_slo_ms = ctx.need(f"{SLO}/ttft_ms_p95")
+        tpot_slo_ms = ctx.need(f"{SLO}/tpot_ms_p95")
         if memory is None or ctx.missing:
             return ctx.insufficient("the serving plan needs the model, the hardware, the traffic and the SLOs")
         if memory.problem:
             return ctx.insufficient(f"the serving estimate rejects the inputs: {memory.problem}")
-        if memory.kv is None or memory.context_tokens is None:
+        replica = memory.replica
+        if replica.kv is None or memory.context_tokens is None:
             return ctx.insufficient("the KV cache cannot be sized without the attention shape and context")
         efficiencies = {name: ctx.setting(f"inference.{name}") for name in EFFICIENCIES}
+        served = ServedModel(replica.parameters, replica.weight_bytes, replica.kv.per_gpu_bytes,
+                             replica.tensor_parallel)
+        gpu = GpuSpec(memory.hardware.capacity_bytes, hbm_tbs, bf16_tflops)
+        roofline = Roofline(hbm_efficiency=efficiencies["decode_hbm_efficiency"],
+                            flops_efficiency=efficiencies["decode_flops_efficiency"],
+                            prefill_flops_efficiency=efficiencies["prefill_flops_efficiency"])
         try:
             plan = inference.serving_plan(
-                parameters=memory.parameters, weight_bytes=memory.weight_bytes,
-                kv_bytes_per_token_per_gpu=memory.kv.per_gpu_bytes, tp=memory.tensor_parallel,
-                capacity_bytes=memory.hardware.capacity_bytes, gpu_memory_utilization=memory.gpu_memory_utilization,
-                reserve_bytes=memory.reserve_bytes, prompt_tokens=int(prompt_tokens), output_tokens=int(output_tokens),
-                hbm_tbs=hbm_tbs, bf16_tflops=bf16_tflops, hbm_efficiency=efficiencies["decode_hbm_efficiency"],
-                flops_efficiency=efficiencies["decode_flops_efficiency"],
-                prefill_flops_efficiency=efficiencies["prefill_flops_efficiency"], ttft_ms_p95=ttft_slo_ms,
-                tpot_ms_p95=tpot_slo_ms, rps=rps, peak_factor=peak_factor, headroom=headroom,
-                context_tokens=memory.context_tokens, block_size_tokens=memory.block_size_tokens,
-                max_num_seqs=int(ctx.setting("inference.max_num_seqs")))
-            # The bandwidth floor of one decode step: the weights streamed once at the full datasheet rate.
-            floor_s = inference.decode_step_time_s(
-                memory.weight_bytes, 0, 1, 0, memory.tensor_parallel, hbm_tbs, 1.0, memory.parameters,
-                bf16_tflops, 1.0)
-        except ValueError as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
+                served, gpu, memory.engine, Requests(int(prompt_tokens), int(output_tokens), memory.context_tokens),
+                Traffic(rps, peak_factor, headroom), Slo(ttft_slo_ms, tpot_slo_ms), roofline)
+            floor_s = inference_latency.decode_floor_s(served, gpu)
+        except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
             return ctx.insufficient(f"the serving estimate rejects the inputs: {error}")
-        gpus_quoted = memory.hardware.gpus_per_node * memory.hardware.nodes
+        gpus_quoted = memory.hardware.gpus
         batch_limit = plan.reason
         if plan.concurrency.max_sequences == 0:
             batch_limit = (f"not one sequence of {memory.context_tokens:,} tokens fits a replica's memory "
                            f"(see inference-memory)")
         evidence = {
             "gpu_model": memory.hardware.gpu_model, "group_name": ctx.get(f"{group}/name", group),
-            "hbm_tbs": hbm_tbs, "bf16_tflops": bf16_tflops, "tensor_parallel": memory.tensor_parallel,
+            "hbm_tbs": hbm_tbs, "bf16_tflops": bf16_tflops, "tensor_parallel": replica.tensor_parallel,
             "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
             "context_tokens": memory.context_tokens, "rps": rps, "peak_factor": peak_factor, "headroom": headroom,
             "ttft_slo_ms": ttft_slo_ms, "tpot_slo_ms": tpot_slo_ms,
             "max_concurrent_sequences": plan.concurrency.max_sequences,
-            "max_num_seqs": int(ctx.setting("inference.max_num_seqs")),
+            "max_num_seqs": memory.engine.max_num_seqs,
             "batch": plan.batch, "batch_limit": batch_limit, "gpus_quoted": gpus_quoted,
-            "decode_floor_ms_batch1": floor_s * 1e3, **efficiencies,
+            "decode_floor_ms_batch1": s_to_ms(floor_s), **efficiencies,
         }
         if plan.points:
             evidence.update(ttft_ms_batch1=plan.points[0].ttft_ms, tpot_ms_batch1=plan.points[0].tpot_ms)
         if plan.feasible and plan.replicas is not None and plan.gpus_needed is not None:
-            chosen = plan.points[plan.batch - 1]
+            chosen = plan.chosen_point
+            margin = inference.quoted_capacity(plan.gpus_needed, gpus_quoted)
             evidence.update(
                 ttft_ms=plan.ttft_ms, tpot_ms=plan.tpot_ms, memory_bound=chosen.memory_bound,
                 rps_per_replica=plan.rps_per_replica, peak_rps=plan.replicas.peak_rps,
                 peak_replicas=plan.replicas.peak_replicas, spare_replicas=plan.replicas.spare_replicas,
                 replicas_needed=plan.replicas_needed, gpus_needed=plan.gpus_needed,
-                shortfall_gpus=max(0, plan.gpus_needed - gpus_quoted),
-                spare_fraction=max(0.0, spare_fraction(plan.gpus_needed, gpus_quoted)))
+                shortfall_gpus=margin.shortfall_gpus, spare_fraction=margin.spare_fraction)
         return Facts(evidence=evidence)

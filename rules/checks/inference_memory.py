@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
-from rules.checks.serving import I, serving_memory
+from rules.checks.facts.pointers import INFERENCE
+from rules.checks.facts.serving import serving_memory
 from rules.status import Status
 
 _SHAPE = ("{weights_gib_per_gpu:.1f} GiB of {weight_precision} weights per GPU (model {weights_gib:.1f} GiB at "
@@ -42,7 +43,7 @@ class InferenceMemory(Check):
                       "{kv_cache_gib_per_sequence:.2f} GiB per sequence; {kv_summary}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(I) is None:
+        if ctx.get(INFERENCE) is None:
             return ctx.not_applicable("the submission has no inference workload")
         plan = serving_memory(ctx)
         if plan is None:
@@ -50,7 +51,7 @@ class InferenceMemory(Check):
         if plan.problem:
             return ctx.insufficient(f"the serving estimate rejects the inputs: {plan.problem}")
         evidence = plan.evidence()
-        if plan.concurrency is None:
+        if plan.replica.concurrency is None:
             # The weights alone already decide a failure; otherwise the KV cache must be sized.
             if evidence["weights_and_reserve_gib"] <= evidence["usable_gib"]:
                 return ctx.insufficient("the KV cache cannot be sized without the attention shape and context",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
-from rules.checks.training import T, measured_peak_gib, memory_estimate, spare_fraction
+from rules.checks.facts.memory import measured_peak_gib, memory_estimate, memory_evidence
+from rules.checks.facts.pointers import TRAINING
+from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
 
 # The capacity-planning guide's rough rule (2 + 2 + 8 bytes/param) that this check corrects.
@@ -37,12 +39,12 @@ class PeakMemory(Check):
                       "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         estimate = memory_estimate(ctx)
         if estimate is None:
             return ctx.insufficient("model state cannot be sized")
-        evidence = {**estimate.evidence(), "sharding": estimate.sharding, "convention": estimate.convention,
+        evidence = {**memory_evidence(estimate), "sharding": estimate.sharding, "convention": estimate.convention,
                     "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM}
         missing_shape = list(ctx.missing)
         if estimate.activations_bytes is None:
@@ -60,7 +62,7 @@ class PeakMemory(Check):
         if measured is not None:
             estimated_gib = evidence["total_gib"]
             evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured,
-                            measured_to_estimated_ratio=measured / estimated_gib if estimated_gib else 0.0,
+                            measured_to_estimated_ratio=fraction_of(measured, estimated_gib),
                             total_gib=measured, decided_by="measured reserved",
                             spare_fraction=spare_fraction(measured, evidence["usable_gib"]))
             basis = Basis.MEASURED

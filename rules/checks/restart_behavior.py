@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.cluster import goodput_facts, restore_test
-from rules.checks.training import T
+from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.reliability import goodput_facts, restore_test
 from rules.status import Basis, Status
 
 _GOODPUT = ("expected goodput {goodput:.1%}: the job fails every {cluster_mtbf_h:,.1f} h ({failures_per_day:.2f} "
@@ -44,7 +44,7 @@ class RestartBehavior(Check):
     passing = Passing("recovers", _GOODPUT + ", at least {warn_goodput:.0%}; {restore_note}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         outcome = restore_test(ctx)
         facts = goodput_facts(ctx)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.cluster import goodput_facts, throughput_facts
-from rules.checks.training import T, fraction_of, quote_cost, scaling, schedule
+from rules.checks.facts.communication import scaling
+from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.reliability import goodput_facts
+from rules.checks.facts.schedule import quote_cost, run_plan
+from rules.checks.facts.throughput import throughput_facts
 from rules.estimates import cost
+from rules.estimates.schedule import RunRate
 from rules.status import Basis, Status
 
 _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
@@ -57,24 +61,25 @@ class TimeToResult(Check):
                       "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         rate = throughput_facts(ctx)
         scaled = scaling(ctx)
         reliability = goodput_facts(ctx)
         if rate is None or scaled is None or reliability is None:
             return ctx.insufficient("the schedule needs the throughput, the scaling efficiency and the goodput")
-        plan = schedule(ctx, scaled.efficiency, reliability.goodput, rate.tokens_per_s_per_gpu)
-        if plan is None:
+        run = run_plan(ctx, RunRate(rate.tokens_per_s_per_gpu, scaled.efficiency, reliability.goodput))
+        if run is None:
             return ctx.insufficient("the schedule needs the dataset size and the completion window")
+        plan = run.schedule
         price = quote_cost(ctx)
         currency = ctx.get("/quote/currency", "")
         evidence = {
-            **plan.evidence(),
+            **run.evidence(),
             **rate.evidence(),
             **reliability.evidence(),
             "no_gpu_count_fits": plan.gpus_needed is None,
-            "oversize_ratio": fraction_of(plan.gpus, plan.gpus_needed) if plan.gpus_needed is not None else None,
+            "oversize_ratio": plan.oversize_ratio,
             "efficiency": scaled.efficiency,
             "efficiency_basis": scaled.basis.value,
             "memory_need": plan.memory_min_gpus or ("none fits" if plan.gpus_needed is None else "not estimated"),

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
+from rules.checks.facts.pointers import TRAINING
 from rules.status import Status
-
-T = "/workload/training"
 
 # The plan item asks to "document the model, trainable parameter set, optimizer, sequence length,
 # global batch and desired completion window"; the objective itself decides which of those apply.
 PLAN_INPUTS = (
-    f"{T}/objective",
-    f"{T}/model/parameters",
-    f"{T}/optimizer",
-    f"{T}/precision",
-    f"{T}/sequence_length",
-    f"{T}/global_batch",
-    f"{T}/completion_window_days",
+    f"{TRAINING}/objective",
+    f"{TRAINING}/model/parameters",
+    f"{TRAINING}/optimizer",
+    f"{TRAINING}/precision",
+    f"{TRAINING}/sequence_length",
+    f"{TRAINING}/global_batch",
+    f"{TRAINING}/completion_window_days",
 )
 
 _DEFINED = ("{objective} of {model_name} ({parameters:,.0f} parameters, {trainable_parameters:,.0f} trainable) "
@@ -42,29 +41,29 @@ class TrainingObjective(Check):
     passing = Passing("objective-defined", _DEFINED + "; no check lacks an input")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         required = list(PLAN_INPUTS)
-        if ctx.get(f"{T}/objective") == "adapter":
+        if ctx.get(f"{TRAINING}/objective") == "adapter":
             # An adapter run trains a small parameter set; without it optimizer state cannot be sized.
-            required.append(f"{T}/model/trainable_parameters")
+            required.append(f"{TRAINING}/model/trainable_parameters")
         missing = [p for p in required if ctx.get(p) is None]
         lacking = {check: pointers for check, pointers in ctx.peer_missing.items() if pointers}
-        parameters = ctx.num(f"{T}/model/parameters", 0)
+        parameters = ctx.num(f"{TRAINING}/model/parameters", 0)
         return Facts(evidence={
-            "objective": ctx.get(f"{T}/objective", "unspecified objective"),
-            "model_name": ctx.get(f"{T}/model/name", "the model"),
+            "objective": ctx.get(f"{TRAINING}/objective", "unspecified objective"),
+            "model_name": ctx.get(f"{TRAINING}/model/name", "the model"),
             "parameters": parameters,
-            "trainable_parameters": ctx.num(f"{T}/model/trainable_parameters", parameters),
-            "optimizer": ctx.get(f"{T}/optimizer", "?"),
-            "precision": ctx.get(f"{T}/precision", "?"),
-            "sequence_length": ctx.num(f"{T}/sequence_length", 0),
-            "global_batch": ctx.num(f"{T}/global_batch", 0),
-            "completion_window_days": ctx.num(f"{T}/completion_window_days", 0),
+            "trainable_parameters": ctx.num(f"{TRAINING}/model/trainable_parameters", parameters),
+            "optimizer": ctx.get(f"{TRAINING}/optimizer", "?"),
+            "precision": ctx.get(f"{TRAINING}/precision", "?"),
+            "sequence_length": ctx.num(f"{TRAINING}/sequence_length", 0),
+            "global_batch": ctx.num(f"{TRAINING}/global_batch", 0),
+            "completion_window_days": ctx.num(f"{TRAINING}/completion_window_days", 0),
             "required_count": len(required),
-            "defined_count": len(required) - len(missing),
+            "defined_count": len([p for p in required if p not in missing]),
             "missing_count": len(missing),
-            "missing_list": ", ".join(p.removeprefix(T + "/") for p in missing),
+            "missing_list": ", ".join(p.removeprefix(TRAINING + "/") for p in missing),
             "missing_inputs": missing,
             "checks_lacking_inputs": len(lacking),
             "lacking_list": "; ".join(f"{check} needs {', '.join(pointers)}" for check, pointers in lacking.items()),

@@ -1,7 +1,8 @@
 """Argument validation shared by the estimators.
 
-Every estimator rejects out-of-range arguments with a ValueError whose message names the argument, the
-value it got and what was expected, so that valid inputs can never produce NaN or negative outputs.
+Every estimator rejects out-of-range arguments with an InconsistentInput (a ValueError) whose message names
+the argument, the value it got and what was expected, so that valid inputs can never produce NaN or negative
+outputs, and so that an evaluation can tell a refused input from a defect.
 ``bool`` is never accepted as a number (``True`` is an ``int`` in Python).
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from typing import Any
+
+from rules.errors import InconsistentInput
 
 
 def is_number(value: object) -> bool:
@@ -23,62 +26,62 @@ def _is_int(value: object) -> bool:
 
 
 def require_positive(name: str, value: float) -> None:
-    """Raise ValueError unless ``value`` is a finite number > 0."""
+    """Raise InconsistentInput unless ``value`` is a finite number > 0."""
     if not is_number(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+        raise InconsistentInput(f"{name} must be a positive finite number, got {value!r}")
 
 
 def require_non_negative(name: str, value: float) -> None:
-    """Raise ValueError unless ``value`` is a finite number >= 0."""
+    """Raise InconsistentInput unless ``value`` is a finite number >= 0."""
     if not is_number(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+        raise InconsistentInput(f"{name} must be a non-negative finite number, got {value!r}")
 
 
 def require_fraction(name: str, value: float) -> None:
-    """Raise ValueError unless ``value`` is a finite number in (0, 1]."""
+    """Raise InconsistentInput unless ``value`` is a finite number in (0, 1]."""
     if not is_number(value) or not 0 < value <= 1:
-        raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        raise InconsistentInput(f"{name} must be in (0, 1], got {value!r}")
 
 
 def require_unit_interval(name: str, value: float) -> None:
-    """Raise ValueError unless ``value`` is a finite number in [0, 1]."""
+    """Raise InconsistentInput unless ``value`` is a finite number in [0, 1]."""
     if not is_number(value) or not 0 <= value <= 1:
-        raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        raise InconsistentInput(f"{name} must be in [0, 1], got {value!r}")
 
 
 def require_positive_int(name: str, value: int) -> None:
-    """Raise ValueError unless ``value`` is an int (not a bool) >= 1."""
+    """Raise InconsistentInput unless ``value`` is an int (not a bool) >= 1."""
     if not _is_int(value) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise InconsistentInput(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def require_positive_ints(**values: int) -> None:
-    """Raise ValueError, as :func:`require_positive_int`, for the first keyword argument that is not an int >= 1."""
+    """Raise InconsistentInput, as :func:`require_positive_int`, for the first keyword argument not an int >= 1."""
     for name, value in values.items():
         require_positive_int(name, value)
 
 
 def require_non_negative_int(name: str, value: int) -> None:
-    """Raise ValueError unless ``value`` is an int (not a bool) >= 0."""
+    """Raise InconsistentInput unless ``value`` is an int (not a bool) >= 0."""
     if not _is_int(value) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        raise InconsistentInput(f"{name} must be an integer >= 0, got {value!r}")
 
 
 def require_bool(name: str, value: bool) -> None:
-    """Raise ValueError unless ``value`` is True or False."""
+    """Raise InconsistentInput unless ``value`` is True or False."""
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
+        raise InconsistentInput(f"{name} must be True or False, got {value!r}")
 
 
 def require_at_most(name: str, value: float, limit_name: str, limit: float) -> None:
-    """Raise ValueError when ``value`` exceeds ``limit`` (another argument, named ``limit_name``)."""
+    """Raise InconsistentInput when ``value`` exceeds ``limit`` (another argument, named ``limit_name``)."""
     if value > limit:
-        raise ValueError(f"{name} ({value!r}) exceeds {limit_name} ({limit!r})")
+        raise InconsistentInput(f"{name} ({value!r}) exceeds {limit_name} ({limit!r})")
 
 
 def require_choice(name: str, value: Any, allowed: Collection[Any], *, ignore_case: bool = False) -> Any:
-    """Return ``value`` (lower-cased if ``ignore_case`` and a str); raise ValueError unless it is in ``allowed``."""
+    """Return ``value`` (lower-cased if ``ignore_case`` and a str); raise InconsistentInput unless in ``allowed``."""
     key = value.lower() if ignore_case and isinstance(value, str) else value
     if key not in allowed:
-        raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(map(str, allowed))}")
+        raise InconsistentInput(f"unknown {name} {value!r}; allowed: {', '.join(map(str, allowed))}")
     return key

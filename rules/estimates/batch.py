@@ -10,6 +10,7 @@ global batch is divisible by micro-batch × data-parallel size. Batches count se
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rules.estimates._args import require_positive_int, require_positive_ints
@@ -95,3 +96,27 @@ def tokens_per_step(global_batch: int, sequence_length: int) -> int:
     require_positive_int("global_batch", global_batch)
     require_positive_int("sequence_length", sequence_length)
     return global_batch * sequence_length
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """How the global batch splits into micro-batches on the data-parallel ranks."""
+
+    global_batch: int
+    micro_batch: int
+    data_parallel: int
+    split: BatchSplit
+
+    @property
+    def steps(self) -> int:
+        """Micro-batches per optimizer step, rounded up when the split is not whole (a framework refuses it)."""
+        return max(1, math.ceil(self.split.accumulation_steps))
+
+
+def accumulation(global_batch: int, micro_batch: int, data_parallel: int) -> Accumulation:
+    """Returns the split of ``global_batch`` into ``micro_batch``-sized micro-batches on the data-parallel ranks.
+
+    The identity of :func:`batch_split` (DeepSpeed ``_batch_assertion``; Megatron-LM's micro-batch calculator),
+    with the accumulation steps a framework would run: the quotient rounded up when it is not whole.
+    """
+    return Accumulation(global_batch, micro_batch, data_parallel, batch_split(global_batch, micro_batch, data_parallel))

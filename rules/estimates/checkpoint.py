@@ -5,8 +5,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rules.estimates._args import is_number, require_choice, require_positive, require_positive_int
-from rules.estimates.memory import model_state_bytes_per_param
+from rules.errors import InconsistentInput
+from rules.estimates._args import (
+    is_number,
+    require_choice,
+    require_fraction,
+    require_positive,
+    require_positive_int,
+)
+from rules.estimates.model_state import model_state_bytes_per_param
 
 # Bytes per parameter of the model weights as trained.
 WEIGHT_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
@@ -68,7 +75,7 @@ def checkpoint_size(
     if master_weights is None:
         master_weights = mixed
     elif master_weights and not mixed:
-        raise ValueError("fp32 training keeps no separate master copy: master_weights must be False or None")
+        raise InconsistentInput("fp32 training keeps no separate master copy: master_weights must be False or None")
     if gradient_bytes_per_parameter is None:
         gradient_bytes_per_parameter = weight_bytes
     require_positive("gradient_bytes_per_parameter", gradient_bytes_per_parameter)
@@ -86,7 +93,7 @@ class CheckpointSave:
 
     save_s: float
     write_gbs: float  # effective write bandwidth: min of the two below
-    storage_write_gbs: float  # the storage system's sustained write bandwidth
+    storage_write_gbs: float  # the storage system's sustained write bandwidth (after the write efficiency)
     node_nics_gbs: float  # writing nodes × storage-NIC GB/s per node
     bound_by: str  # "storage" or "node-nics"
 
@@ -96,18 +103,22 @@ def checkpoint_save(
     storage_write_gbs: float,
     writing_nodes: int,
     storage_nic_gbs_per_node: float,
+    write_efficiency: float = 1.0,
 ) -> CheckpointSave:
-    """Return the checkpoint save time: bytes / min(storage write GB/s, nodes × storage-NIC GB/s per node).
+    """Return the checkpoint save time: bytes / min(storage write GB/s × efficiency, nodes × storage-NIC GB/s).
 
     A sharded checkpoint (PyTorch DCP, Megatron distributed checkpointing) is written by every node
     at once, so the write is bounded by the storage system's aggregate write bandwidth or by the sum of
     the writing nodes' storage-network bandwidth, whichever is lower. ``writing_nodes`` is the nodes
-    that write (all nodes for a sharded checkpoint; one for a rank-0 ``torch.save``). Source: the
-    acceptance plan's "Design checkpoint bandwidth" ("calculate
-    checkpoint size and frequency, define maximum acceptable save time and test the storage system at
-    that burst rate"); use measured write bandwidth (e.g. fio/IOR at the burst size) where available.
+    that write (all nodes for a sharded checkpoint; one for a rank-0 ``torch.save``). ``write_efficiency``
+    (0, 1] is the share of a quoted (nameplate) write bandwidth a checkpoint burst sustains; 1 for a measured
+    one. Source: the acceptance plan's "Design checkpoint bandwidth" ("calculate checkpoint size and
+    frequency, define maximum acceptable save time and test the storage system at that burst rate"); use
+    measured write bandwidth (e.g. fio/IOR at the burst size) where available.
     """
     require_positive("checkpoint_bytes", checkpoint_bytes)
+    require_fraction("write_efficiency", write_efficiency)
+    storage_write_gbs = storage_write_gbs * write_efficiency
     require_positive("storage_write_gbs", storage_write_gbs)
     require_positive_int("writing_nodes", writing_nodes)
     require_positive("storage_nic_gbs_per_node", storage_nic_gbs_per_node)
@@ -155,7 +166,7 @@ def training_checkpoint_size(
 
     Takes the submission vocabulary (``bf16-mixed``, ``fp16-mixed``, ``fp32``, ``bf16-pure``; ``adamw``,
     ``adamw-8bit``, ``adafactor``, …) and the per-parameter bytes of
-    :func:`rules.estimates.memory.model_state_bytes_per_param`, so a checkpoint and the GPU memory
+    :func:`rules.estimates.model_state.model_state_bytes_per_param`, so a checkpoint and the GPU memory
     estimate agree on the optimizer state: weights of every saved parameter + the optimizer state of the
     trainable ones (fp32 master copy and moments) + their gradients when ``save_gradients``. For
     bf16-mixed AdamW that is 2 + 4 + 8 = 14 bytes/param (``shared/reference/README.md``; ZeRO,
@@ -167,7 +178,7 @@ def training_checkpoint_size(
     require_positive("parameters", parameters)
     trainable = parameters if trainable_parameters is None else trainable_parameters
     if not is_number(trainable) or trainable < 0 or trainable > parameters:
-        raise ValueError(f"trainable_parameters must be in [0, parameters], got {trainable_parameters!r}")
+        raise InconsistentInput(f"trainable_parameters must be in [0, parameters], got {trainable_parameters!r}")
     state = model_state_bytes_per_param(precision, optimizer, convention)
     saved_weights = parameters if save_frozen_weights else trainable
     weights = saved_weights * state.weights_bytes_per_param
@@ -176,7 +187,7 @@ def training_checkpoint_size(
     gradients = trainable * state.gradients_bytes_per_param if save_gradients else 0.0
     total = weights + master + optimizer_bytes + gradients
     if total <= 0:
-        raise ValueError("the checkpoint would be empty: nothing trainable and frozen weights not saved")
+        raise InconsistentInput("the checkpoint would be empty: nothing trainable and frozen weights not saved")
     return CheckpointSize(parameters, weights, master, optimizer_bytes, gradients, total)
 
 
@@ -203,3 +214,28 @@ def checkpoint_overhead_fraction(interval_s: float, save_s: float, mtbf_s: float
     require_positive("save_s", save_s)
     require_positive("mtbf_s", mtbf_s)
     return save_s / interval_s + interval_s / (2 * mtbf_s)
+
+
+@dataclass(frozen=True)
+class IntervalReview:
+    """A checkpoint interval against the Young/Daly optimum: how far off it is and what that costs."""
+
+    optimum_s: float  # τ* = √(2δM)
+    off_ratio: float  # max(τ/τ*, τ*/τ)
+    excess_overhead: float  # lost-time share at τ minus that at τ*, ≥ 0
+
+
+def interval_review(interval_s: float, save_s: float, mtbf_s: float) -> IntervalReview:
+    """Returns how a checkpoint interval compares with the Young/Daly optimum for this save time and job MTBF.
+
+    The optimum is :func:`young_daly_interval_s` (Young 1974), the deviation :func:`interval_deviation_ratio`,
+    and the excess the first-order overhead δ/τ + τ/(2M) (:func:`checkpoint_overhead_fraction`) at the interval
+    less that at the optimum: the share of wall time the chosen interval costs beyond the best one.
+    """
+    optimum_s = young_daly_interval_s(save_s, mtbf_s)
+    return IntervalReview(
+        optimum_s=optimum_s,
+        off_ratio=interval_deviation_ratio(interval_s, optimum_s),
+        excess_overhead=(checkpoint_overhead_fraction(interval_s, save_s, mtbf_s)
+                         - checkpoint_overhead_fraction(optimum_s, save_s, mtbf_s)),
+    )

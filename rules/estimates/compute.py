@@ -19,11 +19,13 @@ Conventions (all selectable through parameters, none read from configuration):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 SECONDS_PER_DAY = 86_400.0
+_TERA = 10**12  # FLOP/s in a TFLOP/s
 
 # Forward-pass equivalents per token for the parameter (dense) FLOPs: forward 1 + backward 2,
 # plus one more forward when every layer is recomputed.
@@ -152,6 +154,38 @@ def tokens_per_s_from_mfu(
     require_positive("flops_per_token", flops_per_token)
     require_positive_int("gpus", gpus)
     return mfu * peak_flops_per_gpu * gpus / flops_per_token
+
+
+@dataclass(frozen=True)
+class MfuThroughput:
+    """The training rate a model-FLOPs utilisation gives one GPU, and the model FLOPs per token behind it."""
+
+    tokens_per_s_per_gpu: float
+    model_flops_per_token: float
+
+
+def throughput_from_mfu(mfu: float, peak_tflops: float, parameters: float, layers: int | None = None,
+                        sequence_length: int | None = None, hidden: int | None = None) -> MfuThroughput:
+    """Returns the tokens/s per GPU at model-FLOPs utilisation ``mfu`` of a ``peak_tflops`` GPU.
+
+    Source: PaLM (Chowdhery et al. 2022, arXiv 2204.02311) Appendix B: MFU counts model FLOPs, 6·N per token
+    without recompute, plus the attention term 12·L·s·h when the shape is known
+    (:func:`training_flops_per_token`); tokens/s = MFU × peak FLOP/s ÷ model FLOPs per token
+    (:func:`tokens_per_s_from_mfu`).
+    """
+    require_positive("peak_tflops", peak_tflops)
+    flops = training_flops_per_token(parameters, "none", layers, sequence_length, hidden)
+    return MfuThroughput(tokens_per_s_from_mfu(mfu, peak_tflops * _TERA, flops), flops)
+
+
+def run_flops(parameters: float, tokens: float, recompute: str, layers: int | None = None,
+              sequence_length: int | None = None, hidden: int | None = None) -> tuple[float, float]:
+    """Returns a run's model FLOPs (recompute not counted, as MFU counts them) and hardware FLOPs (with it).
+
+    Source: PaLM (arXiv 2204.02311) Appendix B distinguishes the two; both from :func:`training_flops`.
+    """
+    return (training_flops(parameters, tokens, "none", layers, sequence_length, hidden),
+            training_flops(parameters, tokens, recompute, layers, sequence_length, hidden))
 
 
 def mfu_from_tokens_per_s(

@@ -15,6 +15,9 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
+from rules.estimates.layout import Layout
+from rules.estimates.ratios import spare_fraction
+from rules.units import GIB
 
 
 @dataclass(frozen=True)
@@ -149,3 +152,44 @@ def host_to_gpu_memory_ratio(host_memory_bytes: float, gpu_memory_bytes_per_node
     require_positive("host_memory_bytes", host_memory_bytes)
     require_positive("gpu_memory_bytes_per_node", gpu_memory_bytes_per_node)
     return host_memory_bytes / gpu_memory_bytes_per_node
+
+
+@dataclass(frozen=True)
+class Dataloader:
+    """The input pipeline's processes per GPU, as measured or assumed."""
+
+    workers_per_gpu: int  # DataLoader num_workers per training process
+    worker_rss_gib: float  # resident memory of one worker at steady state
+    pinned_gib_per_gpu: float  # page-locked staging buffers per GPU
+
+
+@dataclass(frozen=True)
+class NodeHostRam:
+    """A training node's host RAM need against what it has, and against its GPU memory."""
+
+    need: HostMemory
+    gpu_memory_per_node_gib: float
+    host_to_gpu_memory_ratio: float
+    spare_fraction: float  # of the host RAM after the need
+
+
+def training_node_host_ram(layout: Layout, host_memory_gib: float, gpu_memory_gib: float, dataloader: Dataloader,
+                           os_reserve_gib: float, offload_bytes_per_gpu: float,
+                           checkpoint_bytes: float) -> NodeHostRam:
+    """Returns one node's host RAM need (:func:`host_memory_per_node`) for a job on ``layout``.
+
+    The job's GPUs on the node each run the dataloader's workers and pinned buffers and offload their
+    model-state shard; asynchronous checkpointing stages the node's share of the checkpoint
+    (:func:`checkpoint_staging_bytes_per_node`). The ratio to the node's GPU memory is the rule of thumb
+    :func:`host_to_gpu_memory_ratio` reports.
+    """
+    gpus_on_node = layout.gpus_on_node
+    need = host_memory_per_node(
+        gpus_on_node, dataloader.workers_per_gpu, dataloader.worker_rss_gib * GIB, dataloader.pinned_gib_per_gpu * GIB,
+        os_reserve_gib * GIB, offload_bytes_per_node=offload_bytes_per_gpu * gpus_on_node,
+        checkpoint_staging_bytes_per_node=checkpoint_staging_bytes_per_node(checkpoint_bytes, layout.nodes))
+    gpu_memory_per_node_gib = gpu_memory_gib * layout.gpus_per_node
+    return NodeHostRam(need=need, gpu_memory_per_node_gib=gpu_memory_per_node_gib,
+                       host_to_gpu_memory_ratio=host_to_gpu_memory_ratio(host_memory_gib * GIB,
+                                                                         gpu_memory_per_node_gib * GIB),
+                       spare_fraction=spare_fraction(need.total_gib, host_memory_gib))

@@ -1,25 +1,14 @@
-"""Serving estimates: weight and KV-cache memory, concurrency, latency and replica count.
+"""Serving capacity: the largest batch a replica runs within the latency SLOs, and the replicas peak traffic needs.
 
-Pure arithmetic: no I/O, no configuration. Efficiencies, reserves and hardware figures are parameters,
-so the caller (a check, with thresholds from the policy file) decides what to assume.
-
-Units live in names: ``_bytes`` bytes, ``_s`` seconds, ``_ms`` milliseconds, ``_tbs`` TB/s (10^12 B/s),
-``_tflops`` 10^12 FLOP/s, ``rps`` requests per second. Decimal units throughout (GB = 10^9 bytes),
-as on datasheets.
+Pure arithmetic: no I/O, no configuration. Efficiencies, reserves and hardware figures are inputs, so the
+caller (a check, with thresholds from the policy file) decides what to assume. ``rps`` requests per second,
+``_ms`` milliseconds.
 
 Sources:
-- vLLM ``vllm/worker/cache_engine.py`` ``CacheEngine.get_cache_block_size`` (KV bytes per token) and
-  ``ModelConfig.get_num_kv_heads`` (``max(1, total_num_kv_heads // tensor_parallel_size)``);
-  ``vllm/worker/worker.py`` ``Worker.determine_num_available_blocks`` (KV budget =
-  total memory × ``gpu_memory_utilization`` − peak non-KV memory).
-- AutoGPTQ ``nn_modules/qlinear``: ``scales`` fp16 and ``qzeros`` packed at ``bits`` per value, one row
-  per ``group_size`` input features (``BaseQuantizeConfig(bits=4, group_size=128)`` in its README);
-  AutoAWQ README ``quant_config = {"zero_point": True, "q_group_size": 128, "w_bit": 4}``.
-- Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Table 1: forward pass ≈ 2N FLOPs per
-  token (the attention term 2·n_layer·n_ctx·d_attn is left out).
-- Williams, Waterman and Patterson 2009, "Roofline: an insightful visual performance model", CACM 52(4).
 - Little 1961, "A proof for the queuing formula L = λW", Operations Research 9(3): 383–387.
-- The capacity-planning guide, "GPU Capacity Planning for AI Training & Serving", steps 4 and 7.
+- The capacity-planning guide, "GPU Capacity Planning for AI Training & Serving", steps 4 to 7.
+- The roofline latency model of rules/estimates/inference_latency.py and the KV-cache budget of
+  rules/estimates/inference_memory.py.
 """
 
 from __future__ import annotations
@@ -28,64 +17,19 @@ import math
 from dataclasses import dataclass
 
 from rules.estimates._args import (
-    require_choice,
     require_fraction,
     require_non_negative,
     require_non_negative_int,
     require_positive,
     require_positive_int,
 )
+from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel, decode_step, prefill_time_s
+from rules.estimates.inference_memory import ConcurrencyBudget, ServingEngine, max_concurrent_sequences
+from rules.estimates.ratios import spare_fraction
 
-__all__ = [
-    "KV_PRECISION_BYTES",
-    "WEIGHT_PRECISIONS",
-    "BatchPoint",
-    "ConcurrencyBudget",
-    "DecodeStep",
-    "KvCacheBytesPerToken",
-    "ReplicaCount",
-    "ServingPlan",
-    "decode_step",
-    "decode_step_time_s",
-    "kv_cache_bytes_per_token",
-    "max_concurrent_sequences",
-    "prefill_time_s",
-    "replicas_needed",
-    "requests_per_s_per_replica",
-    "serving_plan",
-    "weight_bytes",
-]
-
-# Bytes per weight before any quantisation metadata.
-_WEIGHT_ELEMENT_BYTES: dict[str, float] = {
-    "fp32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0,
-    "int8": 1.0,
-    "int4": 0.5,
-}
-WEIGHT_PRECISIONS: tuple[str, ...] = tuple(_WEIGHT_ELEMENT_BYTES)
-
-# Bytes per KV-cache element (vLLM ``kv_cache_dtype``: auto = model dtype, or fp8).
-KV_PRECISION_BYTES: dict[str, int] = {
-    "fp32": 4,
-    "bf16": 2,
-    "fp16": 2,
-    "fp8": 1,
-    "int8": 1,
-}
-
-_FP16_SCALE_BYTES = 2.0  # GPTQ/AWQ store group scales as fp16
-_FP32_SCALE_BYTES = 4.0  # per-channel int8 scales (SmoothQuant / vLLM W8A8) are fp32
 _TERA = 1e12
 # Relative slack so that float noise (100 × 3 × 1.2 / 15 = 24.000000000000004) does not add a replica.
 _CEIL_SLACK = 1e-9
-
-
-# --------------------------------------------------------------------------------------------------
-# Helpers. Every public function rejects NaN, infinities and out-of-range inputs (rules.estimates._args),
-# so that valid inputs can never produce NaN or negative outputs.
 
 
 def _ceil(value: float) -> int:
@@ -93,257 +37,30 @@ def _ceil(value: float) -> int:
     return math.ceil(value - _CEIL_SLACK * max(1.0, abs(value)))
 
 
-# --------------------------------------------------------------------------------------------------
-# Memory
+@dataclass(frozen=True)
+class Requests:
+    """The requests a replica serves: prompt and output lengths, and the context each reserves."""
 
-
-def weight_bytes(
-    parameters: float,
-    precision: str,
-    group_size: int = 128,
-    *,
-    zero_point: bool = True,
-    int8_channel_size: int = 4096,
-) -> float:
-    """Return the bytes that ``parameters`` weights occupy at ``precision``, quantisation metadata included.
-
-    Per weight: fp32 4 B, bf16/fp16 2 B, fp8 1 B (one per-tensor scale per matrix: negligible, not
-    counted), int8 1 B, int4 0.5 B.
-
-    int4 (GPTQ/AWQ convention, AutoGPTQ ``qlinear`` buffers and AutoAWQ ``quant_config``): each group
-    of ``group_size`` weights along the input dimension stores one fp16 scale (2 B) and, when
-    ``zero_point`` (asymmetric; AWQ's default, and GPTQ checkpoints always store ``qzeros``), one
-    zero point packed at 4 bits (0.5 B). Group size 128 with zero points: 0.5 + 2.5/128 ≈ 0.5195 B.
-
-    int8 (per-channel, SmoothQuant / vLLM W8A8): one fp32 scale per output channel, i.e. per
-    ``int8_channel_size`` weights (the layer's input features). The default 4096 is the hidden size of
-    a 7B model, so for larger models this over-counts slightly (≤ 0.1 %).
-    """
-    require_positive("parameters", parameters)
-    require_positive_int("group_size", group_size)
-    require_positive_int("int8_channel_size", int8_channel_size)
-    key = require_choice("weight precision", precision, _WEIGHT_ELEMENT_BYTES, ignore_case=True)
-    per_weight = _WEIGHT_ELEMENT_BYTES[key]
-    if key == "int4":
-        group_metadata = _FP16_SCALE_BYTES + (0.5 if zero_point else 0.0)
-        per_weight += group_metadata / group_size
-    elif key == "int8":
-        per_weight += _FP32_SCALE_BYTES / int8_channel_size
-    return parameters * per_weight
+    prompt_tokens: int
+    output_tokens: int
+    context_tokens: int | None = None  # KV cache reserved per sequence; None: prompt + output
 
 
 @dataclass(frozen=True)
-class KvCacheBytesPerToken:
-    """KV-cache bytes one token occupies, for the whole model and on each tensor-parallel GPU."""
+class Traffic:
+    """The traffic to carry: average requests/s, the peak over the average, and the headroom on top."""
 
-    whole_model_bytes: int  # 2 × layers × kv_heads × head_dim × bytes
-    per_gpu_bytes: int  # same with the KV heads one GPU holds
-    kv_heads_per_gpu: int  # max(1, kv_heads // tp): replicated once tp exceeds kv_heads
-    tensor_parallel: int
-
-
-def kv_cache_bytes_per_token(
-    layers: int,
-    kv_heads: int,
-    head_dim: int,
-    kv_precision: str,
-    tensor_parallel: int = 1,
-) -> KvCacheBytesPerToken:
-    """Return KV-cache bytes per token, whole model and per GPU (vLLM ``CacheEngine.get_cache_block_size``).
-
-    2 (K and V) × layers × kv_heads × head_dim × bytes per element, as vLLM sizes a cache block
-    (divided by its block size). Under tensor parallelism each GPU holds
-    ``max(1, kv_heads // tp)`` heads (vLLM ``ModelConfig.get_num_kv_heads``): once tp exceeds the KV
-    heads they are replicated, so the per-GPU figure stops shrinking. vLLM itself refuses a tp that
-    neither divides nor is a multiple of the KV heads; this function does not check that.
-    """
-    require_positive_int("layers", layers)
-    require_positive_int("kv_heads", kv_heads)
-    require_positive_int("head_dim", head_dim)
-    require_positive_int("tensor_parallel", tensor_parallel)
-    key = require_choice("KV-cache precision", kv_precision, KV_PRECISION_BYTES, ignore_case=True)
-    element_bytes = KV_PRECISION_BYTES[key]
-    heads_per_gpu = max(1, kv_heads // tensor_parallel)
-    return KvCacheBytesPerToken(
-        whole_model_bytes=2 * layers * kv_heads * head_dim * element_bytes,
-        per_gpu_bytes=2 * layers * heads_per_gpu * head_dim * element_bytes,
-        kv_heads_per_gpu=heads_per_gpu,
-        tensor_parallel=tensor_parallel,
-    )
+    rps: float
+    peak_factor: float
+    headroom: float
 
 
 @dataclass(frozen=True)
-class ConcurrencyBudget:
-    """How many full-context sequences one GPU's KV cache holds, and the memory split behind it."""
+class Slo:
+    """The latency objectives, at the 95th percentile."""
 
-    usable_bytes: float  # capacity × gpu_memory_utilization
-    kv_budget_bytes: float  # usable − weights − reserve, floored at 0
-    shortfall_bytes: float  # how far weights + reserve exceed usable memory; 0 when they fit
-    kv_bytes_per_sequence: float  # per GPU, context rounded up to whole blocks
-    kv_blocks: int  # whole KV blocks the budget holds
-    max_sequences: int  # floor, >= 0
-
-
-def max_concurrent_sequences(
-    capacity_bytes: float,
-    gpu_memory_utilization: float,
-    weight_bytes_per_gpu: float,
-    reserve_bytes: float,
-    kv_bytes_per_token_per_gpu: float,
-    context_tokens: int,
-    *,
-    block_size_tokens: int = 16,
-) -> ConcurrencyBudget:
-    """Return the KV budget and the number of ``context_tokens``-long sequences it holds (vLLM semantics).
-
-    vLLM ``Worker.determine_num_available_blocks``: usable = capacity × ``gpu_memory_utilization``;
-    KV budget = usable − weights − activation/workspace reserve (vLLM measures the latter with a
-    profiling forward pass; here it is the caller's ``reserve_bytes``). The budget is cut into blocks of
-    ``block_size_tokens`` tokens (vLLM default 16) and each sequence takes ceil(context / block) blocks,
-    as vLLM's "maximum concurrency" report does. ``block_size_tokens=1`` gives the plain
-    floor(budget / (bytes per token × context)).
-    """
-    require_positive("capacity_bytes", capacity_bytes)
-    require_fraction("gpu_memory_utilization", gpu_memory_utilization)
-    require_non_negative("weight_bytes_per_gpu", weight_bytes_per_gpu)
-    require_non_negative("reserve_bytes", reserve_bytes)
-    require_positive("kv_bytes_per_token_per_gpu", kv_bytes_per_token_per_gpu)
-    require_positive_int("context_tokens", context_tokens)
-    require_positive_int("block_size_tokens", block_size_tokens)
-
-    usable = capacity_bytes * gpu_memory_utilization
-    remaining = usable - weight_bytes_per_gpu - reserve_bytes
-    kv_budget = max(0.0, remaining)
-    block_bytes = kv_bytes_per_token_per_gpu * block_size_tokens
-    blocks = int(kv_budget // block_bytes)
-    blocks_per_sequence = -(-context_tokens // block_size_tokens)
-    return ConcurrencyBudget(
-        usable_bytes=usable,
-        kv_budget_bytes=kv_budget,
-        shortfall_bytes=max(0.0, -remaining),
-        kv_bytes_per_sequence=blocks_per_sequence * block_bytes,
-        kv_blocks=blocks,
-        max_sequences=blocks // blocks_per_sequence,
-    )
-
-
-# --------------------------------------------------------------------------------------------------
-# Latency (one replica = tp GPUs)
-
-
-def prefill_time_s(
-    parameters: float,
-    prompt_tokens: int,
-    batch: int,
-    tp: int,
-    bf16_tflops: float,
-    efficiency: float,
-) -> float:
-    """Return the seconds one replica needs to prefill ``batch`` prompts (compute-bound, Kaplan et al. 2020).
-
-    2·N·prompt_tokens·batch / (tp × peak FLOP/s × efficiency): forward pass ≈ 2N FLOPs per token
-    (Kaplan et al. 2020, Table 1), the attention term neglected (it matters only when the context is
-    comparable to 12 × hidden). ``bf16_tflops`` is the dense datasheet peak of one GPU; tensor
-    parallelism is assumed to scale perfectly, the all-reduces being folded into ``efficiency``.
-    """
-    require_positive("parameters", parameters)
-    require_positive_int("prompt_tokens", prompt_tokens)
-    require_positive_int("batch", batch)
-    require_positive_int("tp", tp)
-    require_positive("bf16_tflops", bf16_tflops)
-    require_fraction("efficiency", efficiency)
-    flops = 2.0 * parameters * prompt_tokens * batch
-    return flops / (tp * bf16_tflops * _TERA * efficiency)
-
-
-@dataclass(frozen=True)
-class DecodeStep:
-    """One decode step of a replica on the roofline: the memory and compute times and which one binds."""
-
-    memory_time_s: float  # bytes read per GPU / (HBM bandwidth × efficiency)
-    compute_time_s: float  # 2·N·batch / (tp × peak × efficiency)
-    step_time_s: float  # the larger of the two
-    bytes_read_per_gpu: float  # weights / tp + the batch's KV cache
-    memory_bound: bool
-
-
-def decode_step(
-    weight_bytes: float,
-    kv_bytes_per_token_per_gpu: float,
-    batch: int,
-    context_tokens: int,
-    tp: int,
-    hbm_tbs: float,
-    hbm_efficiency: float,
-    parameters: float,
-    bf16_tflops: float,
-    flops_efficiency: float,
-) -> DecodeStep:
-    """Return the roofline breakdown of one decode step (Williams et al. 2009; reference README, Serving).
-
-    Each step generates one token for each of ``batch`` sequences. Every GPU streams its shard of the
-    weights (``weight_bytes`` / tp) and the KV cache of the batch
-    (batch × context_tokens × ``kv_bytes_per_token_per_gpu``) from HBM, and performs 2·N·batch / tp
-    FLOPs (Kaplan et al. 2020). The step takes at least the larger of the memory time and the compute
-    time. ``weight_bytes`` is the whole model; ``hbm_tbs`` and ``bf16_tflops`` are one GPU's datasheet
-    figures.
-    """
-    require_positive("weight_bytes", weight_bytes)
-    require_non_negative("kv_bytes_per_token_per_gpu", kv_bytes_per_token_per_gpu)
-    require_positive_int("batch", batch)
-    require_non_negative_int("context_tokens", context_tokens)
-    require_positive_int("tp", tp)
-    require_positive("hbm_tbs", hbm_tbs)
-    require_fraction("hbm_efficiency", hbm_efficiency)
-    require_positive("parameters", parameters)
-    require_positive("bf16_tflops", bf16_tflops)
-    require_fraction("flops_efficiency", flops_efficiency)
-
-    bytes_read = weight_bytes / tp + batch * context_tokens * kv_bytes_per_token_per_gpu
-    memory_time = bytes_read / (hbm_tbs * _TERA * hbm_efficiency)
-    compute_time = 2.0 * parameters * batch / (tp * bf16_tflops * _TERA * flops_efficiency)
-    return DecodeStep(
-        memory_time_s=memory_time,
-        compute_time_s=compute_time,
-        step_time_s=max(memory_time, compute_time),
-        bytes_read_per_gpu=bytes_read,
-        memory_bound=memory_time >= compute_time,
-    )
-
-
-def decode_step_time_s(
-    weight_bytes: float,
-    kv_bytes_per_token_per_gpu: float,
-    batch: int,
-    context_tokens: int,
-    tp: int,
-    hbm_tbs: float,
-    hbm_efficiency: float,
-    parameters: float,
-    bf16_tflops: float,
-    flops_efficiency: float,
-) -> float:
-    """Return the seconds of one decode step on the roofline (Williams et al. 2009; reference README).
-
-    max((weight_bytes / tp + batch × context × KV bytes per token per GPU) / (HBM × efficiency),
-    2·N·batch / (tp × peak × efficiency)). See :func:`decode_step` for the breakdown.
-    """
-    return decode_step(
-        weight_bytes,
-        kv_bytes_per_token_per_gpu,
-        batch,
-        context_tokens,
-        tp,
-        hbm_tbs,
-        hbm_efficiency,
-        parameters,
-        bf16_tflops,
-        flops_efficiency,
-    ).step_time_s
-
-
-# --------------------------------------------------------------------------------------------------
-# Throughput and replicas
+    ttft_ms_p95: float  # time to first token
+    tpot_ms_p95: float  # time per output token
 
 
 def requests_per_s_per_replica(batch: int, ttft_s: float, output_tokens: int, tpot_s: float) -> float:
@@ -428,33 +145,16 @@ class ServingPlan:
     tensor_parallel: int
     reason: str  # one sentence on what limits the batch
 
+    @property
+    def chosen_point(self) -> BatchPoint | None:
+        """Returns the point of the chosen batch; None when no batch meets the SLOs."""
+        return self.points[self.batch - 1] if self.feasible else None
 
-def serving_plan(
-    *,
-    parameters: float,
-    weight_bytes: float,
-    kv_bytes_per_token_per_gpu: float,
-    tp: int,
-    capacity_bytes: float,
-    gpu_memory_utilization: float,
-    reserve_bytes: float,
-    prompt_tokens: int,
-    output_tokens: int,
-    hbm_tbs: float,
-    bf16_tflops: float,
-    hbm_efficiency: float,
-    flops_efficiency: float,
-    ttft_ms_p95: float,
-    tpot_ms_p95: float,
-    rps: float,
-    peak_factor: float,
-    headroom: float,
-    context_tokens: int | None = None,
-    block_size_tokens: int = 16,
-    max_num_seqs: int = 256,
-    prefill_flops_efficiency: float | None = None,
-) -> ServingPlan:
-    """Return the serving plan of one model on replicas of ``tp`` GPUs: best batch, rps, replicas, GPUs.
+
+
+def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, requests: Requests, traffic: Traffic,
+                 slo: Slo, roofline: Roofline) -> ServingPlan:
+    """Return the serving plan of one model on replicas of tp GPUs: best batch, rps, replicas, GPUs.
 
     Steps (seed 004, steps 4–7, with the roofline of the reference README, Serving):
 
@@ -475,56 +175,49 @@ def serving_plan(
        ceil(rps × peak_factor × (1 + headroom) / rps per replica) (:func:`replicas_needed`), GPUs =
        replicas × tp.
 
-    ``flops_efficiency`` applies to the decode step's compute time and, unless
-    ``prefill_flops_efficiency`` is given, to the prefill as well (prefill runs large matrix products and
-    usually reaches a higher share of peak than decode does).
+    ``roofline.flops_efficiency`` applies to the decode step's compute time and, unless
+    ``roofline.prefill_flops_efficiency`` is given, to the prefill as well (prefill runs large matrix products
+    and usually reaches a higher share of peak than decode does).
 
     When no batch meets the SLOs (or not even one sequence fits) the plan says so: ``feasible`` False,
     batch 0, rps 0, replicas and GPUs None, and ``reason`` explains.
     """
+    ttft_ms_p95, tpot_ms_p95 = slo.ttft_ms_p95, slo.tpot_ms_p95
+    prompt_tokens, output_tokens = requests.prompt_tokens, requests.output_tokens
+    tp, max_num_seqs = model.tensor_parallel, engine.max_num_seqs
     require_positive("ttft_ms_p95", ttft_ms_p95)
     require_positive("tpot_ms_p95", tpot_ms_p95)
     require_positive_int("prompt_tokens", prompt_tokens)
     require_positive_int("output_tokens", output_tokens)
     require_positive_int("tp", tp)
     require_positive_int("max_num_seqs", max_num_seqs)
-    require_positive("weight_bytes", weight_bytes)
+    require_positive("weight_bytes", model.weight_bytes)
+    context_tokens = requests.context_tokens
     if context_tokens is None:
         context_tokens = prompt_tokens + output_tokens
-    if prefill_flops_efficiency is None:
-        prefill_flops_efficiency = flops_efficiency
+    prefill_flops_efficiency = roofline.prefill_efficiency
     require_fraction("prefill_flops_efficiency", prefill_flops_efficiency)
     # Validate the demand side up front, so an infeasible plan still rejects bad inputs.
-    _require_demand(rps, peak_factor, headroom)
+    _require_demand(traffic.rps, traffic.peak_factor, traffic.headroom)
 
     concurrency = max_concurrent_sequences(
-        capacity_bytes,
-        gpu_memory_utilization,
-        weight_bytes / tp,
-        reserve_bytes,
-        kv_bytes_per_token_per_gpu,
+        gpu.capacity_bytes,
+        engine.gpu_memory_utilization,
+        model.weight_bytes / tp,
+        engine.reserve_bytes,
+        model.kv_bytes_per_token_per_gpu,
         context_tokens,
-        block_size_tokens=block_size_tokens,
+        block_size_tokens=engine.block_size_tokens,
     )
-    weight_read_s = weight_bytes / tp / (hbm_tbs * _TERA * hbm_efficiency)
+    weight_read_s = model.weight_bytes / tp / (gpu.hbm_tbs * _TERA * roofline.hbm_efficiency)
     average_context = prompt_tokens + output_tokens // 2
 
     points: list[BatchPoint] = []
     for batch in range(1, min(concurrency.max_sequences, max_num_seqs) + 1):
-        prefill_s = prefill_time_s(parameters, prompt_tokens, batch, tp, bf16_tflops, prefill_flops_efficiency)
+        prefill_s = prefill_time_s(model.parameters, prompt_tokens, batch, tp, gpu.bf16_tflops,
+                                   prefill_flops_efficiency)
         ttft_s = max(prefill_s, weight_read_s)
-        step = decode_step(
-            weight_bytes,
-            kv_bytes_per_token_per_gpu,
-            batch,
-            average_context,
-            tp,
-            hbm_tbs,
-            hbm_efficiency,
-            parameters,
-            bf16_tflops,
-            flops_efficiency,
-        )
+        step = decode_step(model, gpu, roofline, batch, average_context)
         ttft_ms = ttft_s * 1e3
         tpot_ms = step.step_time_s * 1e3
         points.append(
@@ -584,7 +277,7 @@ def serving_plan(
             if value > slo
         ]
         reason = f"batch limited by the {' and '.join(missed)} SLO"
-    count = replicas_needed(rps, peak_factor, headroom, best.rps_per_replica)
+    count = replicas_needed(traffic.rps, traffic.peak_factor, traffic.headroom, best.rps_per_replica)
     return ServingPlan(
         concurrency=concurrency,
         points=tuple(points),
@@ -599,3 +292,21 @@ def serving_plan(
         tensor_parallel=tp,
         reason=reason,
     )
+
+
+
+@dataclass(frozen=True)
+class QuotedCapacity:
+    """How the GPUs a plan needs compare with the GPUs quoted."""
+
+    shortfall_gpus: int  # needed beyond the quote, 0 when it suffices
+    spare_fraction: float  # of the quoted GPUs beyond the plan, 0 when short
+
+
+def quoted_capacity(gpus_needed: int, gpus_quoted: int) -> QuotedCapacity:
+    """Returns the shortfall max(0, needed − quoted) and the spare share max(0, 1 − needed / quoted).
+
+    The capacity-planning guide, step 7: the GPUs for the peak plus the spares of the headroom (its example,
+    20 + 4 = 24), set against what the quote has: 24 needed of 32 quoted leave 25 % beyond the plan.
+    """
+    return QuotedCapacity(max(0, gpus_needed - gpus_quoted), max(0.0, spare_fraction(gpus_needed, gpus_quoted)))

@@ -1,4 +1,4 @@
-"""Collective-communication time, per-step volume by sharding strategy, and scaling efficiency.
+"""Link bandwidths, collective time, and the bus bandwidth a job's collectives reach inside a node and across nodes.
 
 Bandwidths follow nccl-tests ``doc/PERFORMANCE.md``: ``algbw = S / t`` and ``busbw = algbw × factor``,
 with factor 2(n−1)/n for all-reduce and (n−1)/n for all-gather, reduce-scatter and all-to-all, so that
@@ -12,11 +12,9 @@ GB/s means 10⁹ bytes per second throughout (``_gbs``); link rates in Gb/s carr
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import (
     require_at_most,
     require_choice,
@@ -24,8 +22,8 @@ from rules.estimates._args import (
     require_non_negative,
     require_positive,
     require_positive_int,
-    require_unit_interval,
 )
+from rules.estimates.nccl_tests import MeasuredBusbw
 
 COLLECTIVES: tuple[str, ...] = (
     "all-reduce",
@@ -35,8 +33,6 @@ COLLECTIVES: tuple[str, ...] = (
     "reduce",
     "all-to-all",
 )
-SHARDING_STRATEGIES: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
-SCOPES: tuple[str, ...] = ("node", "cluster")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -206,7 +202,7 @@ def hierarchical_busbw_gbs(
     require_positive("nics_per_node", nics_per_node)
     require_positive("oversubscription", oversubscription)
     if oversubscription < 1:
-        raise ValueError(f"oversubscription is a ratio >= 1 (e.g. 2 for 2:1), got {oversubscription!r}")
+        raise InconsistentInput(f"oversubscription is a ratio >= 1 (e.g. 2 for 2:1), got {oversubscription!r}")
     network = nic_gbs * nics_per_node / oversubscription
     if network < node_busbw_gbs:
         return HierarchicalBandwidth(network, node_busbw_gbs, network, "network")
@@ -231,332 +227,97 @@ def group_nic_share(group_ranks_per_node: int, gpus_per_node: int) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
-# Communication per optimizer step by sharding strategy
+# The bandwidths of one job, measured or from nameplates
 # --------------------------------------------------------------------------------------------------
+# PCIe generation assumed for a GPU whose generation is not known: Gen4, the older of the two current ones.
+DEFAULT_PCIE_GENERATION = 4
 
 
 @dataclass(frozen=True)
-class Collective:
-    """One collective a GPU takes part in during a step."""
+class IntraNodeLink:
+    """How the GPUs of a node reach each other: NVLink, or PCIe x16 when ``nvlink_gbs`` is 0."""
 
-    kind: str  # one of COLLECTIVES
-    purpose: str  # what it moves, e.g. "gradients", "parameters (forward)"
-    size_bytes: float  # S as nccl-tests counts it: the full buffer of one group
-    ranks: int  # ranks in one group
-    scope: str  # "node": inside one node (NVLink); "cluster": crosses nodes
-    parallel_groups: int = 1  # identical groups running side by side and sharing the node's NICs
-    times: int = 1  # how often it runs per optimizer step (once per micro-batch when it cannot be deferred)
-
-    @property
-    def bus_bytes_per_gpu(self) -> float:
-        """Bytes each GPU moves over its bottleneck link per optimizer step: times × busbw factor × S."""
-        return self.times * busbw_factor(self.kind, self.ranks) * self.size_bytes
+    nvlink_gbs: float  # NVIDIA's bidirectional figure (H100 SXM 900); 0 for PCIe-only GPUs
+    pcie_generation: int = DEFAULT_PCIE_GENERATION
+    pcie_generation_from: str = ""  # where the generation came from, in words
 
 
 @dataclass(frozen=True)
-class StepCommunication:
-    """The collectives of one optimizer step (every micro-batch of it when there is gradient accumulation)."""
+class ComputeNetwork:
+    """A node's compute NICs and the fabric they plug into."""
 
-    strategy: str
-    gradient_bytes: float  # trainable Ψ × bytes per element: the size of one full gradient buffer
-    collectives: tuple[Collective, ...]
-    bus_bytes_per_gpu: float  # Σ times × busbw factor × S over the collectives
-    allreduce_equivalents: float  # bus bytes relative to one all-reduce of the gradients on the same ranks
-
-
-def communication_bytes_per_step(
-    strategy: str,
-    parameters: float,
-    data_parallel_ranks: int,
-    ranks_per_node: int,
-    bytes_per_element: float = 2.0,
-    accumulation_steps: int = 1,
-    trainable_parameters: float | None = None,
-) -> StepCommunication:
-    """Return the collectives and bus bytes per GPU of one training step for a sharding strategy.
-
-    Per optimizer step, with Ψ = ``parameters`` and S = Ψ × ``bytes_per_element`` (2 for bf16):
-    * ``ddp``: all-reduce of the gradients, S (2Ψ bytes in bf16): 2(n−1)/n·S per GPU.
-    * ``zero1`` / ``zero2``: reduce-scatter of the gradients + all-gather of the updated parameters,
-      the same volume as one all-reduce (ZeRO, Rajbhandari et al. 2020, arXiv 1910.02054, §7.2.1).
-    * ``zero3`` / ``fsdp-full``: all-gather of the parameters in the forward and again in the backward,
-      plus a reduce-scatter of the gradients: 1.5× the all-reduce volume (ZeRO §7.2.2).
-    * ``fsdp-hybrid`` (PyTorch FSDP ``HYBRID_SHARD``): zero3 among the ranks of a node, then an
-      all-reduce of each gradient shard (S / ranks per node) across nodes; the ranks_per_node shard
-      groups run side by side and share the node's NICs.
-    ``parameters`` is what one data-parallel replica holds: with tensor or pipeline parallelism pass
-    the parameters of one model-parallel shard and the data-parallel group size, and in
-    ``ranks_per_node`` the data-parallel ranks that share a node.
-
-    ``accumulation_steps`` (micro-batches per optimizer step) repeats what cannot wait for the last
-    micro-batch: DDP (``no_sync``) and ZeRO-1 accumulate full local gradients and communicate once per
-    step; ZeRO-2 keeps only its gradient shard, so it reduce-scatters after every micro-batch (DeepSpeed
-    ``stage_1_and_2.py`` reduces in every backward) and all-gathers the updated parameters once; ZeRO-3
-    and FSDP (FULL_SHARD, HYBRID_SHARD without ``no_sync``) gather the parameters for every forward and
-    backward and reduce-scatter every micro-batch (ZeRO §7.2.2; PyTorch FSDP docs on ``no_sync``).
-    ``trainable_parameters`` (default: all) sizes the gradient collectives and the ZeRO-1/2 parameter
-    all-gather (only updated parameters change); frozen parameters are still gathered under ZeRO-3/FSDP.
-    """
-    require_choice("strategy", strategy, SHARDING_STRATEGIES)
-    require_positive("parameters", parameters)
-    require_positive_int("data_parallel_ranks", data_parallel_ranks)
-    require_positive_int("ranks_per_node", ranks_per_node)
-    require_positive("bytes_per_element", bytes_per_element)
-    require_positive_int("accumulation_steps", accumulation_steps)
-    if trainable_parameters is None:
-        trainable_parameters = parameters
-    require_positive("trainable_parameters", trainable_parameters)
-    require_at_most("trainable_parameters", trainable_parameters, "parameters", parameters)
-    s = parameters * bytes_per_element
-    grads = trainable_parameters * bytes_per_element
-    n, k = data_parallel_ranks, accumulation_steps
-    flat_scope = "node" if n <= ranks_per_node else "cluster"
-    if strategy == "ddp":
-        collectives: tuple[Collective, ...] = (Collective("all-reduce", "gradients", grads, n, flat_scope),)
-    elif strategy in ("zero1", "zero2"):
-        collectives = (
-            Collective("reduce-scatter", "gradients", grads, n, flat_scope, times=k if strategy == "zero2" else 1),
-            Collective("all-gather", "updated parameters", grads, n, flat_scope),
-        )
-    elif strategy in ("zero3", "fsdp-full") or n <= ranks_per_node:
-        collectives = (
-            Collective("all-gather", "parameters (forward)", s, n, flat_scope, times=k),
-            Collective("all-gather", "parameters (backward)", s, n, flat_scope, times=k),
-            Collective("reduce-scatter", "gradients", grads, n, flat_scope, times=k),
-        )
-    else:  # fsdp-hybrid across nodes
-        if n % ranks_per_node:
-            raise ValueError(
-                f"fsdp-hybrid needs whole nodes: data_parallel_ranks {n} is not a multiple of "
-                f"ranks_per_node {ranks_per_node}"
-            )
-        g, nodes = ranks_per_node, n // ranks_per_node
-        collectives = (
-            Collective("all-gather", "parameters (forward)", s, g, "node", times=k),
-            Collective("all-gather", "parameters (backward)", s, g, "node", times=k),
-            Collective("reduce-scatter", "gradients", grads, g, "node", times=k),
-            Collective("all-reduce", "gradient shard across nodes", grads / g, nodes, "cluster", g, times=k),
-        )
-    bus_bytes = sum(c.bus_bytes_per_gpu for c in collectives)
-    reference = busbw_factor("all-reduce", n) * grads
-    equivalents = bus_bytes / reference if reference > 0 else 0.0
-    return StepCommunication(strategy, grads, collectives, bus_bytes, equivalents)
-
-
-def communication_time_s(step: StepCommunication, node_busbw_gbs: float, cluster_busbw_gbs: float) -> float:
-    """Return the bandwidth-bound communication time in seconds of one step's collectives.
-
-    ``node_busbw_gbs`` applies to collectives inside a node, ``cluster_busbw_gbs`` (typically
-    :func:`hierarchical_busbw_gbs`) to those that cross nodes. Groups that run side by side across
-    nodes (``parallel_groups``) share the node's cross-node bandwidth, so each gets busbw / groups.
-    Source: nccl-tests ``doc/PERFORMANCE.md`` time formulas, applied per collective and summed
-    (no overlap between collectives).
-    """
-    require_positive("node_busbw_gbs", node_busbw_gbs)
-    require_positive("cluster_busbw_gbs", cluster_busbw_gbs)
-    total = 0.0
-    for c in step.collectives:
-        busbw = node_busbw_gbs if c.scope == "node" else cluster_busbw_gbs / c.parallel_groups
-        total += c.times * collective_time_s(c.kind, c.size_bytes, c.ranks, busbw)
-    return total
-
-
-# --------------------------------------------------------------------------------------------------
-# Scaling efficiency
-# --------------------------------------------------------------------------------------------------
+    nics: float  # compute NIC ports per node
+    gbps: float  # their summed line rate, Gb/s
+    fabric_link_gbps: float | None  # the fabric's link rate, when quoted
+    oversubscription: float  # the fabric's oversubscription ratio as quoted (1 for non-blocking)
 
 
 @dataclass(frozen=True)
-class StepScaling:
-    """A modelled step: compute, communication and how much of it stays exposed."""
+class BusbwFractions:
+    """The shares of nameplate bandwidth collectives achieve (policy interconnect.*_busbw_fraction)."""
 
-    efficiency: float  # compute / (compute + exposed communication), in (0, 1]
-    compute_s: float
-    communication_s: float
-    exposed_communication_s: float  # max(0, communication − overlap × compute)
-    step_s: float  # compute + exposed communication
-
-
-def scaling_efficiency(compute_s: float, comm_s: float, overlap_fraction: float) -> StepScaling:
-    """Return the modelled scaling efficiency: compute / (compute + exposed communication).
-
-    Model (first order, stated here because papers vary): a step is its compute time plus whatever
-    communication cannot hide behind compute. ``overlap_fraction`` in [0, 1] is the share of compute
-    time during which communication can run concurrently (0: none, as with a blocking all-reduce after
-    backward; PyTorch DDP buckets and FSDP prefetch overlap most of backward). Exposed communication =
-    max(0, comm − overlap × compute). Efficiency is relative to the same per-GPU compute with no
-    communication, i.e. the weak-scaling efficiency at fixed per-GPU batch. Sources: the overlap of
-    gradient buckets with backward is described in Li et al. 2020, "PyTorch Distributed" (VLDB,
-    arXiv 2006.15704) §3.2; the nccl-tests time formulas give comm_s.
-    """
-    require_positive("compute_s", compute_s)
-    require_non_negative("comm_s", comm_s)
-    require_unit_interval("overlap_fraction", overlap_fraction)
-    exposed = max(0.0, comm_s - overlap_fraction * compute_s)
-    step = compute_s + exposed
-    return StepScaling(compute_s / step, compute_s, comm_s, exposed, step)
+    nvlink: float
+    pcie: float
+    nic: float
 
 
 @dataclass(frozen=True)
-class ScalingPoint:
-    """One scaling measurement and its efficiency against the smallest measured GPU count."""
+class Bandwidth:
+    """The bus bandwidths the job's collectives reach inside a node and across the job, and their origin."""
 
-    gpus: int
-    tokens_per_s: float
-    tokens_per_s_per_gpu: float
-    efficiency: float  # (tokens/s per GPU here) / (tokens/s per GPU at the base)
-    base_gpus: int
+    node_busbw_gbs: float
+    cluster_busbw_gbs: float  # equals node_busbw_gbs on one node
+    network_busbw_gbs: float | None  # compute NICs per node × achieved GB/s per NIC ÷ oversubscription
+    bound_by: str  # "node", "network", or "measured" (nccl-tests across nodes)
+    intra_node_link: str
+    source: str  # what the figures rest on, in words
+    nodes: int
 
 
-def measured_scaling_efficiency(points: Iterable[tuple[int, float]]) -> list[ScalingPoint]:
-    """Return each (gpus, tokens/s) measurement with its efficiency against the smallest GPU count.
+def job_bandwidth(nodes: int, dp_ranks_per_node: int, gpus_per_node: int, measured: MeasuredBusbw,
+                  link: IntraNodeLink | None, network: ComputeNetwork | None, fractions: BusbwFractions) -> Bandwidth:
+    """Returns the job's intra-node and cluster busbw: nccl-tests where measured, else nameplate × fractions.
 
-    Efficiency = (tps_n / n) / (tps_base / base), base the smallest measured GPU count (efficiency 1
-    there). Source: the acceptance plan's "Size interconnect from scaling efficiency"
-    ("run scaling tests at two or more device counts and record
-    efficiency"); the definition is the usual weak-scaling efficiency (e.g. Narayanan et al. 2021,
-    arXiv 2104.04473, §5.1 reports per-GPU throughput across scales). Results are sorted by GPU
-    count; a GPU count measured twice raises ValueError (average the runs first).
+    Inside a node: the single-node nccl-tests busbw, else NVLink per direction × ``fractions.nvlink``
+    (:func:`nvlink_busbw_gbs`), else PCIe x16 × ``fractions.pcie`` (:func:`pcie_x16_gbs`). Across nodes:
+    the multi-node nccl-tests busbw, else :func:`hierarchical_busbw_gbs` over the compute NICs, each at the
+    lower of its own and the fabric's link rate × ``fractions.nic``, the oversubscription at least 1:1. The
+    data-parallel groups side by side on a node share its NICs (:func:`group_nic_share`). ``link`` is needed
+    without a single-node measurement and ``network`` without a multi-node one on more than one node.
     """
-    measured = sorted(points, key=lambda p: p[0])
-    if not measured:
-        raise ValueError("at least one (gpus, tokens_per_s) measurement is needed")
-    seen: set[int] = set()
-    for gpus, tps in measured:
-        require_positive_int("gpus", gpus)
-        require_positive("tokens_per_s", tps)
-        if gpus in seen:
-            raise ValueError(f"two measurements at {gpus} GPUs; give one (e.g. their mean)")
-        seen.add(gpus)
-    base_gpus, base_tps = measured[0]
-    base_per_gpu = base_tps / base_gpus
-    return [
-        ScalingPoint(gpus, tps, tps / gpus, (tps / gpus) / base_per_gpu, base_gpus) for gpus, tps in measured
-    ]
-
-
-# --------------------------------------------------------------------------------------------------
-# nccl-tests output
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NcclTestsRow:
-    """One size of an nccl-tests run (``all_reduce_perf`` and the other ``*_perf`` binaries)."""
-
-    size_bytes: int
-    count: int
-    dtype: str
-    redop: str | None  # None when the binary prints no reduction column
-    root: int | None  # None when the binary prints no root column
-    out_of_place_time_us: float
-    out_of_place_algbw_gbs: float
-    out_of_place_busbw_gbs: float
-    out_of_place_wrong: int | None  # None for "N/A" (validation off) or an old float "error" column
-    in_place_time_us: float
-    in_place_algbw_gbs: float
-    in_place_busbw_gbs: float
-    in_place_wrong: int | None
-
-    @property
-    def busbw_gbs(self) -> float:
-        """The better of the out-of-place and in-place bus bandwidths."""
-        return max(self.out_of_place_busbw_gbs, self.in_place_busbw_gbs)
-
-
-# mpirun --tag-output / srun --label prefixes: "[1,0]<stdout>:" or "0: ".
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
-_AVG_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
-
-
-def _wrong(token: str) -> int | None:
-    try:
-        return int(token)
-    except ValueError:
-        return None
-
-
-def _parse_row(tokens: list[str]) -> NcclTestsRow | None:
-    # size count type [redop] [root] then two blocks of time algbw busbw #wrong.
-    if len(tokens) < 11 or not tokens[0].isdigit() or not tokens[1].isdigit():
-        return None
-    middle = tokens[3:-8]
-    if len(middle) > 2:
-        return None
-    redop = root = None
-    for token in middle:
-        if re.fullmatch(r"-?\d+", token):
-            root = int(token)
-        else:
-            redop = token
-    try:
-        values = [float(t) for t in (tokens[-8], tokens[-7], tokens[-6], tokens[-4], tokens[-3], tokens[-2])]
-    except ValueError:
-        return None
-    if not all(math.isfinite(v) for v in values):
-        return None
-    return NcclTestsRow(
-        size_bytes=int(tokens[0]),
-        count=int(tokens[1]),
-        dtype=tokens[2],
-        redop=redop,
-        root=root,
-        out_of_place_time_us=values[0],
-        out_of_place_algbw_gbs=values[1],
-        out_of_place_busbw_gbs=values[2],
-        out_of_place_wrong=_wrong(tokens[-5]),
-        in_place_time_us=values[3],
-        in_place_algbw_gbs=values[4],
-        in_place_busbw_gbs=values[5],
-        in_place_wrong=_wrong(tokens[-1]),
-    )
-
-
-def parse_nccl_tests_output(raw: str) -> list[NcclTestsRow]:
-    """Return the result rows (size, busbw, …) of nccl-tests text output such as ``all_reduce_perf``.
-
-    Format (nccl-tests README and ``src/common.cu``): lines starting with ``#`` are comments (header,
-    device list, "# Out of bounds values", "# Avg bus bandwidth"); each result line has size (B),
-    count (elements), type, redop, root, then time (us), algbw (GB/s), busbw (GB/s), #wrong for the
-    out-of-place and again for the in-place run. Older releases print no root column and a float
-    ``error`` instead of ``#wrong``; both are accepted. ``mpirun --tag-output`` prefixes are stripped;
-    other lines (NCCL banners, warnings) are skipped. Raises ValueError when no result row is found.
-    """
-    rows: list[NcclTestsRow] = []
-    for line in raw.splitlines():
-        line = _PREFIX.sub("", line, count=1).strip()
-        if not line or line.startswith("#"):
-            continue
-        row = _parse_row(line.split())
-        if row is not None:
-            rows.append(row)
-    if not rows:
-        raise ValueError("no nccl-tests result rows found (expected lines: size count type ... busbw #wrong)")
-    return rows
-
-
-def parse_nccl_tests_avg_busbw_gbs(raw: str) -> float | None:
-    """Return the "# Avg bus bandwidth" figure (GB/s) of nccl-tests output, or None if absent.
-
-    Source: nccl-tests ``src/common.cu`` prints it after the table; it averages busbw over every size
-    in the sweep, small sizes included, so it understates the large-message bandwidth a training step
-    sees: prefer :func:`peak_busbw_gbs` or the busbw at the step's message size.
-    """
-    found = None
-    for line in raw.splitlines():
-        match = _AVG_BUSBW.search(_PREFIX.sub("", line, count=1))
-        if match:
-            found = float(match.group(1))
-    return found
-
-
-def peak_busbw_gbs(rows: Iterable[NcclTestsRow], min_size_bytes: int = 0) -> float:
-    """Return the highest busbw (GB/s) among rows of at least ``min_size_bytes``.
-
-    Source: nccl-tests ``doc/PERFORMANCE.md``: on large sizes time is linear in size, so the large-size
-    busbw is the bandwidth figure to compare with hardware.
-    """
-    candidates = [r.busbw_gbs for r in rows if r.size_bytes >= min_size_bytes]
-    if not candidates:
-        raise ValueError(f"no nccl-tests row of at least {min_size_bytes} bytes")
-    return max(candidates)
+    notes = list(measured.notes)
+    if measured.node_busbw_gbs is not None:
+        node, described = measured.node_busbw_gbs, "measured on one node (nccl-tests)"
+        sources = ["intra-node busbw measured by nccl-tests"]
+    elif link is None:
+        raise ValueError("the intra-node link is needed without a single-node nccl-tests measurement")
+    elif link.nvlink_gbs > 0:
+        node = nvlink_busbw_gbs(link.nvlink_gbs, fractions.nvlink)
+        described = f"NVLink {link.nvlink_gbs:g} GB/s"
+        sources = ["NVLink per direction × interconnect.nvlink_busbw_fraction"]
+    else:
+        node = pcie_x16_gbs(link.pcie_generation) * fractions.pcie
+        described = f"PCIe Gen{link.pcie_generation} x16, no NVLink ({link.pcie_generation_from})"
+        sources = ["PCIe x16 per direction × interconnect.pcie_busbw_fraction"]
+    if nodes == 1:
+        return Bandwidth(node, node, None, "node", described, "; ".join(sources + notes), 1)
+    share = group_nic_share(dp_ranks_per_node, gpus_per_node)
+    shared = "" if share == 1 else f", {share:.3g} of it per data-parallel group (tensor parallelism fills the node)"
+    if measured.cluster_busbw_gbs is not None:
+        busbw = measured.cluster_busbw_gbs
+        busbw = min(node, busbw * share) if share < 1 else busbw
+        sources.append(f"cross-node busbw measured by nccl-tests on {measured.cluster_nodes} nodes (the job spans "
+                       f"{nodes}){shared}")
+        return Bandwidth(node, busbw, busbw, "measured", described, "; ".join(sources + notes), nodes)
+    if network is None:
+        raise ValueError("the compute network is needed without a multi-node nccl-tests measurement")
+    per_nic_gbps = network.gbps / network.nics
+    if network.fabric_link_gbps and network.fabric_link_gbps < per_nic_gbps:
+        per_nic_gbps = network.fabric_link_gbps  # a NIC cannot run faster than the fabric link it plugs into
+    nic_gbs = gbps_to_gbs(per_nic_gbps) * fractions.nic
+    oversubscription = max(1.0, network.oversubscription)
+    tiers = hierarchical_busbw_gbs(node, nic_gbs, network.nics * share, nodes, oversubscription)
+    sources.append(f"{network.nics:g} compute NICs per node at {per_nic_gbps:g} Gb/s × "
+                   f"interconnect.nic_busbw_fraction, fabric oversubscription {oversubscription:g}:1{shared}")
+    return Bandwidth(node, tiers.busbw_gbs, tiers.network_busbw_gbs, tiers.bound_by, described,
+                     "; ".join(sources + notes), nodes)

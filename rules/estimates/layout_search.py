@@ -23,11 +23,17 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
+from rules.estimates import shapes
 from rules.estimates._args import require_positive, require_positive_int
-from rules.estimates.memory import (
+from rules.estimates.activations import (
+    ActivationSaving,
+    BatchShape,
+    PipelineSchedule,
     activation_bytes_per_gpu,
-    gathered_parameters_bytes,
     logits_bytes,
+)
+from rules.estimates.model_state import (
+    gathered_parameters_bytes,
     model_state_bytes_per_param,
     model_state_per_gpu_bytes,
 )
@@ -187,6 +193,9 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
     and fp32 master state, so they are sized as bf16-mixed.
     """
     parameters = shape.parameters()
+    memory_shape = shapes.ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
+                                     kv_heads=shape.kv_heads, ffn_hidden=shape.ffn_hidden, vocab=shape.vocab,
+                                     mlp=shape.mlp, dropout=shape.dropout, tied_embeddings=shape.tied_embeddings)
 
     @cache
     def state(t: int, p: int, replicas: int, sharding: str, precision: str) -> float:
@@ -203,10 +212,9 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
     def activations(t: int, p: int, v: int, c: int, b: int, in_flight: int, recompute: str, flash: bool) -> float:
         tokens = shape.sequence_length // c
         total = activation_bytes_per_gpu(
-            shape.layers, tokens, b, shape.hidden, shape.heads, tensor_parallel=t, sequence_parallel=t > 1,
-            recompute=recompute, flash_attention=flash, ffn_hidden=shape.ffn_hidden, kv_heads=shape.kv_heads,
-            mlp=shape.mlp, dropout=shape.dropout, pipeline_parallel=p, virtual_stages=v,
-            micro_batches=in_flight, vocab=shape.vocab)
+            memory_shape, BatchShape(sequence_length=tokens, micro_batch=b),
+            ActivationSaving(recompute=recompute, sequence_parallel=t > 1, flash_attention=flash),
+            tensor_parallel=t, pipeline=PipelineSchedule(stages=p, virtual_stages=v, micro_batches=in_flight))
         if p > 1:
             total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1)
         return total

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
 
 REDUNDANCY_MODES: tuple[str, ...] = ("N", "N+1", "2N")
@@ -58,7 +59,7 @@ class RackPower:
 def _validate_nodes(nodes: Iterable[NodePower]) -> list[NodePower]:
     groups = list(nodes)
     if not groups:
-        raise ValueError("a rack needs at least one node group")
+        raise InconsistentInput("a rack needs at least one node group")
     for g in groups:
         require_positive_int("node count", g.count)
         require_positive("max_w", g.max_w)
@@ -100,12 +101,12 @@ def pdu_capacity_kw(
         groups.append((group.rating_kw, group.count))
     total = sum(count for _, count in groups)
     if not total:
-        raise ValueError("a rack needs at least one PDU")
+        raise InconsistentInput("a rack needs at least one PDU")
     groups.sort()
     if redundancy == "N":
         usable = total
     elif total < 2:
-        raise ValueError(f"{redundancy} redundancy needs at least two PDUs, got {total}")
+        raise InconsistentInput(f"{redundancy} redundancy needs at least two PDUs, got {total}")
     elif redundancy == "N+1":
         usable = total - 1
     else:  # 2N: the weaker feed carries everything

@@ -112,7 +112,20 @@ def expected_wall_time_s(compute_s: float, goodput: float) -> float:
     (useful work / wall time) in the first-order model of Daly 2006.
     """
     require_positive("compute_s", compute_s)
+    return _wall_time(compute_s, goodput)
+
+
+def expected_wall_days(compute_days: float, goodput: float) -> float:
+    """Return the expected wall time in days for ``compute_days`` of failure-free work: compute / goodput.
+
+    As :func:`expected_wall_time_s`, in days (``math.inf`` for a goodput of 0).
+    """
+    require_positive("compute_days", compute_days)
+    return _wall_time(compute_days, goodput)
+
+
+def _wall_time(compute: float, goodput: float) -> float:
     require_unit_interval("goodput", goodput)
     if goodput == 0:
         return math.inf
-    return compute_s / goodput
+    return compute / goodput

@@ -36,8 +36,9 @@ from rules.estimates._args import (
     require_choice,
     require_positive_int,
 )
+from rules.estimates.communication import communication_bytes_per_step, communication_time_s
 from rules.estimates.compute import training_flops_per_token
-from rules.estimates.interconnect import busbw_factor, communication_bytes_per_step, communication_time_s
+from rules.estimates.interconnect import busbw_factor
 from rules.estimates.step_time_figures import TERA, Efficiencies, Hardware, Measured, Rates, achievable_rates
 from rules.estimates.transformer_work import (
     ACTIVATION_BYTES,
@@ -269,7 +270,7 @@ class StepTimeModel:
     def _data_parallel(self, layout: Layout, rates: Rates, stage: StageTime) -> tuple[float, float]:
         """Return (data-parallel communication seconds, the part of it left exposed).
 
-        Volumes per sharding strategy are ``rules.estimates.interconnect.communication_bytes_per_step``
+        Volumes per sharding strategy are ``rules.estimates.communication.communication_bytes_per_step``
         (ZeRO §7.2; per micro-batch for ZeRO-2/3 and FSDP) over the d·c ranks that hold replicas of the
         same shard (context-parallel ranks reduce their gradients together, as in Megatron-LM). DDP and
         ZeRO-1 reduce after the last micro-batch and may hide behind ``overlap_fraction`` of its stage

@@ -87,3 +87,55 @@ def crosses_cpu(path: str) -> bool:
     """
     require_choice("path", path, PCIE_PATHS)
     return PCIE_PATHS.index(path) > PCIE_PATHS.index(GPUDIRECT_RDMA_FARTHEST)
+
+
+def cpu_cores(sockets: int, cores_per_socket: int) -> int:
+    """Returns a server's CPU cores: sockets × cores per socket, as ``lscpu`` reports "Socket(s)" and
+    "Core(s) per socket" (DGX H100 user guide: 2 × 56-core Xeon Platinum 8480C = 112 cores).
+    """
+    require_positive_int("sockets", sockets)
+    require_positive_int("cores_per_socket", cores_per_socket)
+    return sockets * cores_per_socket
+
+
+@dataclass(frozen=True)
+class GpuNicEntry:
+    """Where one GPU and its compute NIC sit, as a node's PCIe layout states it."""
+
+    gpu: str | int | None
+    nic: str | None
+    nic_numa_node: int | None
+    numa_node: int | None = None
+    pcie_switch: str | None = None
+    nic_pcie_switch: str | None = None
+
+    @property
+    def located(self) -> bool:
+        """Returns whether the entry places the NIC at all (a NIC and its NUMA node)."""
+        return self.nic is not None and self.nic_numa_node is not None
+
+
+@dataclass(frozen=True)
+class NicPlacement:
+    """The PCIe path of each stated GPU–NIC pair, those that cross the CPU, and the GPUs left unplaced."""
+
+    links: tuple[str, ...]  # per entry: a PCIE_PATHS name, or "unknown" when the entry does not locate the NIC
+    cross_cpu: tuple[str, ...]  # "GPU0→mlx5_0 SYS" for each pair farther than PXB
+    unmapped_gpus: int  # GPUs of the node without a located NIC (0 when no layout is stated)
+
+
+def nic_placement(entries: list[GpuNicEntry], gpus_per_node: int) -> NicPlacement:
+    """Returns each entry's path (:func:`pcie_path`), the pairs that cross the CPU (:func:`crosses_cpu`), and
+    how many of the node's GPUs the stated layout leaves without a located compute NIC.
+    """
+    links, cross_cpu, located = [], [], 0
+    for entry in entries:
+        link = "unknown"
+        if entry.located:
+            link = pcie_path(entry.numa_node, entry.pcie_switch, entry.nic_numa_node, entry.nic_pcie_switch)
+            located += 1
+            if crosses_cpu(link):
+                cross_cpu.append(f"GPU{entry.gpu}→{entry.nic} {link}")
+        links.append(link)
+    unmapped = max(0, gpus_per_node - located) if entries else 0
+    return NicPlacement(tuple(links), tuple(cross_cpu), unmapped)

@@ -67,3 +67,13 @@ def test_valid_micro_batches_stop_at_the_scan_limit() -> None:
     found = valid_micro_batches(2**52, 1)
 
     assert found[-1] <= MAX_MICRO_BATCH and found[:3] == [1, 2, 4]
+
+
+def test_accumulation_steps_round_up_when_the_split_is_not_whole() -> None:
+    # 256 sequences, micro-batch 1, 128 ranks: 2 steps (DeepSpeed _batch_assertion); 250 sequences at
+    # micro-batch 2 on 16 ranks is 7.8125 rounds, which a framework would run as 8.
+    from rules.estimates.batch import accumulation
+
+    assert accumulation(256, 1, 128).steps == 2
+    uneven = accumulation(250, 2, 16)
+    assert uneven.split.accumulation_steps == 7.8125 and not uneven.split.whole and uneven.steps == 8

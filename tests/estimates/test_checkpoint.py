@@ -146,3 +146,28 @@ def test_overhead_at_the_young_optimum_is_the_published_minimum() -> None:
     # an interval twice the optimum costs (2 + 1/2)/2 = 1.25× the minimum (Daly 2006)
     assert checkpoint_overhead_fraction(2 * optimum_s, save_s, mtbf_s) == pytest.approx(
         1.25 * math.sqrt(2 * save_s / mtbf_s))
+
+
+def test_a_quoted_write_bandwidth_is_discounted_by_the_write_efficiency() -> None:
+    # 140e9 B from 4 nodes with one 400 Gb/s storage NIC each (200 GB/s) to storage quoted at 40 GB/s,
+    # of which a checkpoint burst sustains 80 %: 32 GB/s bounds the save, 140 / 32 = 4.375 s.
+    from rules.estimates.checkpoint import checkpoint_save
+
+    save = checkpoint_save(140e9, 40.0, 4, 50.0, write_efficiency=0.8)
+
+    assert (save.write_gbs, save.bound_by, save.save_s) == (32.0, "storage", pytest.approx(4.375))
+    with pytest.raises(ValueError, match="write_efficiency"):
+        checkpoint_save(140e9, 40.0, 4, 50.0, write_efficiency=0.0)
+
+
+def test_an_hourly_interval_against_the_young_daly_optimum_by_hand() -> None:
+    # δ = 60 s, M = 3 h: τ* = √(2 × 60 × 10,800) = 1138.4 s (Young 1974). An hourly interval is
+    # 3600 / 1138.4 = 3.16× off; δ/τ + τ/2M is 0.18333 at τ = 3600 s and 0.10541 at τ*, 7.79 % more wall time.
+    from rules.estimates.checkpoint import interval_review
+
+    review = interval_review(3600, 60, 10_800)
+
+    assert review.optimum_s == pytest.approx(1138.42, abs=0.01)
+    assert review.off_ratio == pytest.approx(3.1623, abs=1e-4)
+    assert review.excess_overhead == pytest.approx(60 / 3600 + 3600 / 21_600 - 2 * 60 / review.optimum_s)
+    assert review.excess_overhead == pytest.approx(0.0779, abs=1e-4)

@@ -182,3 +182,24 @@ def test_tokens_time_rejects_bad_inputs():
         tokens_time_s(1e9, 1000.0, 8, scaling_efficiency=1.5)
     with pytest.raises(ValueError, match="gpus"):
         tokens_time_s(1e9, 1000.0, 0)
+
+
+def test_throughput_from_mfu_counts_model_flops_palm_appendix_b() -> None:
+    # 70e9 parameters at 40 % MFU of a 989 TFLOP/s H100: 6N = 4.2e11 FLOPs per token → 941.9 tokens/s;
+    # with the attention term 12·L·s·h = 12 × 80 × 4096 × 8192 = 3.2212e10 → 874.8 tokens/s.
+    from rules.estimates.compute import throughput_from_mfu
+
+    plain = throughput_from_mfu(0.4, 989, 70e9)
+    assert plain.model_flops_per_token == 4.2e11
+    assert plain.tokens_per_s_per_gpu == pytest.approx(0.4 * 989e12 / 4.2e11)
+    with_attention = throughput_from_mfu(0.4, 989, 70e9, 80, 4096, 8192)
+    assert with_attention.model_flops_per_token == 4.2e11 + 12 * 80 * 4096 * 8192
+    assert with_attention.tokens_per_s_per_gpu == pytest.approx(874.8, abs=0.05)
+
+
+def test_run_flops_model_and_hardware_narayanan_2021() -> None:
+    # GPT-3 175B on 300B tokens: model FLOPs 6·N·D = 3.15e23; full recompute adds a forward: 8·N·D = 4.2e23.
+    from rules.estimates.compute import run_flops
+
+    model, hardware = run_flops(175e9, 300e9, "full")
+    assert model == pytest.approx(3.15e23) and hardware == pytest.approx(4.2e23)

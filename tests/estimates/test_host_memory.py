@@ -81,3 +81,21 @@ def test_invalid_inputs_raise():
 def test_total_is_finite_and_non_negative(gpus, workers, rss, pinned, os_reserve):
     total = host_memory_per_node(gpus, workers, rss, pinned, os_reserve).total_bytes
     assert math.isfinite(total) and total >= 0
+
+
+def test_a_dgx_h200_training_node_by_hand() -> None:
+    # Given 128 DGX H200 nodes (8 GPUs of 140 GiB, 2 TiB of host RAM), 4 dataloader workers of 2 GiB and
+    # 1 GiB of pinned buffers per GPU, a 32 GiB OS reserve and a 1.12e12-byte checkpoint staged in 128 shares,
+    from rules.estimates.host_memory import Dataloader, training_node_host_ram
+    from rules.estimates.layout import training_layout
+
+    node = training_node_host_ram(training_layout(None, 8, 128), 2048, 140, Dataloader(4, 2.0, 1.0), 32, 0.0,
+                                  1.12e12)
+
+    # then a node needs 64 + 8 + 32 GiB + 8.75e9 B = 112.15 GiB, and holds 2048 / 1120 = 1.83× its GPU memory.
+    assert node.need.dataloader_workers_bytes == 64 * GIB and node.need.pinned_buffers_bytes == 8 * GIB
+    assert node.need.checkpoint_staging_bytes == 8.75e9
+    assert node.need.total_gib == pytest.approx(104 + 8.75e9 / GIB)
+    assert node.gpu_memory_per_node_gib == 1120
+    assert node.host_to_gpu_memory_ratio == pytest.approx(2048 / 1120)
+    assert node.spare_fraction == pytest.approx(1 - node.need.total_gib / 2048)

@@ -1,217 +1,40 @@
-"""Tests for rules.estimates.inference: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.inference: replicas, Little's law and the serving plan, quoting their sources."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.estimates.inference import (
-    WEIGHT_PRECISIONS,
-    decode_step,
-    decode_step_time_s,
-    kv_cache_bytes_per_token,
-    max_concurrent_sequences,
-    prefill_time_s,
+    Requests,
+    Slo,
+    Traffic,
+    quoted_capacity,
     replicas_needed,
     requests_per_s_per_replica,
     serving_plan,
+)
+from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel, prefill_time_s
+from rules.estimates.inference_memory import (
+    WEIGHT_PRECISIONS,
+    ServingEngine,
+    kv_cache_bytes_per_token,
     weight_bytes,
 )
 
 GB = 1e9
 GIB = 2**30
 # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 3.35 TB/s HBM3, 989 TFLOPS BF16 dense, 80 GB.
-H100_SXM_HBM_TBS = 3.35
-H100_SXM_BF16_TFLOPS = 989.0
-H100_SXM_CAPACITY_BYTES = 80 * GB
-# meta-llama/Meta-Llama-3-70B config.json: num_hidden_layers 80, num_key_value_heads 8,
-# hidden_size 8192 / num_attention_heads 64 = head dim 128.
-LLAMA3_70B = {"layers": 80, "kv_heads": 8, "head_dim": 128}
-
-
-# ---------------------------------------------------------------------------------------- weights
-
-
-@pytest.mark.parametrize(
-    ("precision", "bytes_per_param"),
-    [("fp32", 4.0), ("bf16", 2.0), ("fp16", 2.0), ("fp8", 1.0), ("BF16", 2.0)],
-)
-def test_weight_bytes_plain_precisions(precision: str, bytes_per_param: float) -> None:
-    assert weight_bytes(7e9, precision) == pytest.approx(7e9 * bytes_per_param)
-
-
-def test_weight_bytes_seed_004_7b_fp16_is_14_gb() -> None:
-    # Seed 004 step 4: "For a 7B model, weights = 14 GB" in FP16.
-    assert weight_bytes(7e9, "fp16") == pytest.approx(14 * GB)
-
-
-def test_weight_bytes_int4_group128_counts_fp16_scale_and_4bit_zero_per_group() -> None:
-    # AutoGPTQ qlinear: per 128 input weights one fp16 scale (2 B) + one 4-bit packed zero (0.5 B).
-    per_param = 0.5 + (2 + 0.5) / 128
-    assert weight_bytes(70e9, "int4") == pytest.approx(70e9 * per_param)
-    assert weight_bytes(70e9, "int4", zero_point=False) == pytest.approx(70e9 * (0.5 + 2 / 128))
-    assert weight_bytes(70e9, "int4", group_size=32) > weight_bytes(70e9, "int4", group_size=128)
-
-
-def test_weight_bytes_int8_counts_one_fp32_scale_per_channel() -> None:
-    assert weight_bytes(1e9, "int8") == pytest.approx(1e9 * (1 + 4 / 4096))
-    assert weight_bytes(1e9, "int8", int8_channel_size=8192) == pytest.approx(1e9 * (1 + 4 / 8192))
-
-
-def test_weight_bytes_unknown_precision_lists_allowed_values() -> None:
-    with pytest.raises(ValueError) as excinfo:
-        weight_bytes(7e9, "int3")
-    for allowed in WEIGHT_PRECISIONS:
-        assert allowed in str(excinfo.value)
-
-
-@pytest.mark.parametrize("parameters", [0, -1, math.nan, math.inf])
-def test_weight_bytes_rejects_non_positive_or_non_finite_parameters(parameters: float) -> None:
-    with pytest.raises(ValueError):
-        weight_bytes(parameters, "bf16")
-
-
-# --------------------------------------------------------------------------------------- KV cache
-
-
-def test_kv_cache_llama3_70b_bf16_is_327680_bytes_per_token_per_hf_config() -> None:
-    # 2 × 80 layers × 8 KV heads × 128 × 2 B (vLLM CacheEngine.get_cache_block_size per token).
-    kv = kv_cache_bytes_per_token(**LLAMA3_70B, kv_precision="bf16")
-    assert kv.whole_model_bytes == 327_680
-    assert kv.per_gpu_bytes == 327_680
-    assert kv.kv_heads_per_gpu == 8
-
-
-def test_kv_cache_llama3_70b_splits_over_tp_then_replicates_past_kv_heads() -> None:
-    tp4 = kv_cache_bytes_per_token(**LLAMA3_70B, kv_precision="bf16", tensor_parallel=4)
-    assert (tp4.kv_heads_per_gpu, tp4.per_gpu_bytes) == (2, 81_920)
-    tp8 = kv_cache_bytes_per_token(**LLAMA3_70B, kv_precision="bf16", tensor_parallel=8)
-    assert (tp8.kv_heads_per_gpu, tp8.per_gpu_bytes) == (1, 40_960)
-    # tp 16 > 8 KV heads: vLLM replicates, each GPU still holds one head.
-    tp16 = kv_cache_bytes_per_token(**LLAMA3_70B, kv_precision="bf16", tensor_parallel=16)
-    assert (tp16.kv_heads_per_gpu, tp16.per_gpu_bytes) == (1, 40_960)
-    assert tp16.whole_model_bytes == 327_680
-
-
-def test_kv_cache_fp8_halves_bf16() -> None:
-    assert kv_cache_bytes_per_token(**LLAMA3_70B, kv_precision="fp8").whole_model_bytes == 163_840
-
-
-def test_kv_cache_seed_004_7b_batch32_seq2048_fp16_is_34_4_gb() -> None:
-    # Seed 004_fd79d6760ce15dd9.txt step 4: 7B, 32 layers, hidden 4096 (32 heads × 128, no GQA),
-    # sequence 2048, batch 32, fp16: 2 × 32 × 4096 × 2048 × 32 × 2 ≈ 34 GB.
-    kv = kv_cache_bytes_per_token(layers=32, kv_heads=32, head_dim=128, kv_precision="fp16")
-    total = kv.whole_model_bytes * 2048 * 32
-    assert total == 2 * 32 * 4096 * 2048 * 32 * 2 == 34_359_738_368
-    assert total / GB == pytest.approx(34.4, abs=0.05)
-    # "Add to weights (14 GB) → ~48 GB, so one 80 GB GPU can handle that batch."
-    assert (total + weight_bytes(7e9, "fp16")) / GB == pytest.approx(48.4, abs=0.05)
-
-
-def test_kv_cache_unknown_precision_lists_allowed_values() -> None:
-    with pytest.raises(ValueError, match="allowed: fp32, bf16, fp16, fp8, int8"):
-        kv_cache_bytes_per_token(32, 32, 128, "int4")
-
-
-# ------------------------------------------------------------------------------------ concurrency
-
-
-def test_max_concurrent_sequences_seed_004_7b_fits_32_sequences_of_2048_on_80gb() -> None:
-    # Given the seed's 7B fp16 example on one 80 GB GPU with vLLM's default 0.9 utilisation
-    # and a 2 GiB activation reserve,
-    kv = kv_cache_bytes_per_token(32, 32, 128, "fp16")
-    budget = max_concurrent_sequences(
-        capacity_bytes=80 * GB,
-        gpu_memory_utilization=0.9,
-        weight_bytes_per_gpu=weight_bytes(7e9, "fp16"),
-        reserve_bytes=2 * GIB,
-        kv_bytes_per_token_per_gpu=kv.per_gpu_bytes,
-        context_tokens=2048,
-    )
-    # then usable = 72 GB, KV budget = 72 − 14 − 2.15 GB, and 52 sequences of 2048 tokens fit (≥ 32).
-    assert budget.usable_bytes == pytest.approx(72 * GB)
-    assert budget.kv_budget_bytes == pytest.approx(72 * GB - 14 * GB - 2 * GIB)
-    assert budget.kv_bytes_per_sequence == 2048 * 524_288
-    assert budget.max_sequences == math.floor((72 * GB - 14 * GB - 2 * GIB) / (2048 * 524_288)) == 52
-    assert budget.shortfall_bytes == 0
-
-
-def test_max_concurrent_sequences_rounds_context_up_to_whole_blocks() -> None:
-    plain = max_concurrent_sequences(1000.0, 1.0, 0.0, 0.0, 1.0, 17, block_size_tokens=1)
-    paged = max_concurrent_sequences(1000.0, 1.0, 0.0, 0.0, 1.0, 17, block_size_tokens=16)
-    assert plain.max_sequences == 1000 // 17 == 58
-    assert paged.kv_bytes_per_sequence == 32
-    assert paged.max_sequences == 1000 // 16 // 2 == 31
-
-
-def test_max_concurrent_sequences_is_zero_with_shortfall_when_weights_do_not_fit() -> None:
-    # Llama-3-70B bf16 (140 GB) on one 80 GB H100.
-    budget = max_concurrent_sequences(80 * GB, 0.9, 140 * GB, 0.0, 327_680, 8192)
-    assert budget.max_sequences == 0
-    assert budget.kv_budget_bytes == 0
-    assert budget.shortfall_bytes == pytest.approx(68 * GB)
-
-
-@pytest.mark.parametrize("utilization", [0, 1.01, -0.5, math.nan])
-def test_max_concurrent_sequences_rejects_utilization_outside_0_1(utilization: float) -> None:
-    with pytest.raises(ValueError, match="gpu_memory_utilization"):
-        max_concurrent_sequences(80 * GB, utilization, 14 * GB, 0, 524_288, 2048)
-
-
-# ---------------------------------------------------------------------------------------- latency
-
-
-def test_decode_70b_bf16_one_h100_batch1_is_41_8_ms_per_h100_datasheet_3_35_tbs() -> None:
-    # 140 GB of weights streamed once per token at 3.35 TB/s (H100 SXM datasheet): 140 / 3.35 = 41.8 ms.
-    step_s = decode_step_time_s(
-        weight_bytes=140e9,
-        kv_bytes_per_token_per_gpu=0,
-        batch=1,
-        context_tokens=0,
-        tp=1,
-        hbm_tbs=H100_SXM_HBM_TBS,
-        hbm_efficiency=1.0,
-        parameters=70e9,
-        bf16_tflops=H100_SXM_BF16_TFLOPS,
-        flops_efficiency=1.0,
-    )
-    assert step_s * 1e3 == pytest.approx(41.79, rel=1e-3)
-    assert step_s * 1e3 == pytest.approx(140 / 3.35, rel=0.01)
-
-
-def test_decode_step_adds_kv_reads_and_becomes_compute_bound_at_large_batch() -> None:
-    kv = kv_cache_bytes_per_token(**LLAMA3_70B, kv_precision="bf16", tensor_parallel=8)
-    args = dict(
-        weight_bytes=140e9,
-        kv_bytes_per_token_per_gpu=kv.per_gpu_bytes,
-        context_tokens=4096,
-        tp=8,
-        hbm_tbs=H100_SXM_HBM_TBS,
-        hbm_efficiency=0.8,
-        parameters=70e9,
-        bf16_tflops=H100_SXM_BF16_TFLOPS,
-        flops_efficiency=0.5,
-    )
-    small = decode_step(batch=1, **args)
-    assert small.memory_bound
-    assert small.bytes_read_per_gpu == pytest.approx(140e9 / 8 + 4096 * 40_960)
-    assert small.step_time_s == pytest.approx(small.bytes_read_per_gpu / (3.35e12 * 0.8))
-    # Without KV reads the compute term overtakes the weight read at batch ≈ 17.5e9/2.68e12 / 1.77e-5.
-    no_kv = dict(args, kv_bytes_per_token_per_gpu=0)
-    large = decode_step(batch=1024, **no_kv)
-    assert not large.memory_bound
-    assert large.step_time_s == pytest.approx(2 * 70e9 * 1024 / (8 * 989e12 * 0.5))
-
-
-def test_prefill_7b_2048_tokens_on_one_h100_at_half_peak() -> None:
-    # Kaplan et al. 2020: 2N FLOPs per token → 2 × 7e9 × 2048 / (989e12 × 0.5) = 58.0 ms.
-    assert prefill_time_s(7e9, 2048, 1, 1, H100_SXM_BF16_TFLOPS, 0.5) * 1e3 == pytest.approx(57.98, rel=1e-3)
-    assert prefill_time_s(7e9, 2048, 4, 2, H100_SXM_BF16_TFLOPS, 0.5) == pytest.approx(
-        2 * prefill_time_s(7e9, 2048, 1, 1, H100_SXM_BF16_TFLOPS, 0.5)
-    )
+H100_SXM = GpuSpec(capacity_bytes=80 * GB, hbm_tbs=3.35, bf16_tflops=989.0)
+# meta-llama/Meta-Llama-3-70B config.json: num_hidden_layers 80, num_key_value_heads 8, head dim 128.
+LLAMA3_70B_TP8 = ServedModel(
+    parameters=70e9, weight_bytes=weight_bytes(70e9, "bf16"),
+    kv_bytes_per_token_per_gpu=kv_cache_bytes_per_token(80, 8, 128, "bf16", tensor_parallel=8).per_gpu_bytes,
+    tensor_parallel=8)
 
 
 # ------------------------------------------------------------------------------ throughput, replicas
@@ -237,34 +60,27 @@ def test_little_law_seed_004_step6_batch32_200_tokens_3000_tokens_per_s_is_15_rp
     assert requests_per_s_per_replica(0, 0.1, 200, 0.01) == 0.0
 
 
+def test_quoted_capacity_seed_004_step7_24_of_32_gpus() -> None:
+    # 24 GPUs needed of 32 quoted leave 1 − 24/32 = 25 % spare; 40 needed are 8 short.
+    assert quoted_capacity(24, 32).spare_fraction == 0.25 and quoted_capacity(24, 32).shortfall_gpus == 0
+    assert quoted_capacity(40, 32).shortfall_gpus == 8 and quoted_capacity(40, 32).spare_fraction == 0.0
+
+
 # ---------------------------------------------------------------------------------- serving plan
 
-LLAMA3_70B_ON_H100_TP8 = dict(
-    parameters=70e9,
-    weight_bytes=weight_bytes(70e9, "bf16"),
-    kv_bytes_per_token_per_gpu=kv_cache_bytes_per_token(
-        **LLAMA3_70B, kv_precision="bf16", tensor_parallel=8
-    ).per_gpu_bytes,
-    tp=8,
-    capacity_bytes=H100_SXM_CAPACITY_BYTES,
-    gpu_memory_utilization=0.9,
-    reserve_bytes=4 * GIB,
-    prompt_tokens=1024,
-    output_tokens=256,
-    hbm_tbs=H100_SXM_HBM_TBS,
-    bf16_tflops=H100_SXM_BF16_TFLOPS,
-    hbm_efficiency=0.8,
-    flops_efficiency=0.5,
-    ttft_ms_p95=2000.0,
-    tpot_ms_p95=50.0,
-    rps=10.0,
-    peak_factor=3.0,
-    headroom=0.2,
-)
+
+VLLM_DEFAULTS = ServingEngine(gpu_memory_utilization=0.9, reserve_bytes=4 * GIB)  # block 16, max_num_seqs 256
+SLO_2S_50MS = Slo(ttft_ms_p95=2000.0, tpot_ms_p95=50.0)
+ROOFLINE = Roofline(hbm_efficiency=0.8, flops_efficiency=0.5)
+
+
+def _plan(model: ServedModel = LLAMA3_70B_TP8, *, engine: ServingEngine = VLLM_DEFAULTS, slo: Slo = SLO_2S_50MS,
+          roofline: Roofline = ROOFLINE):
+    return serving_plan(model, H100_SXM, engine, Requests(1024, 256), Traffic(10.0, 3.0, 0.2), slo, roofline)
 
 
 def test_serving_plan_llama3_70b_h100_tp8_picks_largest_batch_within_slos() -> None:
-    plan = serving_plan(**LLAMA3_70B_ON_H100_TP8)
+    plan = _plan()
     assert plan.feasible
     assert plan.points[0].batch == 1
     assert len(plan.points) == min(plan.concurrency.max_sequences, 256)
@@ -281,7 +97,7 @@ def test_serving_plan_llama3_70b_h100_tp8_picks_largest_batch_within_slos() -> N
 
 
 def test_serving_plan_ttft_is_prefill_of_the_whole_batch_floored_at_one_weight_read() -> None:
-    plan = serving_plan(**LLAMA3_70B_ON_H100_TP8)
+    plan = _plan()
     for point in plan.points[:4]:
         prefill_ms = prefill_time_s(70e9, 1024, point.batch, 8, 989.0, 0.5) * 1e3
         weight_read_ms = 140e9 / 8 / 2.68e12 * 1e3
@@ -290,7 +106,7 @@ def test_serving_plan_ttft_is_prefill_of_the_whole_batch_floored_at_one_weight_r
 
 def test_serving_plan_says_so_when_no_batch_meets_the_slos() -> None:
     # A 1 ms TPOT cannot be met: streaming 17.5 GB per GPU takes 6.5 ms.
-    plan = serving_plan(**dict(LLAMA3_70B_ON_H100_TP8, tpot_ms_p95=1.0))
+    plan = _plan(slo=Slo(2000.0, 1.0))
     assert not plan.feasible
     assert (plan.batch, plan.rps_per_replica) == (0, 0.0)
     assert plan.replicas_needed is None and plan.gpus_needed is None
@@ -298,7 +114,7 @@ def test_serving_plan_says_so_when_no_batch_meets_the_slos() -> None:
 
 
 def test_serving_plan_says_so_when_weights_do_not_fit() -> None:
-    plan = serving_plan(**dict(LLAMA3_70B_ON_H100_TP8, tp=1))
+    plan = _plan(replace(LLAMA3_70B_TP8, tensor_parallel=1))
     assert not plan.feasible
     assert plan.concurrency.max_sequences == 0
     assert plan.points == ()
@@ -307,9 +123,22 @@ def test_serving_plan_says_so_when_weights_do_not_fit() -> None:
 
 
 def test_serving_plan_reports_max_num_seqs_cap() -> None:
-    plan = serving_plan(**dict(LLAMA3_70B_ON_H100_TP8, ttft_ms_p95=1e6, tpot_ms_p95=1e6, max_num_seqs=8))
+    plan = _plan(engine=ServingEngine(0.9, 4 * GIB, max_num_seqs=8), slo=Slo(1e6, 1e6))
     assert plan.batch == 8
     assert "max_num_seqs" in plan.reason
+
+
+def test_serving_plan_prefill_efficiency_defaults_to_flops_efficiency_and_can_differ() -> None:
+    # Prefill runs large matrix products and reaches a higher share of peak than decode; the policy says how much.
+    same = _plan()
+    explicit = _plan(roofline=Roofline(0.8, 0.5, prefill_flops_efficiency=0.5))
+    faster = _plan(roofline=Roofline(0.8, 0.25, prefill_flops_efficiency=0.5))
+    assert explicit == same
+    prefill_ms = prefill_time_s(70e9, 1024, 4, 8, 989.0, 0.5) * 1e3
+    assert faster.points[3].ttft_ms == pytest.approx(max(prefill_ms, same.points[3].ttft_ms))
+    assert faster.points[-1].tpot_ms >= same.points[-1].tpot_ms  # decode compute slowed by the 0.25 efficiency
+    with pytest.raises(ValueError, match="prefill_flops_efficiency"):
+        _plan(roofline=Roofline(0.8, 0.5, prefill_flops_efficiency=0.0))
 
 
 # ------------------------------------------------------------------------------------- properties
@@ -340,63 +169,23 @@ def test_serving_plan_reports_max_num_seqs_cap() -> None:
     headroom=st.floats(0, 1),
 )
 def test_serving_estimates_never_nan_or_negative_for_valid_inputs(
-    parameters: float,
-    precision: str,
-    layers: int,
-    kv_heads: int,
-    head_dim: int,
-    kv_precision: str,
-    tp: int,
-    capacity_gb: float,
-    utilization: float,
-    reserve_gb: float,
-    prompt_tokens: int,
-    output_tokens: int,
-    hbm_tbs: float,
-    bf16_tflops: float,
-    hbm_efficiency: float,
-    flops_efficiency: float,
-    ttft_ms: float,
-    tpot_ms: float,
-    rps: float,
-    peak_factor: float,
-    headroom: float,
+    parameters: float, precision: str, layers: int, kv_heads: int, head_dim: int, kv_precision: str, tp: int,
+    capacity_gb: float, utilization: float, reserve_gb: float, prompt_tokens: int, output_tokens: int,
+    hbm_tbs: float, bf16_tflops: float, hbm_efficiency: float, flops_efficiency: float, ttft_ms: float,
+    tpot_ms: float, rps: float, peak_factor: float, headroom: float,
 ) -> None:
     weights = weight_bytes(parameters, precision)
     kv = kv_cache_bytes_per_token(layers, kv_heads, head_dim, kv_precision, tp)
     assert weights > 0 and math.isfinite(weights)
     assert 0 < kv.per_gpu_bytes <= kv.whole_model_bytes
 
-    plan = serving_plan(
-        parameters=parameters,
-        weight_bytes=weights,
-        kv_bytes_per_token_per_gpu=kv.per_gpu_bytes,
-        tp=tp,
-        capacity_bytes=capacity_gb * GB,
-        gpu_memory_utilization=utilization,
-        reserve_bytes=reserve_gb * GB,
-        prompt_tokens=prompt_tokens,
-        output_tokens=output_tokens,
-        hbm_tbs=hbm_tbs,
-        bf16_tflops=bf16_tflops,
-        hbm_efficiency=hbm_efficiency,
-        flops_efficiency=flops_efficiency,
-        ttft_ms_p95=ttft_ms,
-        tpot_ms_p95=tpot_ms,
-        rps=rps,
-        peak_factor=peak_factor,
-        headroom=headroom,
-    )
+    plan = serving_plan(ServedModel(parameters, weights, kv.per_gpu_bytes, tp),
+                        GpuSpec(capacity_gb * GB, hbm_tbs, bf16_tflops), ServingEngine(utilization, reserve_gb * GB),
+                        Requests(prompt_tokens, output_tokens), Traffic(rps, peak_factor, headroom),
+                        Slo(ttft_ms, tpot_ms), Roofline(hbm_efficiency, flops_efficiency))
     concurrency = plan.concurrency
-    for value in (
-        concurrency.usable_bytes,
-        concurrency.kv_budget_bytes,
-        concurrency.shortfall_bytes,
-        concurrency.kv_bytes_per_sequence,
-        plan.ttft_ms,
-        plan.tpot_ms,
-        plan.rps_per_replica,
-    ):
+    for value in (concurrency.usable_bytes, concurrency.kv_budget_bytes, concurrency.shortfall_bytes,
+                  concurrency.kv_bytes_per_sequence, plan.ttft_ms, plan.tpot_ms, plan.rps_per_replica):
         assert math.isfinite(value) and value >= 0
     assert concurrency.max_sequences >= 0 and plan.batch >= 0
     for point in plan.points:
@@ -408,17 +197,3 @@ def test_serving_estimates_never_nan_or_negative_for_valid_inputs(
         assert plan.gpus_needed == plan.replicas_needed * tp
     else:
         assert plan.batch == 0 and plan.rps_per_replica == 0 and plan.gpus_needed is None
-
-
-def test_serving_plan_prefill_efficiency_defaults_to_flops_efficiency_and_can_differ() -> None:
-    # Prefill runs large matrix products and reaches a higher share of peak than decode; the policy says how much.
-    same = serving_plan(**LLAMA3_70B_ON_H100_TP8)
-    explicit = serving_plan(**LLAMA3_70B_ON_H100_TP8,
-                            prefill_flops_efficiency=LLAMA3_70B_ON_H100_TP8["flops_efficiency"])
-    faster = serving_plan(**{**LLAMA3_70B_ON_H100_TP8, "flops_efficiency": 0.25}, prefill_flops_efficiency=0.5)
-    assert explicit == same
-    prefill_ms = prefill_time_s(70e9, 1024, 4, 8, 989.0, 0.5) * 1e3
-    assert faster.points[3].ttft_ms == pytest.approx(max(prefill_ms, same.points[3].ttft_ms))
-    assert faster.points[-1].tpot_ms >= same.points[-1].tpot_ms  # decode compute slowed by the 0.25 efficiency
-    with pytest.raises(ValueError, match="prefill_flops_efficiency"):
-        serving_plan(**LLAMA3_70B_ON_H100_TP8, prefill_flops_efficiency=0.0)

@@ -83,3 +83,13 @@ def test_invalid_inputs_raise():
 def test_goodput_is_within_0_and_1(interval, save, restart, mtbf):
     g = job_goodput(interval, save, restart, mtbf)
     assert 0.0 <= g.goodput <= 1.0 and g.save_overhead >= 0 and g.failure_overhead >= 0
+
+
+def test_expected_wall_days_divide_compute_days_by_goodput() -> None:
+    # 18.84 failure-free days at 95 % goodput take 19.83 days; a job that never progresses never ends.
+    from rules.estimates.reliability import expected_wall_days
+
+    assert expected_wall_days(18.84, 0.95) == pytest.approx(19.8316, rel=1e-5)
+    assert expected_wall_days(18.84, 0.0) == math.inf
+    with pytest.raises(ValueError, match="goodput"):
+        expected_wall_days(18.84, 1.5)

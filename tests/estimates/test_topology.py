@@ -40,3 +40,30 @@ def test_only_paths_farther_than_pxb_lose_gpudirect_rdma_under_nccl_defaults():
     assert [crosses_cpu(p) for p in ("PIX", "PXB", "PHB", "NODE", "SYS")] == [False, False, True, True, True]
     with pytest.raises(ValueError):
         crosses_cpu("NV18")
+
+
+def test_cpu_cores_of_a_dgx_h100() -> None:
+    # DGX H100 user guide: two Intel Xeon Platinum 8480C of 56 cores each = 112 cores.
+    from rules.estimates.topology import cpu_cores
+
+    assert cpu_cores(2, 56) == 112
+    with pytest.raises(ValueError, match="sockets"):
+        cpu_cores(0, 56)
+
+
+def test_nic_placement_flags_the_gpu_whose_nic_sits_across_the_cpu() -> None:
+    # Given GPU0 and its NIC under one PCIe switch (PIX), GPU1's NIC on the other socket (SYS: NCCL then
+    # disables GPUDirect RDMA beyond PXB) and GPU2 without a stated NIC, on an 8-GPU node,
+    from rules.estimates.topology import GpuNicEntry, nic_placement
+
+    entries = [GpuNicEntry(0, "mlx5_0", 0, numa_node=0, pcie_switch="sw0/a", nic_pcie_switch="sw0/a"),
+               GpuNicEntry(1, "mlx5_1", 1, numa_node=0, pcie_switch="sw0/b", nic_pcie_switch="sw1/a"),
+               GpuNicEntry(2, None, None)]
+
+    placement = nic_placement(entries, gpus_per_node=8)
+
+    # then GPU1 crosses the CPU and six GPUs have no located NIC; no stated layout leaves none unmapped.
+    assert placement.links == ("PIX", "SYS", "unknown")
+    assert placement.cross_cpu == ("GPU1→mlx5_1 SYS",)
+    assert placement.unmapped_gpus == 6
+    assert nic_placement([], gpus_per_node=8).unmapped_gpus == 0

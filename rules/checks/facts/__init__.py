@@ -1,0 +1,13 @@
+"""The facts several checks share, read from the submission and handed to the estimators.
+
+Each module reads inputs through a check's Context (so that every input read counts as that check's
+evidence and every missing one as missing), names the values it read in the estimators' typed inputs,
+and calls rules/estimates for every figure: no arithmetic here, and nothing is decided. The facts that
+several checks use are memoised per evaluation with ``Context.memo``, so that they agree.
+
+Modules, by concern: ``pointers`` (where inputs live), ``layout`` (node groups, the job's layout, NICs),
+``model`` (the model and its architecture), ``memory`` (per-GPU training memory), ``communication``
+(collectives, bandwidths, scaling efficiency), ``throughput``, ``reliability`` (checkpoints, failures,
+goodput), ``schedule`` (time to result and cost), ``batch`` and ``sharding`` (the batch split and the
+sharding options), ``serving`` (the inference replica).
+"""

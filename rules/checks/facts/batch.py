@@ -1,0 +1,19 @@
+"""How the global batch splits into micro-batches on the job's data-parallel ranks."""
+
+from __future__ import annotations
+
+from rules.checks.base import Context
+from rules.checks.facts.layout import layout
+from rules.checks.facts.pointers import TRAINING
+from rules.estimates import batch
+from rules.estimates.batch import Accumulation
+
+
+def accumulation(ctx: Context, micro_batch: int | None = None) -> Accumulation | None:
+    """Returns the split of the global batch for the submitted (or the given) micro-batch; None if unknown."""
+    plan = layout(ctx)
+    global_batch = ctx.need(f"{TRAINING}/global_batch")
+    micro = micro_batch or ctx.need(f"{TRAINING}/micro_batch")
+    if plan is None or global_batch is None or micro is None:
+        return None
+    return batch.accumulation(int(global_batch), int(micro), plan.data_parallel)

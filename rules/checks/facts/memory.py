@@ -1,0 +1,183 @@
+"""Per-GPU training memory: the inputs that size it, the estimate, its evidence, and what was measured."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rules.checks.base import Context
+from rules.checks.facts.layout import Placement, layout
+from rules.checks.facts.model import (
+    TRAINABLE_PARAMETERS,
+    architecture,
+    model_state_inputs,
+    record_missing_formats,
+)
+from rules.checks.facts.pointers import PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
+from rules.estimates import memory
+from rules.estimates.activations import ActivationSaving
+from rules.estimates.layout import Layout, resized
+from rules.estimates.memory import MemorySettings, TrainingBatch, TrainingJob, TrainingMemory
+from rules.estimates.model_state import (
+    TrainedModel,
+    effective_sharding,
+    model_state_bytes_per_param,
+    model_state_on_gpu,
+)
+from rules.units import bytes_to_gb, bytes_to_gib
+
+
+@dataclass(frozen=True)
+class MemoryInputs:
+    """What sizes one training step's memory: the job, where it runs, and one GPU's memory."""
+
+    placement: Placement
+    job: TrainingJob
+    gpu_memory_gib: float
+
+
+def memory_inputs(ctx: Context) -> MemoryInputs | None:
+    """Returns the inputs that size training memory, or None (inputs recorded missing) without model state.
+
+    The job may still lack its activations (no architecture or batch shape): ``job.saving`` is then None.
+    """
+    return ctx.memo("memory.inputs", _memory_inputs)
+
+
+def _memory_inputs(ctx: Context) -> MemoryInputs | None:
+    plan = layout(ctx)
+    parameters, precision, optimizer = model_state_inputs(ctx)
+    gpu_memory_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
+    record_missing_formats(ctx, precision, optimizer)
+    if plan is None or parameters is None or precision is None or optimizer is None or gpu_memory_gib is None:
+        return None
+    micro_batch = ctx.num(f"{TRAINING}/micro_batch")
+    offload = ctx.get(f"{PARALLELISM}/offload", "none")
+    if plan.pipeline != 1:
+        architecture(ctx)  # the first stage's share of the parameters rests on the architecture
+    trainable = ctx.num(TRAINABLE_PARAMETERS, parameters)
+    shape = architecture(ctx)
+    sequence_length = ctx.need(f"{TRAINING}/sequence_length")
+    if micro_batch is None:
+        ctx.need(f"{TRAINING}/micro_batch")
+    global_batch, saving, virtual_stages = None, None, 1
+    if shape is not None and sequence_length is not None and micro_batch is not None:
+        global_batch = ctx.num(f"{TRAINING}/global_batch")
+        sequence_parallel = bool(ctx.get(f"{PARALLELISM}/sequence_parallel", False))
+        recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
+        flash_attention = bool(ctx.get(f"{TRAINING}/flash_attention", False))
+        saving = ActivationSaving(recompute, sequence_parallel, flash_attention)
+        virtual_stages = int(ctx.num(f"{PARALLELISM}/virtual_stages", 1))
+    batch = TrainingBatch(int(sequence_length) if sequence_length is not None else None,
+                          int(micro_batch) if micro_batch is not None else None,
+                          int(global_batch) if global_batch is not None else None)
+    job = TrainingJob(TrainedModel(parameters, trainable, precision, optimizer), shape, batch, saving,
+                      virtual_stages, offload)
+    return MemoryInputs(plan, job, gpu_memory_gib)
+
+
+def memory_settings(ctx: Context) -> MemorySettings:
+    """Returns the policy's memory parameters and its model-state convention."""
+    return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
+                          cuda_context_gib=ctx.setting("memory.cuda_context_gib"),
+                          fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
+                          headroom_fraction=ctx.setting("memory.headroom_fraction"),
+                          gathered_layers=ctx.setting("memory.gathered_layers"))
+
+
+def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
+                    gpus: int | None = None) -> TrainingMemory | None:
+    """Returns the per-GPU memory estimate for the submitted layout, or with another sharding / micro-batch / GPU count.
+
+    None when the inputs that size model state are missing (they are recorded as missing on ``ctx``).
+    """
+    inputs = memory_inputs(ctx)
+    if inputs is None:
+        return None
+    plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
+    return memory.training_memory(inputs.job, plan, inputs.gpu_memory_gib, memory_settings(ctx),
+                                  sharding=sharding, micro_batch=micro_batch)
+
+
+def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
+    """Returns the stable evidence names of peak-memory (GiB per GPU) plus the model-state figures."""
+    return {
+        "weights_gib": bytes_to_gib(estimate.weights_bytes),
+        "gradients_gib": bytes_to_gib(estimate.gradients_bytes),
+        "optimizer_gib": bytes_to_gib(estimate.optimizer_bytes),
+        "activations_gib": bytes_to_gib(estimate.activations_bytes or 0),
+        "other_gib": bytes_to_gib(estimate.overhead_bytes),
+        "gathered_parameters_gib": bytes_to_gib(estimate.gathered_bytes),
+        "total_gib": bytes_to_gib(estimate.total_bytes),
+        "usable_gib": bytes_to_gib(estimate.usable_bytes),
+        "capacity_gib": bytes_to_gib(estimate.capacity_bytes),
+        "host_offload_gib": bytes_to_gib(estimate.host_offload_bytes),
+        "model_state_bytes_per_param": estimate.state.total_bytes_per_param,
+        "model_state_gb_per_gpu": bytes_to_gb(estimate.model_state_bytes),
+        "model_state_total_gb": bytes_to_gb(estimate.model_state_total_bytes),
+        "activations_known": estimate.activations_bytes is not None,
+        "first_stage_parameter_factor": estimate.first_stage_factor,
+        "spare_fraction": estimate.spare_fraction,
+    }
+
+
+def measured_peak_gib(ctx: Context, micro_batch: int | None) -> float | None:
+    """Returns the measured peak (reserved, else allocated) GiB per GPU at this micro-batch and the planned sequence.
+
+    A run that names no micro-batch or sequence length matches any; peak-memory and gradient-accumulation
+    both read measurements through this one function.
+    """
+    sequence_length = ctx.inputs.get(f"{TRAINING}/sequence_length")
+    for index, run in enumerate(ctx.inputs.get(PEAK_MEMORY_RUNS) or []):
+        if run.get("micro_batch") in (None, micro_batch) and run.get("sequence_length") in (None, sequence_length):
+            base = f"{PEAK_MEMORY_RUNS}/{index}"
+            return ctx.num(f"{base}/reserved_gib") or ctx.num(f"{base}/allocated_gib")
+    return None
+
+
+def largest_fitting_micro_batch(ctx: Context, limit: int) -> int | None:
+    """Returns the largest micro-batch ≤ ``limit`` whose step fits usable memory: 0 if none, None if unknown."""
+    inputs = memory_inputs(ctx)
+    if inputs is None:
+        return None
+    return memory.largest_fitting_micro_batch(inputs.job, inputs.placement, inputs.gpu_memory_gib,
+                                              memory_settings(ctx), limit)
+
+
+def memory_min_gpus(ctx: Context) -> int | None:
+    """Returns the fewest GPUs (whole nodes and model-parallel groups) on which one step fits, None if none does."""
+    return _search(ctx, memory.memory_min_gpus)
+
+
+def no_fit_reason(ctx: Context) -> str | None:
+    """Returns why no GPU count fits one step in memory; None when one does or memory is unknown."""
+    return _search(ctx, memory.no_fit_reason)
+
+
+def _search(ctx: Context, search: Callable[[TrainingJob, Layout, float, MemorySettings], Any]) -> Any:
+    """Returns ``search`` over GPU counts for the submitted job; None when it runs nowhere or cannot be sized."""
+    if layout(ctx) is None:
+        return None
+    inputs = memory_inputs(ctx)
+    if inputs is None:
+        return None
+    return search(inputs.job, inputs.placement, inputs.gpu_memory_gib, memory_settings(ctx))
+
+
+def host_offload_bytes_per_gpu(ctx: Context) -> float | None:
+    """Returns the model state one rank offloads to host RAM (ZeRO-Offload / FSDP CPU offload), bytes; 0 if none."""
+    plan = layout(ctx)
+    offload = ctx.get(f"{PARALLELISM}/offload", "none")
+    if plan is None:
+        return None
+    if offload == "none":
+        return 0.0
+    parameters, precision, optimizer = model_state_inputs(ctx)
+    if parameters is None or precision is None or optimizer is None:
+        return None
+    convention = ctx.setting("conventions.model_state_bytes")
+    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    placed = replace(plan, sharding=effective_sharding(plan.sharding, convention))
+    state = model_state_bytes_per_param(precision, optimizer, convention)
+    return model_state_on_gpu(model, placed, state, offload).host_offload_bytes

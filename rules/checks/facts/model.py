@@ -1,0 +1,51 @@
+"""The model a training job trains: its parameter counts, number formats and architecture."""
+
+from __future__ import annotations
+
+from rules.checks.base import Context
+from rules.checks.facts.pointers import ARCHITECTURE, TRAINING, TRAINING_MODEL
+from rules.estimates.shapes import ModelShape
+
+PARAMETERS = f"{TRAINING_MODEL}/parameters"
+TRAINABLE_PARAMETERS = f"{TRAINING_MODEL}/trainable_parameters"
+PRECISION = f"{TRAINING}/precision"
+OPTIMIZER = f"{TRAINING}/optimizer"
+
+
+def model_state_inputs(ctx: Context) -> tuple[float | None, str | None, str | None]:
+    """Returns the parameter count (recorded as missing when absent), the training precision and optimizer."""
+    return ctx.need(PARAMETERS), ctx.get(PRECISION), ctx.get(OPTIMIZER)
+
+
+def record_missing_formats(ctx: Context, precision: str | None, optimizer: str | None) -> None:
+    """Records the precision and the optimizer as missing inputs when the submission leaves them out."""
+    for pointer, value in ((PRECISION, precision), (OPTIMIZER, optimizer)):
+        if value is None and pointer not in ctx.missing:
+            ctx.missing.append(pointer)
+
+
+def architecture(ctx: Context) -> ModelShape | None:
+    """Returns the trained model's shape with the documented defaults, or None without layers, hidden and heads.
+
+    Defaults (schemas/submission.schema.json): kv_heads = heads, ffn_hidden = 4 × hidden, dropout for gelu
+    MLPs (GPT) and none for swiglu (Llama), RMSNorm for swiglu and LayerNorm for gelu, untied embeddings.
+    """
+    return ctx.memo("training.architecture", _architecture)
+
+
+def _architecture(ctx: Context) -> ModelShape | None:
+    layers = ctx.need(f"{ARCHITECTURE}/layers")
+    hidden = ctx.need(f"{ARCHITECTURE}/hidden")
+    heads = ctx.need(f"{ARCHITECTURE}/heads")
+    if layers is None or hidden is None or heads is None:
+        return None
+    mlp = ctx.get(f"{ARCHITECTURE}/mlp", "gelu")
+    kv_heads = ctx.num(f"{ARCHITECTURE}/kv_heads", heads)
+    ffn_hidden = ctx.num(f"{ARCHITECTURE}/ffn_hidden")
+    vocab = ctx.num(f"{ARCHITECTURE}/vocab")
+    dropout = bool(ctx.get(f"{ARCHITECTURE}/dropout", mlp == "gelu"))
+    norm = ctx.get(f"{ARCHITECTURE}/norm", "rmsnorm" if mlp == "swiglu" else "layernorm")
+    tied = bool(ctx.get(f"{ARCHITECTURE}/tied_embeddings", False))
+    return ModelShape(layers=int(layers), hidden=int(hidden), heads=int(heads), kv_heads=int(kv_heads),
+                      ffn_hidden=int(ffn_hidden) if ffn_hidden is not None else None,
+                      vocab=int(vocab) if vocab else None, mlp=mlp, norm=norm, dropout=dropout, tied_embeddings=tied)

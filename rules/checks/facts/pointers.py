@@ -1,0 +1,28 @@
+"""JSON Pointers of the submission members the facts read (schemas/submission.schema.json)."""
+
+TRAINING = "/workload/training"
+TRAINING_MODEL = f"{TRAINING}/model"
+ARCHITECTURE = f"{TRAINING_MODEL}/architecture"
+PARALLELISM = f"{TRAINING}/parallelism"
+THROUGHPUT = f"{TRAINING}/throughput"
+CHECKPOINT = f"{TRAINING}/checkpoint"
+RELIABILITY = f"{TRAINING}/reliability"
+DATALOADER = f"{TRAINING}/dataloader"
+TRAINING_DATA = f"{TRAINING}/data"
+
+INFERENCE = "/workload/inference"
+INFERENCE_MODEL = f"{INFERENCE}/model"
+INFERENCE_ARCHITECTURE = f"{INFERENCE_MODEL}/architecture"
+SLO = f"{INFERENCE}/slo"
+
+NODE_GROUPS = "/quote/node_groups"
+LINE_ITEMS = "/quote/line_items"
+FABRIC = "/quote/fabric"
+STORAGE = "/quote/storage"
+
+PEAK_MEMORY_RUNS = "/measurements/peak_memory"
+SCALING_RUNS = "/measurements/scaling"
+NCCL_TESTS_RUNS = "/measurements/nccl_tests"
+MEASURED_READ = "/measurements/storage/read_gbs"
+MEASURED_WRITE = "/measurements/storage/write_gbs"
+RESTORE_TEST = "/measurements/restore_test"

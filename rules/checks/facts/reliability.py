@@ -1,0 +1,206 @@
+"""Checkpoints, failures and goodput of the training job: what several checks share about its reliability.
+
+Checkpoint size and save time (checkpoint-bandwidth, host-ram, restart-behavior), the job's MTBF and the
+first-order goodput (restart-behavior, time-to-result) are memoised per evaluation, so the checks agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rules.checks.base import Context
+from rules.checks.facts.layout import layout, nics
+from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, record_missing_formats
+from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
+from rules.estimates import checkpoint, reliability
+from rules.status import Basis
+from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
+
+
+# ---- checkpoints -----------------------------------------------------------------------------------
+def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
+    """Returns the size of one resumable checkpoint of the job (weights, optimizer state, gradients if saved)."""
+    return ctx.memo("reliability.checkpoint_size", _checkpoint_size)
+
+
+def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
+    parameters, precision, optimizer = model_state_inputs(ctx)
+    record_missing_formats(ctx, precision, optimizer)
+    if parameters is None or precision is None or optimizer is None:
+        return None
+    return checkpoint.training_checkpoint_size(
+        parameters, precision, optimizer,
+        trainable_parameters=ctx.num(TRAINABLE_PARAMETERS, parameters),
+        save_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)),
+        # An adapter run saves the adapter and its optimizer state; the frozen base is re-read from its files.
+        save_frozen_weights=ctx.get(f"{TRAINING}/objective") != "adapter",
+        convention=ctx.setting("conventions.model_state_bytes"))
+
+
+@dataclass(frozen=True)
+class CheckpointFacts:
+    """One checkpoint of the job: its size and how long all nodes take to write it."""
+
+    size: checkpoint.CheckpointSize
+    save: checkpoint.CheckpointSave
+    storage_write_gbs: float  # measured, else quoted nameplate (before the write efficiency)
+    write_efficiency: float  # applied to a quoted figure; 1 for a measured one
+    basis: Basis
+    storage_path: str
+    nodes: int
+    include_gradients: bool
+
+    @property
+    def checkpoint_gb(self) -> float:
+        return self.size.total_gb
+
+    @property
+    def save_s(self) -> float:
+        return self.save.save_s
+
+    def evidence(self) -> dict[str, Any]:
+        """Returns checkpoint-bandwidth's stable names (checkpoint_gb, save_s) and the breakdown behind them."""
+        return {
+            "checkpoint_gb": self.checkpoint_gb,
+            "checkpoint_weights_gb": bytes_to_gb(self.size.weights_bytes),
+            "checkpoint_master_weights_gb": bytes_to_gb(self.size.master_weights_bytes),
+            "checkpoint_optimizer_gb": bytes_to_gb(self.size.optimizer_bytes),
+            "checkpoint_gradients_gb": bytes_to_gb(self.size.gradients_bytes),
+            "checkpoint_bytes_per_param": self.size.bytes_per_parameter,
+            "include_gradients": self.include_gradients,
+            "save_s": self.save_s,
+            "write_gbs": self.save.write_gbs,
+            "storage_write_gbs": self.storage_write_gbs,
+            "write_efficiency": self.write_efficiency,
+            "storage_write_from": "measured" if self.basis is Basis.MEASURED else "quoted",
+            "node_nics_gbs": self.save.node_nics_gbs,
+            "storage_path": self.storage_path,
+            "writing_nodes": self.nodes,
+            "save_bound_by": self.save.bound_by,
+        }
+
+
+def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
+    """Returns the checkpoint size and save time: bytes / min(storage write × efficiency, nodes × storage NICs)."""
+    return ctx.memo("reliability.checkpoint", _checkpoint)
+
+
+def _checkpoint(ctx: Context) -> CheckpointFacts | None:
+    plan = layout(ctx)
+    size = checkpoint_size_facts(ctx)
+    measured = ctx.num(MEASURED_WRITE)
+    quoted = None if measured is not None else ctx.need(f"{STORAGE}/write_gbs")
+    if plan is None or size is None or (measured is None and quoted is None):
+        return None
+    path = nics(ctx, plan.group, "storage")
+    storage_path = "storage NICs"
+    if path.gbps <= 0:
+        # Without a storage network the checkpoint travels over the compute fabric (a converged network).
+        path, storage_path = nics(ctx, plan.group, "compute"), "compute NICs (no storage NIC quoted)"
+    if path.gbps <= 0:
+        ctx.reader.missing.append(f"{plan.group}/nics")
+        return None
+    if measured is not None:
+        write, efficiency, basis = measured, 1.0, Basis.MEASURED
+    else:
+        write, efficiency, basis = quoted, ctx.setting("checkpoint.write_efficiency"), Basis.ESTIMATED
+    save = checkpoint.checkpoint_save(size.total_bytes, write, plan.nodes, path.gbs, write_efficiency=efficiency)
+    return CheckpointFacts(size=size, save=save, storage_write_gbs=write, write_efficiency=efficiency, basis=basis,
+                           storage_path=storage_path, nodes=plan.nodes,
+                           include_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)))
+
+
+# ---- failures and goodput --------------------------------------------------------------------------
+def job_mtbf_h(ctx: Context) -> float | None:
+    """Returns the job's mean time between failures, h: node MTBF ÷ nodes (independent node failures)."""
+    return ctx.memo("reliability.job_mtbf_h", _job_mtbf_h)
+
+
+def _job_mtbf_h(ctx: Context) -> float | None:
+    plan = layout(ctx)
+    node_mtbf_h = ctx.need(f"{RELIABILITY}/node_mtbf_h")
+    if plan is None or node_mtbf_h is None:
+        return None
+    return reliability.job_mtbf_h(node_mtbf_h, plan.nodes)
+
+
+def restore_test(ctx: Context) -> str:
+    """Returns "passed", "failed" or "not recorded" for /measurements/restore_test."""
+    passed = ctx.get(f"{RESTORE_TEST}/passed")
+    if passed is None:
+        return "not recorded"
+    return "passed" if passed else "failed"
+
+
+@dataclass(frozen=True)
+class GoodputFacts:
+    """Expected share of wall time doing new work, after checkpoint saves, lost work and restarts."""
+
+    goodput: float
+    job_mtbf_h: float
+    save_s: float
+    interval_s: float
+    restart_s: float
+    lost_per_failure_s: float
+    save_overhead: float
+    failure_overhead: float
+    failures_per_day: float
+    young_daly_interval_s: float
+    restart_from: str  # "restore test", "submission" or "policy default"
+    restore_test: str  # "passed", "failed" or "not recorded"
+    basis: Basis  # measured once a restore test passed
+    checkpoint: CheckpointFacts
+    assumed_defaults: list[str] = field(default_factory=list)
+
+    def evidence(self) -> dict[str, Any]:
+        """Returns restart-behavior's stable names (cluster_mtbf_h, goodput) and the terms behind them."""
+        return {
+            "goodput": self.goodput,
+            "cluster_mtbf_h": self.job_mtbf_h,
+            "failures_per_day": self.failures_per_day,
+            "interval_min": s_to_min(self.interval_s),
+            "save_s": self.save_s,
+            "restart_min": s_to_min(self.restart_s),
+            "restart_from": self.restart_from,
+            "lost_per_failure_min": s_to_min(self.lost_per_failure_s),
+            "save_overhead": self.save_overhead,
+            "failure_overhead": self.failure_overhead,
+            "young_daly_interval_min": s_to_min(self.young_daly_interval_s),
+            "restore_test": self.restore_test,
+            "assumed_defaults": list(self.assumed_defaults),
+        }
+
+
+def goodput_facts(ctx: Context) -> GoodputFacts | None:
+    """Returns the job's first-order goodput (Daly 2006) with its MTBF, save, interval and restart times."""
+    return ctx.memo("reliability.goodput", _goodput)
+
+
+def _goodput(ctx: Context) -> GoodputFacts | None:
+    saved = checkpoint_facts(ctx)
+    mtbf_h = job_mtbf_h(ctx)
+    interval_min = ctx.need(f"{CHECKPOINT}/interval_min")
+    outcome = restore_test(ctx)
+    restart_min, restart_from, assumed = None, "submission", []
+    if outcome == "passed":
+        restart_min = ctx.num(f"{RESTORE_TEST}/restore_min")
+        restart_from = "restore test"
+    if restart_min is None:
+        restart_min, restart_from = ctx.num(f"{RELIABILITY}/restart_min"), "submission"
+    if restart_min is None:
+        restart_min, restart_from = ctx.setting("restart.default_restart_min"), "policy default"
+        assumed.append(f"{RELIABILITY}/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
+    if saved is None or mtbf_h is None or interval_min is None:
+        return None
+    mtbf_s = h_to_s(mtbf_h)
+    interval_s, restart_s = min_to_s(interval_min), min_to_s(restart_min)
+    result = reliability.job_goodput(interval_s, saved.save_s, restart_s, mtbf_s,
+                                     save_lost_fraction=ctx.setting("restart.save_lost_fraction"))
+    return GoodputFacts(
+        goodput=result.goodput, job_mtbf_h=mtbf_h, save_s=saved.save_s, interval_s=interval_s, restart_s=restart_s,
+        lost_per_failure_s=result.lost_per_failure_s, save_overhead=result.save_overhead,
+        failure_overhead=result.failure_overhead, failures_per_day=result.failures_per_day,
+        young_daly_interval_s=checkpoint.young_daly_interval_s(saved.save_s, mtbf_s),
+        restart_from=restart_from, restore_test=outcome,
+        basis=Basis.MEASURED if outcome == "passed" else Basis.ESTIMATED, checkpoint=saved, assumed_defaults=assumed)

@@ -1,0 +1,103 @@
+"""Time to result and what the quote costs: the facts of the time-to-result check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rules.checks.base import Context
+from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
+from rules.checks.facts.model import PARAMETERS
+from rules.checks.facts.pointers import LINE_ITEMS, NODE_GROUPS, TRAINING
+from rules.checks.facts.throughput import attention_span
+from rules.estimates import compute, cost
+from rules.estimates import schedule as schedules
+from rules.estimates.schedule import RunRate, Schedule
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The run's schedule on the quoted hardware and the FLOPs it performs."""
+
+    schedule: Schedule
+    model_flops: float | None  # 6·N·D plus attention, recompute not counted (None without the parameter count)
+    hardware_flops: float | None  # with the recompute the run plans
+
+    def evidence(self) -> dict[str, Any]:
+        plan = self.schedule
+        return {"tokens": plan.tokens, "compute_days": plan.compute_days, "days": plan.days,
+                "window_days": plan.window_days, "window_fraction": plan.window_fraction, "gpus": plan.gpus,
+                "memory_min_gpus": plan.memory_min_gpus, "throughput_min_gpus": plan.throughput_min_gpus,
+                "gpus_needed": plan.gpus_needed, "gpus_needed_reason": plan.gpus_needed_reason,
+                "nodes_needed": plan.nodes_needed, "model_flops": self.model_flops,
+                "hardware_flops": self.hardware_flops}
+
+
+def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
+    """Returns the run's compute days, expected days and the GPU count its window needs; None without them.
+
+    ``gpus_needed`` = max(memory need, throughput need) in whole nodes; the throughput need keeps the
+    per-GPU rate, scaling efficiency and goodput of the quoted size. When no GPU count fits one step in
+    memory, ``gpus_needed`` is None and ``gpus_needed_reason`` says why (rules/estimates/schedule.py).
+    """
+    plan = layout(ctx)
+    dataset_tokens = ctx.need(f"{TRAINING}/dataset_tokens")
+    epochs = ctx.num(f"{TRAINING}/epochs", 1)
+    window_days = ctx.need(f"{TRAINING}/completion_window_days")
+    if plan is None or dataset_tokens is None or window_days is None:
+        return None
+    tokens = schedules.run_tokens(dataset_tokens, epochs)
+    memory_need = memory_min_gpus(ctx)
+    reason = no_fit_reason(ctx) if memory_need is None else None
+    run = schedules.run_schedule(tokens, window_days, rate, plan, memory_need, reason)
+    model_flops, hardware_flops = _run_flops(ctx, tokens)
+    return RunPlan(run, model_flops, hardware_flops)
+
+
+def _run_flops(ctx: Context, tokens: float) -> tuple[float | None, float | None]:
+    """Returns the run's model FLOPs (6·N·D + attention) and hardware FLOPs (with the recompute it plans)."""
+    parameters = ctx.num(PARAMETERS)
+    span = attention_span(ctx)
+    if parameters is None:
+        return None, None
+    recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
+    return compute.run_flops(parameters, tokens, recompute, *span)
+
+
+@dataclass(frozen=True)
+class QuoteCost:
+    """What the quote costs (capital only), from its priced line items or else its node groups."""
+
+    total: float | None
+    from_: str  # "line items", "node groups" or "no prices"
+    training_nodes: float | None  # unit price × count of the training node group
+    unpriced_line_items: int
+
+
+def quote_cost(ctx: Context) -> QuoteCost:
+    """Returns the quote total: Σ quantity × unit price of priced line items, else Σ count × unit price of groups."""
+    plan = layout(ctx)
+    priced, unpriced = [], []
+    for index, _item in enumerate(ctx.inputs.get(LINE_ITEMS) or []):
+        quantity = ctx.num(f"{LINE_ITEMS}/{index}/quantity")
+        price = ctx.num(f"{LINE_ITEMS}/{index}/unit_price")
+        if quantity is not None and price is not None:
+            priced.append((quantity, price))
+        else:
+            unpriced.append(index)
+    groups = []
+    for index, _group in enumerate(ctx.inputs.get(NODE_GROUPS) or []):
+        count, price = ctx.num(f"{NODE_GROUPS}/{index}/count"), ctx.num(f"{NODE_GROUPS}/{index}/unit_price")
+        if count is not None and price is not None:
+            groups.append((count, price))
+    training = None
+    if plan is not None:
+        count, price = ctx.num(f"{plan.group}/count"), ctx.num(f"{plan.group}/unit_price")
+        if count is not None and price is not None:
+            training = cost.priced_total([(count, price)])
+    if priced:
+        return QuoteCost(cost.priced_total(priced), "line items", training, len(unpriced))
+    if groups:
+        return QuoteCost(cost.priced_total(groups), "node groups", training, len(unpriced))
+    return QuoteCost(None, "no prices", training, len(unpriced))

@@ -1,0 +1,71 @@
+"""The sharding strategies side by side on one job's hardware: per-GPU memory and communication per step.
+
+Each strategy is sized with rules/estimates/memory.py and rules/estimates/communication.py; this module
+puts the figures in one row per strategy and picks the one that communicates least.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rules.estimates.communication import StepCommunication, communication_time_s
+from rules.estimates.interconnect import Bandwidth
+from rules.estimates.memory import TrainingMemory
+from rules.units import GB, GIB
+
+# Least to most aggressive (what each strategy shards: ZeRO arXiv 1910.02054 §5; PyTorch FSDP's
+# ShardingStrategy). Where two strategies communicate equally the less aggressive one is preferred.
+SHARDING_ORDER: tuple[str, ...] = ("ddp", "zero1", "zero2", "fsdp-hybrid", "zero3", "fsdp-full")
+
+
+@dataclass(frozen=True)
+class ShardingOption:
+    """One sharding strategy on the quoted hardware: per-GPU memory and communication per optimizer step."""
+
+    strategy: str
+    total_gib: float | None  # None when the estimators refuse the layout (see note)
+    usable_gib: float
+    spare_fraction: float
+    fits: bool
+    comfortable: bool  # fits with sharding.comfortable_headroom_fraction of usable memory to spare
+    comm_gb_per_step: float | None  # bus bytes each GPU moves per optimizer step, GB
+    comm_s_per_step: float | None  # their bandwidth-bound time at the job's busbw
+    note: str = ""
+
+    def row(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "total_gib": self.total_gib, "spare_fraction": self.spare_fraction,
+                "fits": self.fits, "comfortable": self.comfortable, "comm_gb_per_step": self.comm_gb_per_step,
+                "comm_s_per_step": self.comm_s_per_step, "note": self.note}
+
+
+def sized_option(strategy: str, memory: TrainingMemory, step: StepCommunication, links: Bandwidth,
+                 comfortable_headroom_fraction: float) -> ShardingOption:
+    """Returns a strategy's row: its step's memory against usable memory, and its communication time.
+
+    Comfortable: it fits with at least ``comfortable_headroom_fraction`` of usable memory spare.
+    Communication time: :func:`rules.estimates.communication.communication_time_s` at the job's busbw.
+    """
+    spare, fitting = memory.spare_fraction, memory.within_usable
+    seconds = communication_time_s(step, links.node_busbw_gbs, links.cluster_busbw_gbs)
+    return ShardingOption(strategy, memory.total_bytes / GIB, memory.usable_bytes / GIB, spare, fitting,
+                          fitting and spare >= comfortable_headroom_fraction, step.bus_bytes_per_gpu / GB, seconds)
+
+
+def refused_option(strategy: str, reason: str) -> ShardingOption:
+    """Returns the row of a strategy the estimators refuse for this layout (fsdp-hybrid on part of a node)."""
+    return ShardingOption(strategy, None, 0.0, -1.0, False, False, None, None, reason)
+
+
+def with_common_usable(options: list[ShardingOption]) -> list[ShardingOption]:
+    """Returns the rows with the usable memory of the sized ones on every row (it does not depend on strategy)."""
+    usable_gib = [o.usable_gib for o in options if o.total_gib is not None][-1]
+    return [replace(o, usable_gib=usable_gib) for o in options]
+
+
+def least_communication(options: list[ShardingOption]) -> ShardingOption | None:
+    """Returns the option with the least communication time, the less aggressive one on a tie; None if empty."""
+    usable = [o for o in options if o.comm_s_per_step is not None]
+    if not usable:
+        return None
+    return min(usable, key=lambda o: (round(o.comm_s_per_step or 0.0, 9), SHARDING_ORDER.index(o.strategy)))

@@ -1,0 +1,99 @@
+"""Tests for rules.estimates.memory: one step's memory on the most loaded GPU, by hand from its terms."""
+
+from dataclasses import replace
+
+import pytest
+
+from rules.estimates.activations import ActivationSaving
+from rules.estimates.layout import training_layout
+from rules.estimates.memory import (
+    MemorySettings,
+    TrainingBatch,
+    TrainingJob,
+    largest_fitting_micro_batch,
+    memory_min_gpus,
+    no_fit_reason,
+    training_memory,
+)
+from rules.estimates.model_state import TrainedModel
+from rules.estimates.shapes import ModelShape
+
+GIB = 2**30
+# Two layers of h = 1024, 16 heads, GPT-style (gelu, dropout), s = 1024, full recompute. Korthikanti
+# Table 2: each layer keeps its input 2sbh = 2,097,152 B; the embedding adds 8sb + sbh = 1,056,768 B
+# (§4.3, Megatron compute_activation_memory). One micro-batch: 2 × 2,097,152 + 1,056,768 = 5,251,072 B.
+SHAPE = ModelShape(layers=2, hidden=1024, heads=16)
+ACTIVATIONS_PER_SEQUENCE = 5_251_072
+FULL_RECOMPUTE = ActivationSaving(recompute="full")
+BARE = MemorySettings(convention="zero-paper", cuda_context_gib=0.0, fragmentation_fraction=0.0,
+                      headroom_fraction=0.0, gathered_layers=2)
+
+
+def _job(parameters: float = 1e9, shape: ModelShape | None = SHAPE, micro_batch: int = 1) -> TrainingJob:
+    return TrainingJob(TrainedModel(parameters, parameters, "bf16-mixed", "adamw"), shape,
+                       TrainingBatch(sequence_length=1024, micro_batch=micro_batch, global_batch=None),
+                       FULL_RECOMPUTE, virtual_stages=1, offload="none")
+
+
+def test_ddp_step_is_16_bytes_per_parameter_plus_activations_context_and_fragmentation():
+    # Given 1e9 parameters under DDP on 8 GPUs (ZeRO §3.1: 16Ψ = 16e9 B of model state per GPU),
+    settings = replace(BARE, cuda_context_gib=1.0, fragmentation_fraction=0.1, headroom_fraction=0.1)
+
+    estimate = training_memory(_job(), training_layout(8, 8, 1), 80, settings)
+
+    # then other = 1 GiB + 10 % of (16e9 + 5,251,072) = 1,073,741,824 + 1,600,525,107.2 B,
+    assert estimate.model_state_bytes == 16e9
+    assert estimate.activations_bytes == ACTIVATIONS_PER_SEQUENCE
+    assert estimate.other_bytes == pytest.approx(1_073_741_824 + 1_600_525_107.2)
+    assert estimate.total_bytes == pytest.approx(18_679_518_003.2)
+    # and 80 GiB less 10 % headroom leaves 77,309,411,328 B usable: it fits.
+    assert estimate.usable_bytes == pytest.approx(77_309_411_328)
+    assert estimate.fits is True
+    assert estimate.model_state_total_bytes == 16e9
+
+
+def test_zero3_adds_two_gathered_copies_of_the_largest_module():
+    # DeepSpeed stage3.py: 2 B × (1 + 1 prefetched) × the largest module, here the 32,000 × 1024
+    # embedding (32,768,000 parameters) → 131,072,000 B; ZeRO-3 on 8 ranks keeps 16e9 / 8 = 2e9 B.
+    job = _job(shape=replace(SHAPE, vocab=32000, tied_embeddings=True))
+
+    estimate = training_memory(job, training_layout(8, 8, 1), 80, BARE, sharding="zero3")
+
+    assert estimate.sharding == "zero3"
+    assert estimate.gathered_bytes == 131_072_000
+    assert estimate.model_state_bytes == pytest.approx(2e9)
+
+
+def test_unknown_architecture_leaves_the_activations_and_the_verdict_open():
+    estimate = training_memory(_job(shape=None), training_layout(8, 8, 1), 80, BARE)
+    assert estimate.activations_bytes is None and estimate.fits is None
+    assert estimate.within_usable  # model state alone fits
+
+
+def test_largest_fitting_micro_batch_by_hand():
+    # 1e8 parameters under DDP: 1.6e9 B of state, plus 5,251,072 B per sequence of the micro-batch.
+    # A GPU of 1.6e9 + 10.5 × 5,251,072 B holds micro-batch 10 and not 11.
+    capacity_gib = (1.6e9 + 10.5 * ACTIVATIONS_PER_SEQUENCE) / GIB
+    layout = training_layout(8, 8, 1)
+
+    assert largest_fitting_micro_batch(_job(1e8), layout, capacity_gib, BARE, limit=64) == 10
+    assert largest_fitting_micro_batch(_job(1e8), layout, capacity_gib, BARE, limit=4) == 4
+    assert largest_fitting_micro_batch(_job(1e9), layout, capacity_gib, BARE, limit=64) == 0
+    assert largest_fitting_micro_batch(_job(1e8, shape=None), layout, capacity_gib, BARE, limit=64) is None
+
+
+def test_memory_min_gpus_by_hand_in_whole_nodes():
+    # ZeRO-3 shards 16e9 B over N ranks: 16e9/N + 5,251,072 ≤ 1 GiB needs N ≥ 14.97, so 15 GPUs,
+    # which is two nodes of 8: 16.
+    layout = training_layout(8, 8, 1, sharding="zero3")
+    assert memory_min_gpus(_job(), layout, 1.0, BARE) == 16
+
+
+def test_no_gpu_count_fits_ddp_and_the_reason_quotes_the_need():
+    # DDP replicates the 16e9 B on every GPU: 16,005,251,072 B = 14.9 GiB against 1 GiB on any count.
+    layout = training_layout(8, 8, 1)
+    assert memory_min_gpus(_job(), layout, 1.0, BARE) is None
+    assert no_fit_reason(_job(), layout, 1.0, BARE) == (
+        "no GPU count fits memory: under ddp one training step needs 14.9 GiB per GPU even on 131,072 GPUs, "
+        "more than the 1.0 GiB usable")
+    assert no_fit_reason(_job(), layout, 80.0, BARE) is None
