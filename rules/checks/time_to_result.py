@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.communication import scaling
+from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, run_plan
@@ -23,6 +23,9 @@ _WHY = (_RUN + "the window needs {gpus_needed} GPUs ({memory_need} for memory, {
 # window) are shown as what the run would take were it to fit, and no GPU count is needed to compare the
 # quote with, so no rule judges these figures.
 _HYPOTHETICAL_WHEN_NOTHING_FITS = frozenset({"days", "window_fraction", "oversize_ratio"})
+# The figures that judge a stated throughput; absent when there is none to judge (a modelled rate, or a model
+# the inputs cannot build), and then no rule reads them.
+_THROUGHPUT_FIGURES = ("implied_hardware_tflops_per_gpu", "gpu_peak_tflops", "claim_over_model")
 
 
 class TimeToResult(Check):
@@ -30,9 +33,29 @@ class TimeToResult(Check):
     title = "Optimize for time-to-result"
     plan_item = "Optimize for time-to-result"
     thresholds = {"warn_fraction_of_window": "time_to_result.warn_fraction_of_window",
-                  "max_oversize_ratio": "time_to_result.max_oversize_ratio"}
+                  "max_oversize_ratio": "time_to_result.max_oversize_ratio",
+                  "max_claim_over_model": "time_to_result.max_claim_over_model"}
     headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
     rules = (
+        # A stated rate that needs more FLOP/s than the GPU has cannot be achieved: the inputs contradict the
+        # hardware, whatever the schedule says.
+        Rule(Status.FAIL, "throughput-beyond-peak", lambda m: m.implied_hardware_tflops_per_gpu > m.gpu_peak_tflops,
+             "the inputs are inconsistent: the stated throughput ({throughput_from}: {tokens_per_s_per_gpu:,.0f} "
+             "tokens/s per GPU) implies {implied_hardware_tflops_per_gpu:,.0f} TFLOP/s per GPU with "
+             "{activation_checkpointing} activation recompute counted, above the GPU's dense peak of "
+             "{gpu_peak_tflops:,.0f} TFLOP/s at {training_precision}; the step-time model of this layout gives "
+             "{modelled_tokens_per_s_per_gpu_text}",
+             "Correct the stated throughput: give a measured tokens/s per GPU, an MFU with the peak it was divided "
+             "by (mfu_peak_tflops), or hardware TFLOP/s per GPU as Megatron-LM logs them; or leave it out to use "
+             "the modelled rate."),
+        Rule(Status.WARN, "throughput-above-model", lambda m: m.claim_over_model > m.max_claim_over_model,
+             "the stated throughput ({throughput_from}: {tokens_per_s_per_gpu:,.0f} tokens/s per GPU) is "
+             "{claim_over_model:.2f}× the step-time model's {modelled_tokens_per_s_per_gpu:,.0f} for this layout "
+             "(modelled MFU {modelled_mfu:.1%} of {modelled_mfu_peak_tflops:,.0f} TFLOP/s), more than "
+             "{max_claim_over_model:g}×; expected {days:.1f} days of the {window_days:g}-day window rest on it: "
+             + _WHY,
+             "Measure tokens/s per GPU on a representative step of the quoted hardware with the planned layout "
+             "(and give measured_at_gpus), or plan with the modelled rate."),
         # No GPU count fits memory: peak-memory fails (the quoted count does not fit either), so this check
         # only says plainly that no count can be advised, and how long the run would take if it fitted.
         Rule(Status.WARN, "no-gpu-count-fits", lambda m: m.no_gpu_count_fits == True,  # noqa: E712
@@ -64,7 +87,7 @@ class TimeToResult(Check):
         if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         rate = throughput_facts(ctx)
-        scaled = scaling(ctx)
+        scaled = applied_scaling(ctx)
         reliability = goodput_facts(ctx)
         if rate is None or scaled is None or reliability is None:
             return ctx.insufficient("the schedule needs the throughput, the scaling efficiency and the goodput")
@@ -91,9 +114,21 @@ class TimeToResult(Check):
             "cost_per_day": cost.cost_per_day(price.total, plan.days) if price.total is not None else None,
         }
         evidence["cost_note"] = _cost_note(evidence, price.unpriced_line_items)
+        evidence.update(activation_checkpointing=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
+                        training_precision=ctx.get(f"{TRAINING}/precision", "bf16-mixed"),
+                        modelled_tokens_per_s_per_gpu_text=_modelled_text(evidence))
+        unjudged = {name for name in _THROUGHPUT_FIGURES if evidence.get(name) is None}
+        if plan.gpus_needed is None:
+            unjudged.update(_HYPOTHETICAL_WHEN_NOTHING_FITS)
         # Days combine throughput, efficiency and failure assumptions: estimated even where one term is measured.
-        return Facts(evidence=evidence, basis=Basis.ESTIMATED,
-                     unjudged=_HYPOTHETICAL_WHEN_NOTHING_FITS if plan.gpus_needed is None else frozenset())
+        return Facts(evidence=evidence, basis=Basis.ESTIMATED, unjudged=frozenset(unjudged))
+
+
+def _modelled_text(e: dict) -> str:
+    if e.get("modelled_tokens_per_s_per_gpu") is None:
+        return "no figure (the inputs do not determine its step)"
+    return (f"{e['modelled_tokens_per_s_per_gpu']:,.0f} tokens/s per GPU (MFU {e['modelled_mfu']:.1%} of "
+            f"{e['modelled_mfu_peak_tflops']:,.0f} TFLOP/s)")
 
 
 def _cost_note(e: dict, unpriced: int) -> str:

@@ -267,3 +267,27 @@ def gpus_needed(memory_min_gpus: int, throughput_min_gpus: int, multiple_of: int
     require_positive_int("multiple_of", multiple_of)
     need = max(memory_min_gpus, throughput_min_gpus)
     return -(-need // multiple_of) * multiple_of
+
+
+def hardware_tflops_per_gpu(tokens_per_s_per_gpu: float, hardware_flops_per_token: float) -> float:
+    """Return the hardware TFLOP/s per GPU a training rate implies: tokens/s × hardware FLOPs per token ÷ 10^12.
+
+    Source: Narayanan et al. 2021 (arXiv 2104.04473) §5.1 and eq. 3 report "achieved teraFLOP/s per GPU"
+    counting the recomputed forward (8·N·D per token with full recompute plus attention), as Megatron-LM
+    logs it; PaLM (arXiv 2204.02311) App. B calls the same count hardware FLOPs. A figure above the GPU's
+    dense peak for the precision is a rate the hardware cannot reach.
+    """
+    require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
+    require_positive("hardware_flops_per_token", hardware_flops_per_token)
+    return tokens_per_s_per_gpu * hardware_flops_per_token / _TERA
+
+
+def tokens_per_s_from_hardware_tflops(hardware_tflops: float, hardware_flops_per_token: float) -> float:
+    """Return tokens/s per GPU from a reported hardware TFLOP/s per GPU (recompute counted, as Megatron-LM logs it).
+
+    Source: Narayanan et al. 2021 (arXiv 2104.04473) eq. 3 inverted: tokens/s = achieved FLOP/s ÷ FLOPs per
+    token, with the FLOPs per token of :func:`training_flops_per_token` for the run's recompute mode.
+    """
+    require_positive("hardware_tflops", hardware_tflops)
+    require_positive("hardware_flops_per_token", hardware_flops_per_token)
+    return hardware_tflops * _TERA / hardware_flops_per_token

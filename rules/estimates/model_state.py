@@ -32,7 +32,7 @@ from rules.estimates.layout import Layout
 # --------------------------------------------------------------------------------------------------
 # Allowed values of the string enums (InconsistentInput messages list them).
 # --------------------------------------------------------------------------------------------------
-PRECISIONS: Final = ("bf16-mixed", "fp16-mixed", "fp32", "bf16-pure")
+PRECISIONS: Final = ("bf16-mixed", "fp16-mixed", "fp8-mixed", "fp32", "bf16-pure")
 OPTIMIZERS: Final = ("adamw", "adam", "adamw-8bit", "sgd-momentum", "sgd", "adafactor")
 SHARDINGS: Final = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
 
@@ -167,8 +167,10 @@ def model_state_bytes_per_param(
 ) -> StateBytesPerParam:
     """Return weights/gradients/optimizer bytes per parameter (ZeRO arXiv 1910.02054 §3.1; HF training anatomy).
 
-    Mixed precision (``bf16-mixed``, ``fp16-mixed``): 16-bit weights (2), gradients as the convention
-    counts them (2 in the ZeRO paper, 4 in Megatron-LM/HF), fp32 master weights (4, omitted by
+    Mixed precision (``bf16-mixed``, ``fp16-mixed``, and ``fp8-mixed``, whose FP8 GEMMs cast 16-bit weights
+    and activations per layer and keep the same state: NVIDIA Transformer Engine, "Using FP8 with Transformer
+    Engine", FP8 recipes keep higher-precision weights and fp32 master state): 16-bit weights (2), gradients
+    as the convention counts them (2 in the ZeRO paper, 4 in Megatron-LM/HF), fp32 master weights (4, omitted by
     ``seed-rough``) plus fp32 moments (AdamW 8, 8-bit AdamW 2, SGD momentum 4, SGD 0, Adafactor ~4).
     ``fp32``: 4 + 4 + moments, no master copy (pure fp32 AdamW = 4 + 4 + 8). ``bf16-pure``: 2 + 2 and
     moments in bf16 (torch.optim allocates them like the parameter; 8-bit moments stay 2), no master copy.
@@ -181,7 +183,7 @@ def model_state_bytes_per_param(
     require_choice("optimizer", optimizer, OPTIMIZERS)
     require_choice("convention", convention, tuple(BYTE_CONVENTIONS))
     conv = BYTE_CONVENTIONS[convention]
-    if precision in ("bf16-mixed", "fp16-mixed"):
+    if precision in ("bf16-mixed", "fp16-mixed", "fp8-mixed"):
         weights, gradients, master = 2.0, conv.gradients_bytes_per_param, conv.master_weights_bytes_per_param
         moments = _MOMENT_BYTES_FP32[optimizer]
     elif precision == "fp32":

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import (
     require_bool,
     require_choice,
@@ -87,10 +88,10 @@ class Layout:
         require_bool("sequence_parallel", self.sequence_parallel)
         require_bool("flash_attention", self.flash_attention)
         if self.global_batch % (self.micro_batch * self.data):
-            raise ValueError(f"global_batch ({self.global_batch}) must be a multiple of micro_batch × data "
+            raise InconsistentInput(f"global_batch ({self.global_batch}) must be a multiple of micro_batch × data "
                              f"({self.micro_batch} × {self.data})")
         if self.virtual_stages > 1 and self.pipeline == 1:
-            raise ValueError("virtual_stages > 1 needs pipeline > 1 (interleaving splits pipeline stages)")
+            raise InconsistentInput("virtual_stages > 1 needs pipeline > 1 (interleaving splits pipeline stages)")
 
     @property
     def gpus(self) -> int:
@@ -302,11 +303,11 @@ class StepTimeModel:
         """Raise ValueError when ``layout`` cannot run this model (degrees that do not divide it, fp8 without FP8)."""
         shape = self.shape
         if shape.heads % layout.tensor or shape.groups % min(layout.tensor, shape.groups):
-            raise ValueError(f"tensor ({layout.tensor}) must divide heads ({shape.heads}) and kv_heads")
+            raise InconsistentInput(f"tensor ({layout.tensor}) must divide heads ({shape.heads}) and kv_heads")
         if shape.sequence_length % layout.context:
-            raise ValueError(f"context ({layout.context}) must divide sequence_length ({shape.sequence_length})")
+            raise InconsistentInput(f"context ({layout.context}) must divide sequence_length ({shape.sequence_length})")
         if shape.layers < layout.pipeline * layout.virtual_stages:
-            raise ValueError(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
+            raise InconsistentInput(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
                              f"layers ({shape.layers})")
         self.hardware.dense_tflops(layout.precision)
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import (
     require_fraction,
     require_non_negative,
@@ -55,7 +56,7 @@ class Hardware:
         if precision != "fp8-mixed":
             return self.bf16_tflops
         if self.fp8_tflops is None:
-            raise ValueError("precision fp8-mixed needs a GPU with FP8 Tensor Cores (fp8_tflops is None)")
+            raise InconsistentInput("precision fp8-mixed needs a GPU with FP8 Tensor Cores (fp8_tflops is None)")
         return self.fp8_tflops
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from rules.errors import InconsistentInput
+from rules.estimates import shapes
 from rules.estimates._args import require_bool, require_choice, require_positive_int
 
 MLP_KINDS: Final = ("gelu", "swiglu")
@@ -77,7 +79,7 @@ class ModelShape:
         if self.kv_heads is not None:
             require_positive_int("kv_heads", self.kv_heads)
             if self.kv_heads > self.heads or self.heads % self.kv_heads:
-                raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+                raise InconsistentInput(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
         require_choice("mlp", self.mlp, MLP_KINDS)
         require_bool("dropout", self.dropout)
         require_bool("tied_embeddings", self.tied_embeddings)
@@ -241,3 +243,16 @@ def output_layer_work(shape: ModelShape, part: LayerSlice) -> OutputLayerWork:
     flops = 2 * tokens * shape.hidden * shape.vocab / part.tensor * (1 + BACKWARD_GEMM_FACTOR)
     memory = logits * LOSS_BYTES * (_LOSS_PASSES_FORWARD + _LOSS_PASSES_BACKWARD)
     return OutputLayerWork(flops=flops, memory_bytes=memory)
+
+
+def work_shape(shape: shapes.ModelShape, sequence_length: int) -> ModelShape:
+    """Return the step-time model's shape of an architecture (``rules.estimates.shapes.ModelShape``) at a length.
+
+    The MLP inner size defaults as the memory estimate's does (``ffn_hidden_size``); the vocabulary is required
+    (the output layer is a large share of a step): InconsistentInput without it.
+    """
+    if shape.vocab is None:
+        raise InconsistentInput("the step-time model needs the vocabulary size (architecture.vocab)")
+    return ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, ffn_hidden=shape.ffn_hidden_size,
+                      vocab=shape.vocab, sequence_length=sequence_length, kv_heads=shape.kv_heads, mlp=shape.mlp,
+                      dropout=shape.dropout, tied_embeddings=shape.tied_embeddings)

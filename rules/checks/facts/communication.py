@@ -105,6 +105,22 @@ class Scaling:
     evidence: dict[str, Any]
 
 
+def applied_scaling(ctx: Context) -> Scaling | None:
+    """Returns the scaling efficiency the schedule applies to the per-GPU rate.
+
+    A rate measured at the quoted GPU count (``throughput.measured_at_gpus``) already includes that scale's
+    data-parallel communication, so it is not reduced again (efficiency 1, basis measured); any other rate is
+    scaled by the job's scaling efficiency (``scaling``). A rate measured at another count is scaled by the
+    efficiency at the quoted count, which counts the communication of the smaller scale twice: conservative.
+    """
+    rate, scaled, plan = throughput_facts(ctx), scaling(ctx), layout(ctx)
+    if rate is None or scaled is None or plan is None:
+        return None
+    if rate.measured_at_gpus == plan.gpus:
+        return Scaling(1.0, Basis.MEASURED, {"efficiency": 1.0, "measured_at_gpus": rate.measured_at_gpus})
+    return scaled
+
+
 def scaling(ctx: Context) -> Scaling | None:
     """Returns the scaling efficiency: measured at the largest measured size (two or more points), else modelled."""
     return ctx.memo("communication.scaling", _scaling)

@@ -1,0 +1,85 @@
+"""The modelled training step of the submitted layout on the quoted GPUs (rules/estimates/step_time.py).
+
+Reads the model's architecture, the layout (tensor, pipeline, virtual stages, sequence parallelism,
+activation checkpointing, flash attention, sharding, precision, batch) and the quoted node group's GPU and
+NICs, and hands them to the step-time model with the efficiencies of the catalogue and the policy. The
+model needs the full architecture including the vocabulary, and a sequence length and global batch.
+"""
+
+from __future__ import annotations
+
+from rules.checks.base import Context
+from rules.checks.facts.layout import Placement, layout, nics
+from rules.checks.facts.model import PRECISION, architecture
+from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, TRAINING
+from rules.errors import InconsistentInput
+from rules.estimates.step_time import Layout as StepLayout
+from rules.estimates.step_time import StepTime, StepTimeModel
+from rules.estimates.step_time_figures import Hardware, Measured, efficiencies_from_data
+from rules.estimates.transformer_work import work_shape
+
+# Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
+MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
+
+
+# The architecture the model needs beyond what the memory estimate reads.
+_MODEL_SHAPE = ("layers", "hidden", "heads", "vocab")
+
+
+def modelled_step(ctx: Context) -> StepTime | None:
+    """Returns the modelled step of the submitted layout, or None when the inputs do not determine one.
+
+    A submission without the full architecture gets None without any input being named missing: the model
+    is what a stated throughput is held against, never a requirement of its own.
+    """
+    if any(ctx.inputs.get(f"{ARCHITECTURE}/{name}") is None for name in _MODEL_SHAPE):
+        return None
+    return ctx.memo("training.modelled_step", _modelled_step)
+
+
+def _modelled_step(ctx: Context) -> StepTime | None:
+    plan = layout(ctx)
+    shape = architecture(ctx)
+    sequence_length = ctx.num(f"{TRAINING}/sequence_length")
+    global_batch = ctx.num(f"{TRAINING}/global_batch")
+    precision = ctx.get(PRECISION, "bf16-mixed")
+    if plan is None or shape is None or not sequence_length or not global_batch or precision not in MODELLED_PRECISIONS:
+        return None
+    hardware = _hardware(ctx, plan)
+    gpu_model = ctx.get(f"{plan.group}/gpu/model")
+    if hardware is None or ctx.inputs.catalogue.gpu(gpu_model) is None:
+        return None
+    efficiencies = efficiencies_from_data(ctx.inputs.catalogue.document, ctx.policy.document, gpu_model)
+    try:
+        step_layout = StepLayout(
+            micro_batch=int(ctx.num(f"{TRAINING}/micro_batch", 1)), global_batch=int(global_batch),
+            tensor=plan.tensor, pipeline=plan.pipeline,
+            virtual_stages=int(ctx.num(f"{PARALLELISM}/virtual_stages", 1)) if plan.pipeline > 1 else 1,
+            data=plan.data_parallel, recompute=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
+            sequence_parallel=bool(ctx.get(f"{PARALLELISM}/sequence_parallel", False)),
+            flash_attention=bool(ctx.get(f"{TRAINING}/flash_attention", False)),
+            sharding=plan.sharding, precision=precision)
+        model = StepTimeModel(work_shape(shape, int(sequence_length)), hardware, efficiencies, Measured())
+        return model.evaluate(step_layout)
+    except InconsistentInput:
+        # The model cannot run this layout (a batch that does not divide, FP8 on a GPU without it): the
+        # checks that own those inputs say so; here there is simply no modelled figure.
+        return None
+
+
+def _hardware(ctx: Context, plan: Placement) -> Hardware | None:
+    """Returns the quoted GPU's figures: the quote's (catalogue-filled) values, FP8 and PCIe from the catalogue."""
+    group = plan.group
+    bf16_tflops = ctx.num(f"{group}/gpu/bf16_tflops")
+    hbm_tbs = ctx.num(f"{group}/gpu/hbm_tbs")
+    if bf16_tflops is None or hbm_tbs is None:
+        return None
+    spec = ctx.inputs.catalogue.gpu(ctx.get(f"{group}/gpu/model")) or {}
+    server = ctx.inputs.catalogue.server(ctx.get(f"{group}/server_model")) or {}
+    compute = nics(ctx, group, "compute")
+    if not compute.gbps_per_gpu:
+        return None
+    return Hardware(bf16_tflops=bf16_tflops, fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
+                    nvlink_gbs=ctx.num(f"{group}/gpu/nvlink_gbs", 0) or 0,
+                    nvlink_domain_gpus=int(server.get("nvlink_domain_gpus", plan.gpus_per_node)),
+                    nic_gbps_per_gpu=compute.gbps_per_gpu, pcie_gen=spec.get("pcie_gen", 5))
