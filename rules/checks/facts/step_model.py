@@ -8,6 +8,8 @@ model needs the full architecture including the vocabulary, and a sequence lengt
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rules.checks.base import Context
 from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import PRECISION, architecture
@@ -26,18 +28,34 @@ MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
 _MODEL_SHAPE = ("layers", "hidden", "heads", "vocab")
 
 
+@dataclass(frozen=True)
+class StepInputs:
+    """The step-time model of the quoted GPU and the submitted layout it runs (the layout search's start)."""
+
+    model: StepTimeModel
+    layout: StepLayout
+    gpus: int
+    step: StepTime  # the submitted layout's modelled step
+
+
 def modelled_step(ctx: Context) -> StepTime | None:
     """Returns the modelled step of the submitted layout, or None when the inputs do not determine one.
 
     A submission without the full architecture gets None without any input being named missing: the model
     is what a stated throughput is held against, never a requirement of its own.
     """
+    inputs = step_inputs(ctx)
+    return inputs.step if inputs is not None else None
+
+
+def step_inputs(ctx: Context) -> StepInputs | None:
+    """Returns the model, the submitted layout and its modelled step, or None (see ``modelled_step``)."""
     if any(ctx.inputs.get(f"{ARCHITECTURE}/{name}") is None for name in _MODEL_SHAPE):
         return None
     return ctx.memo("training.modelled_step", _modelled_step)
 
 
-def _modelled_step(ctx: Context) -> StepTime | None:
+def _modelled_step(ctx: Context) -> StepInputs | None:
     plan = layout(ctx)
     shape = architecture(ctx)
     sequence_length = ctx.num(f"{TRAINING}/sequence_length")
@@ -60,7 +78,7 @@ def _modelled_step(ctx: Context) -> StepTime | None:
             flash_attention=bool(ctx.get(f"{TRAINING}/flash_attention", False)),
             sharding=plan.sharding, precision=precision)
         model = StepTimeModel(work_shape(shape, int(sequence_length)), hardware, efficiencies, Measured())
-        return model.evaluate(step_layout)
+        return StepInputs(model, step_layout, plan.gpus, model.evaluate(step_layout))
     except InconsistentInput:
         # The model cannot run this layout (a batch that does not divide, FP8 on a GPU without it): the
         # checks that own those inputs say so; here there is simply no modelled figure.

@@ -1,0 +1,131 @@
+"""The layout search of a submission: the fastest layouts of its quoted GPUs that fit memory, and its own beside them.
+
+Reads the submission as an evaluation does (the same inputs, catalogue fills and policy), builds the step-time
+model of the quoted GPU (rules/checks/facts/step_model.py) and searches tensor × pipeline × virtual stages ×
+context × data × micro-batch × recompute × sharding × precision (rules/estimates/layout_search.py). The space
+is cut into chunks by tensor degree, so workers can search chunks side by side: ``search_chunk`` searches one,
+``merge_chunks`` combines their results, and ``search_submission`` does both in one process.
+
+The result is the shape ``quotecheck search --format json`` prints and the search task returns:
+``{"layouts_searched", "fitting", "best": {layout…, "step_s", "tokens_per_s_per_gpu", "mfu"}, "submitted":
+{same}, "top": [...], "submitted_vs_best"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from typing import Any
+
+from rules.checks import CATALOGUE
+from rules.checks.base import Context
+from rules.checks.facts.layout import layout
+from rules.checks.facts.step_model import StepInputs, step_inputs
+from rules.errors import InconsistentInput
+from rules.estimates.layout_search import (
+    LayoutSearch,
+    MemoryConvention,
+    RankedLayout,
+    SearchSpace,
+    memory_budget_bytes,
+    search_layouts,
+)
+from rules.estimates.ratios import fraction_of
+from rules.estimates.step_time import StepTime
+from rules.inputs import Inputs
+from rules.policy import Policy, default_policy
+
+TOP_N = 10
+
+
+class NothingToSearch(InconsistentInput):
+    """The submission does not determine a layout search (no training workload, architecture or catalogued GPU)."""
+
+
+def chunks_of(space: SearchSpace) -> list[SearchSpace]:
+    """Returns the search space cut by tensor degree: one chunk per degree, searched independently."""
+    return [replace(space, tensor=(tensor,)) for tensor in space.tensor]
+
+
+def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[StepInputs, float, MemoryConvention]:
+    """Returns the model and submitted layout, the memory budget per GPU (bytes) and the memory convention.
+
+    Raises NothingToSearch naming what the submission lacks.
+    """
+    policy = policy or default_policy()
+    inputs = Inputs(submission)
+    ctx = Context(inputs, policy, {}, CATALOGUE[0])
+    if ctx.get("/workload/training") is None:
+        raise NothingToSearch("the submission has no training workload to lay out")
+    found = step_inputs(ctx)
+    if found is None:
+        raise NothingToSearch("the step-time model needs the architecture (layers, hidden, heads, vocab), the "
+                              "sequence length, global batch, a catalogued GPU with compute NICs, and a batch "
+                              "that divides over the submitted layout")
+    memory_gib = ctx.num(f"{layout(ctx).group}/gpu/memory_gib")
+    if memory_gib is None:
+        raise NothingToSearch("the quoted GPU's memory_gib is not known")
+    convention = MemoryConvention(optimizer=ctx.get("/workload/training/optimizer", "adamw"),
+                                  convention=policy.value("conventions.model_state_bytes"),
+                                  gathered_layers=policy.value("memory.gathered_layers"))
+    return found, memory_budget_bytes(memory_gib, policy.value("memory")), convention
+
+
+def search_chunk(submission: dict[str, Any], space: SearchSpace, policy: Policy | None = None,
+                 top_n: int = TOP_N) -> dict[str, Any]:
+    """Returns one chunk's search as JSON: layouts searched, fitting, and its fastest ``top_n``."""
+    found, budget, convention = prepare(submission, policy)
+    result = search_layouts(found.model, found.gpus, found.layout.global_batch, budget, space, convention, top_n)
+    return {"layouts_searched": result.searched, "fitting": result.fitting,
+            "top": [_ranked(entry) for entry in result.top]}
+
+
+def merge_chunks(submission: dict[str, Any], parts: list[dict[str, Any]], top_n: int = TOP_N,
+                 policy: Policy | None = None) -> dict[str, Any]:
+    """Returns the whole search from its chunks: counts summed, the fastest ``top_n`` of all, the submitted layout."""
+    found, _, _ = prepare(submission, policy)
+    top = sorted((entry for part in parts for entry in part["top"]), key=lambda entry: entry["step_s"])[:top_n]
+    submitted = _described(asdict(found.layout), found.step)
+    best = top[0] if top else None
+    return {
+        "layouts_searched": sum(part["layouts_searched"] for part in parts),
+        "fitting": sum(part["fitting"] for part in parts),
+        "best": best,
+        "submitted": submitted,
+        "top": top,
+        "submitted_vs_best": _comparison(submitted, best),
+    }
+
+
+def search_submission(submission: dict[str, Any], policy: Policy | None = None, top_n: int = TOP_N,
+                      on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Returns the layout search of a validated ``submission``, searching its chunks one after another."""
+    document = submission
+    chunks = chunks_of(SearchSpace())
+    parts = []
+    for done, chunk in enumerate(chunks, start=1):
+        parts.append(search_chunk(document, chunk, policy, top_n))
+        if on_progress is not None:
+            on_progress(done, len(chunks))
+    return merge_chunks(document, parts, top_n, policy)
+
+
+def _ranked(entry: RankedLayout) -> dict[str, Any]:
+    return {**_described(asdict(entry.layout), entry.step), "memory_gib_per_gpu": entry.memory_bytes / 2**30}
+
+
+def _described(layout: dict[str, Any], step: StepTime) -> dict[str, Any]:
+    return {**layout, "step_s": step.step_s, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu, "mfu": step.mfu,
+            "mfu_peak_tflops": step.mfu_peak_tflops}
+
+
+def _comparison(submitted: dict[str, Any], best: dict[str, Any] | None) -> str:
+    if best is None:
+        return "no layout of the quoted GPUs fits memory"
+    slower = fraction_of(submitted["step_s"], best["step_s"])
+    if slower <= 1:
+        return "the submitted layout is as fast as the best that fits"
+    return f"the submitted layout is {slower - 1:.0%} slower than the best that fits"
+
+
+__all__ = ["LayoutSearch", "NothingToSearch", "chunks_of", "merge_chunks", "search_chunk", "search_submission"]
