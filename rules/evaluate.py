@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import string
 import threading
 from dataclasses import replace
@@ -25,9 +24,9 @@ from rules.policy import Policy, default_policy
 from rules.status import Status
 from schemas.json_reader import (
     MAX_JSON_BYTES,
-    SAFE_INTEGER,
     JsonError,
     JsonTooLarge,
+    as_doubles,
     read_json,
     unrepresentable_numbers,
 )
@@ -158,23 +157,7 @@ def _representable(value: Any, name: str = "evidence") -> Any:
     Huge inputs (a node count of 10^20) give huge derived integers, which RFC 8785 cannot canonicalise,
     or infinities, which no JSON can hold.
     """
-    if isinstance(value, dict):
-        return {key: _representable(item, key) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        items = [_representable(item, name) for item in value]
-        return items if isinstance(value, list) else tuple(items)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and not -SAFE_INTEGER <= value <= SAFE_INTEGER:
-        try:
-            return float(value)
-        except OverflowError:
-            raise InconsistentInput(f"{name} is too large to compute with (an integer of {value.bit_length()} "
-                                    "bits); check the magnitudes of the inputs it derives from") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InconsistentInput(f"{name} is not a finite number ({value}); check the magnitudes of the inputs it "
-                                "derives from")
-    return value
+    return as_doubles(value, name, InconsistentInput, "; check the magnitudes of the inputs it derives from")
 
 
 def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: Context,

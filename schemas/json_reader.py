@@ -212,3 +212,28 @@ def _text_problems(text: str, path: tuple[str | int, ...], nul: bool, surrogate:
     if nul and "\x00" in text:
         problems.append((_NUL_KIND, Problem(pointer_of(path), "must not contain U+0000 (NUL)")))
     return problems
+
+
+def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueError, hint: str = "") -> Any:
+    """Returns ``value`` with every integer beyond ±(2^53 − 1) as the double JSON readers read it (I-JSON §2.2).
+
+    Tuples stay tuples. Raises ``error`` naming the innermost member for a number no double holds: an integer
+    beyond the double range, NaN or an infinity (``hint`` is appended to the message).
+    """
+    if isinstance(value, dict):
+        return {key: as_doubles(item, key, error, hint) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        items = [as_doubles(item, name, error, hint) for item in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and not -SAFE_INTEGER <= value <= SAFE_INTEGER:
+        try:
+            return float(value)
+        except OverflowError:
+            raise error(f"{name} is too large for a JSON number (an integer of {value.bit_length()} bits){hint}") \
+                from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise error(f"{name} is not a finite number ({value}){hint}")
+    return value
+

@@ -3,39 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import math
 from typing import Any
 
 import rfc8785
 
-# I-JSON (RFC 7493 §2.2) and RFC 8785 §3.2.2.3 treat every number as an IEEE 754 double: integers are exact
-# only within ±(2^53 - 1).
-SAFE_INTEGER = 2**53 - 1
+from schemas.json_reader import SAFE_INTEGER, as_doubles
 
-
-def as_doubles(value: Any) -> Any:
-    """Returns ``value`` with every integer beyond ±(2^53 - 1) as the double a JSON reader would read.
-
-    A record may hold such an integer only where a reader wrote it: ``911068987392000000000`` is how RFC 8785
-    (and JavaScript) write the double 9.11068987392e20, and Python's ``json`` reads it back as an int, which
-    ``rfc8785`` refuses. The double is the number the signature covered, so it is the one canonicalised.
-    Raises ValueError for a number no double holds (an integer beyond the double range, NaN or an infinity).
-    """
-    if isinstance(value, dict):
-        return {key: as_doubles(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [as_doubles(item) for item in value]
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and not -SAFE_INTEGER <= value <= SAFE_INTEGER:
-        try:
-            return float(value)
-        except OverflowError:
-            raise ValueError(f"an integer of {value.bit_length()} bits is beyond the range of JSON numbers "
-                             "(IEEE 754 doubles)") from None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{value} is not a JSON number")
-    return value
+__all__ = ["SAFE_INTEGER", "as_doubles", "canonical_bytes", "is_approved", "not_approved_reason", "record_digest",
+           "sha256_digest"]
 
 
 def canonical_bytes(document: Any) -> bytes:
@@ -48,7 +23,9 @@ def canonical_bytes(document: Any) -> bytes:
     try:
         return rfc8785.dumps(document)
     except rfc8785.IntegerDomainError:  # the rare record that holds a reader's big integer: walk it once more
-        return rfc8785.dumps(as_doubles(document))
+        # The double is the number the signature covered (RFC 8785 writes 9.11068987392e20 as
+        # 911068987392000000000, which Python's json reads back as an int), so it is the one canonicalised.
+        return rfc8785.dumps(as_doubles(document, "a member"))
 
 
 def sha256_digest(data: bytes) -> str:
