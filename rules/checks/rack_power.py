@@ -6,7 +6,7 @@ from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.pointers import RACKS
-from rules.checks.facts.racks import site, sustained_w_per_node
+from rules.checks.facts.racks import quoted_site, sustained_w_per_node
 from rules.estimates.site_power import SitePower, SizedRack, site_power
 from rules.status import Basis, Status
 
@@ -45,10 +45,10 @@ class RackPower(Check):
         if not ctx.inputs.get(RACKS):
             ctx.reader.missing.append(RACKS)
             return ctx.insufficient("the quote places no nodes in racks")
-        quoted = site(ctx)
-        if quoted is None:
+        facility = quoted_site(ctx)
+        if facility is None:
             return ctx.insufficient("rack power needs every node's maximum power and every rack's PDUs")
-        sized = site_power(quoted, ctx.threshold("continuous_load_fraction"))
+        sized = site_power(facility, ctx.threshold("continuous_load_fraction"))
         measured = sustained_w_per_node(ctx) is not None
         evidence: dict[str, Any] = {
             "racks": [_row(rack) for rack in sized.sized],
@@ -58,8 +58,7 @@ class RackPower(Check):
             "unplaced_nodes": sized.placement_problems,
             "placement_note": _placement_note(sized),
             "redundancy_unmet": len(sized.short_of_pdus),
-            "redundancy_note": "; ".join(f"rack {rack.rack.name} claims {rack.rack.redundancy} redundancy with "
-                                         f"{_pdus(rack.pdus)}" for rack in sized.short_of_pdus),
+            "redundancy_note": _redundancy_note(sized),
             "racks_over_limit": sized.racks_over_limit,
             "draw_basis": "measured sustained draw" if measured else "nameplate maximum",
             **_worst(sized.worst),
@@ -96,8 +95,10 @@ def _placement_note(sized: SitePower) -> str:
     return "; ".join([*unplaced, *unknown])
 
 
-def _pdus(count: int) -> str:
-    return "one PDU" if count == 1 else f"{count} PDUs"
+def _redundancy_note(sized: SitePower) -> str:
+    """Returns, in words, the racks with fewer PDUs than their redundancy mode is built from."""
+    return "; ".join(f"rack {rack.rack.name} claims {rack.rack.redundancy} redundancy with "
+                     f"{'one PDU' if rack.pdus == 1 else f'{rack.pdus} PDUs'}" for rack in sized.short_of_pdus)
 
 
 def _kw(value: float | None) -> str:

@@ -16,7 +16,7 @@ def sustained_w_per_node(ctx: Context) -> float | None:
     return ctx.num(MEASURED_POWER)
 
 
-def site(ctx: Context) -> Site | None:
+def quoted_site(ctx: Context) -> Site | None:
     """Returns the racks and the node groups of the quote; None when an input that sizes them is missing.
 
     A node group's nodes draw their measured sustained power when the quote has GPUs in them and a measurement
