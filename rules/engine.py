@@ -1,7 +1,7 @@
 """The one adapter around durable_rules: post facts under a fresh state, collect verdicts, delete the state.
 
 durable_rules keeps every state it has seen until it is deleted (an evaluation that forgets to delete
-fails with MemoryError after a few thousand runs), records exceptions raised inside actions on the state
+fails with MemoryError after a few thousand runs), keeps exceptions raised inside actions on the state
 instead of raising them, and raises MessageNotHandledException when no rule matches a fact. This module
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
 EngineError, and every fact is acknowledged by a catch-all rule (and must have been seen by it).
@@ -72,7 +72,7 @@ SHARED_RULES = (_StageRule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
                 _StageRule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA),
                 _StageRule(Stage.INCONSISTENT, Status.FAIL))
 
-# What a durable action records: the catch-all acknowledgement, a shared stage rule, a check's rule by its
+# What a durable action notes: the catch-all acknowledgement, a shared stage rule, a check's rule by its
 # index, or the exemption of the rule at that index.
 _SEEN = ("seen", -1)
 
@@ -135,21 +135,21 @@ class RuleEngine:
                 of_check = lang.m.check == check.id
                 # Every fact of a check is acknowledged by this rule, so durable never meets an unhandled fact:
                 # deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
-                lang.when_all(of_check)(self._recorder(check.id, _SEEN))
+                lang.when_all(of_check)(self._collector(check.id, _SEEN))
                 for index, shared in enumerate(SHARED_RULES):
                     lang.when_all(of_check & (lang.m.stage == shared.stage.value))(
-                        self._recorder(check.id, ("stage", index)))
+                        self._collector(check.id, ("stage", index)))
                 decide = lang.m.stage == Stage.DECIDE.value
                 for index, rule in enumerate(check.rules):
-                    lang.when_all(of_check & decide & rule.when(lang.m))(self._recorder(check.id, ("rule", index)))
+                    lang.when_all(of_check & decide & rule.when(lang.m))(self._collector(check.id, ("rule", index)))
                     if rule.unless is not None:
                         lang.when_all(of_check & decide & rule.unless.when(lang.m))(
-                            self._recorder(check.id, ("exemption", index)))
+                            self._collector(check.id, ("exemption", index)))
         lang._rulesets.pop(self.ruleset, None)  # durable's module-level registry must not re-register it
         name, body = definition.define()
         _shared_host().register_rulesets({name: body})
 
-    def _recorder(self, check_id: str, verdict: tuple[str, int]):
+    def _collector(self, check_id: str, verdict: tuple[str, int]):
         def action(c: Any) -> None:
             self._verdicts[c.m.sid][check_id].add(verdict)
 

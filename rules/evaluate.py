@@ -15,7 +15,7 @@ import rfc8785
 
 import schemas
 from rules.catalogue import Catalogue, load_catalogue
-from rules.checks import CATALOGUE
+from rules.checks import CHECKS
 from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
@@ -52,11 +52,11 @@ def engine_version() -> str:
 
 
 def default_engine() -> RuleEngine:
-    """Returns the process-wide engine holding the rules of every check in the catalogue (built once)."""
+    """Returns the process-wide engine holding the rules of every check of CHECKS (built once)."""
     global _engine
     with _engine_lock:
         if _engine is None:
-            _engine = RuleEngine(CATALOGUE)
+            _engine = RuleEngine(CHECKS)
     return _engine
 
 

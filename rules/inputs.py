@@ -138,7 +138,7 @@ class Reader:
         self.missing: list[str] = []
 
     def num(self, pointer: str, default: float | None = None) -> float | None:
-        """Returns the number at ``pointer`` and records it as an input; ``default`` when absent."""
+        """Returns the number at ``pointer`` and notes it as read; ``default`` when absent."""
         value = self.inputs.get(pointer)
         if isinstance(value, int | float) and not isinstance(value, bool):
             self._read[pointer] = None
@@ -146,14 +146,14 @@ class Reader:
         return default
 
     def need(self, pointer: str) -> float | None:
-        """Returns the number at ``pointer``; records it as missing when absent."""
+        """Returns the number at ``pointer``; notes it as missing when absent."""
         value = self.num(pointer)
         if value is None and pointer not in self.missing:
             self.missing.append(pointer)
         return value
 
     def get(self, pointer: str, default: Any = None) -> Any:
-        """Returns any value (text, flag, object) at ``pointer`` and records it as read when present."""
+        """Returns any value (text, flag, object) at ``pointer`` and notes it as read when present."""
         value = self.inputs.get(pointer, None)
         if value is None:
             return default
@@ -161,8 +161,8 @@ class Reader:
             self._read[pointer] = None
         return value
 
-    def record(self, pointers: list[str]) -> None:
-        """Records as read the pointers another reader of the same inputs read (a memoised fact's inputs)."""
+    def mark_read(self, pointers: list[str]) -> None:
+        """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs)."""
         self._read.update(dict.fromkeys(pointers))
 
     @property

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.checks import CATALOGUE
+from rules.checks import CHECKS
 from rules.checks.base import ACCEPTANCE_PLAN, CAPACITY_PLANNING_GUIDE
 from rules.evaluate import evaluate
 from service.record.render import record_html
@@ -45,7 +45,7 @@ def test_record_pdf_text_names_no_seed_file(path: Path) -> None:
 
 
 def test_every_check_names_its_source_document_by_title() -> None:
-    sources = {check.id: check.plan_source for check in CATALOGUE}
+    sources = {check.id: check.plan_source for check in CHECKS}
 
     assert set(sources.values()) == {ACCEPTANCE_PLAN, CAPACITY_PLANNING_GUIDE}
     assert sources["inference-memory"] == sources["inference-capacity"] == CAPACITY_PLANNING_GUIDE

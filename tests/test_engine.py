@@ -115,9 +115,9 @@ def test_a_rule_concludes_fail_or_warn_and_a_check_declares_its_pass() -> None:
 
 
 def test_an_error_inside_a_rule_action_surfaces() -> None:
-    # durable_rules records an exception raised by an action on the state instead of raising it.
+    # durable_rules keeps an exception raised by an action on the state instead of raising it.
     class ExplodingEngine(RuleEngine):
-        def _recorder(self, check_id: str, rule: Rule):
+        def _collector(self, check_id: str, rule: Rule):
             def action(c) -> None:
                 raise RuntimeError("action exploded")
 

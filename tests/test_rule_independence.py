@@ -4,7 +4,7 @@ The rules of a check are independent findings (conftest's deny and warn): the en
 one decide, so no rule needs to restate another's condition, or its negation, to stay out of its way. A
 comparison is identified by the two things it compares, in either order: ``m.a > m.b``, its negation
 ``m.a <= m.b`` and its mirror ``m.b < m.a`` are one comparison, and so are ``m.n > 0`` and ``m.n == 0``.
-The comparisons are read by evaluating each condition over a recording fact (rules.checks.base.comparisons),
+The comparisons are read by evaluating each condition over a probe fact (rules.checks.base.comparisons),
 checked here against the condition durable_rules itself builds from the same lambda.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from durable import lang
 
-from rules.checks import CATALOGUE
+from rules.checks import CHECKS
 from rules.checks.base import Comparison, Fact, comparisons, facts_named
 
 Condition = Callable[[Any], Any]
@@ -45,7 +45,7 @@ def conditions_of(check: Any) -> dict[str, Condition]:
     return conditions
 
 
-@pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
 def test_no_comparison_appears_in_two_rules_of_a_check(check: Any) -> None:
     repeated = repeated_comparisons(conditions_of(check))
 
@@ -53,8 +53,8 @@ def test_no_comparison_appears_in_two_rules_of_a_check(check: Any) -> None:
                                    for key, names in repeated.items())
 
 
-@pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
-def test_the_recording_fact_sees_the_facts_durable_rules_compares(check: Any) -> None:
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
+def test_the_probe_fact_sees_the_facts_durable_rules_compares(check: Any) -> None:
     for name, condition in conditions_of(check).items():
         assert facts_named(condition) == _durable_names(condition(lang.m).define()), f"{check.id}/{name}"
 

@@ -12,8 +12,6 @@ import pytest
 
 RULES = Path(__file__).resolve().parents[1] / "rules"
 MAX_MODULE_LINES = 400
-# Check modules whose gather methods still compute; their arithmetic is to move to rules/estimates too.
-GATHERS_STILL_COMPUTING = {"sharding.py", "gradient_accumulation.py", "rack_power.py"}
 
 
 def _modules() -> dict[str, Path]:
@@ -115,9 +113,8 @@ def _arithmetic(tree: ast.AST) -> list[str]:
     return found
 
 
-FACT_READERS = sorted((RULES / "checks" / "facts").glob("*.py")) + [RULES / "checks" / "training.py"]
-CHECK_MODULES = sorted(p for p in (RULES / "checks").glob("*.py")
-                       if p.name not in {"__init__.py", "base.py", "training.py", *GATHERS_STILL_COMPUTING})
+FACT_READERS = sorted((RULES / "checks" / "facts").glob("*.py"))
+CHECK_MODULES = sorted(p for p in (RULES / "checks").glob("*.py") if p.name not in {"__init__.py", "base.py"})
 
 
 @pytest.mark.parametrize("path", FACT_READERS, ids=lambda p: p.name)
@@ -141,12 +138,9 @@ def test_the_arithmetic_detector_sees_what_it_forbids() -> None:
 
 
 def test_no_pointer_is_a_one_letter_constant() -> None:
-    # A JSON Pointer is named for what it points to (TRAINING), not T; the compatibility name T of
-    # rules/checks/training.py is an alias, not a pointer literal.
+    # A JSON Pointer is named for what it points to (TRAINING, RACKS), not T or R.
     one_letter = []
     for name, path in MODULES.items():
-        if path.name in GATHERS_STILL_COMPUTING:
-            continue
         for node in ast.parse(path.read_text()).body:
             if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                     and len(node.targets[0].id) == 1 and isinstance(node.value, ast.Constant | ast.JoinedStr)):

@@ -1,4 +1,8 @@
-"""The acceptance-check catalogue, in the order of the acceptance plan; one module per check id."""
+"""The acceptance checks, in the order of the acceptance plan; one module per check id.
+
+``CHECKS`` is the list of check classes; "catalogue" in quotecheck names the hardware catalogue only
+(rules/catalogue.py, rules/data/catalogue.json).
+"""
 
 from rules.checks.base import Check
 from rules.checks.checkpoint_bandwidth import CheckpointBandwidth
@@ -16,7 +20,7 @@ from rules.checks.sharding import Sharding
 from rules.checks.time_to_result import TimeToResult
 from rules.checks.training_objective import TrainingObjective
 
-CATALOGUE: tuple[type[Check], ...] = (
+CHECKS: tuple[type[Check], ...] = (
     TrainingObjective,
     PeakMemory,
     Sharding,
@@ -33,4 +37,4 @@ CATALOGUE: tuple[type[Check], ...] = (
     InferenceCapacity,
 )
 
-CHECK_IDS = tuple(check.id for check in CATALOGUE)
+CHECK_IDS = tuple(check.id for check in CHECKS)

@@ -57,14 +57,14 @@ class Comparison:
 
 
 def comparisons(condition: Callable[[Any], Any]) -> tuple[Comparison, ...]:
-    """Returns the comparisons ``condition`` makes, in order, by evaluating it over a recording fact.
+    """Returns the comparisons ``condition`` makes, in order, by evaluating it over a probe fact.
 
     The same lambda that durable_rules turns into a condition is run here on a stand-in for ``m`` whose
-    attributes record what is compared with what; ``&`` and ``|`` join the records. Anything else a
+    attributes note what is compared with what; ``&`` and ``|`` join the notes. Anything else a
     condition could do (arithmetic, Python's ``and``/``or``/``not``) raises TypeError, so no condition
     holds a comparison this cannot see.
     """
-    return _Recorded.of(condition(_RecordingFact())).comparisons
+    return _Probed.of(condition(_ProbeFact())).comparisons
 
 
 def facts_named(condition: Callable[[Any], Any]) -> frozenset[str]:
@@ -72,7 +72,7 @@ def facts_named(condition: Callable[[Any], Any]) -> frozenset[str]:
     return frozenset(side.name for c in comparisons(condition) for side in (c.left, c.right) if isinstance(side, Fact))
 
 
-class _RecordingFact:
+class _ProbeFact:
     def __getattr__(self, name: str) -> _Operand:
         if name.startswith("__"):
             raise AttributeError(name)
@@ -83,28 +83,28 @@ class _Operand:
     def __init__(self, fact: Fact) -> None:
         self.fact = fact
 
-    def _compare(self, op: str, other: Any) -> _Recorded:
+    def _compare(self, op: str, other: Any) -> _Probed:
         right = other.fact if isinstance(other, _Operand) else other
         if not isinstance(right, Fact | str | int | float | bool | None):
             raise TypeError(f"a rule compares {self.fact.name} with {other!r}, which is neither a fact nor a literal")
-        return _Recorded((Comparison(self.fact, op, right),))
+        return _Probed((Comparison(self.fact, op, right),))
 
-    def __lt__(self, other: Any) -> _Recorded:
+    def __lt__(self, other: Any) -> _Probed:
         return self._compare("<", other)
 
-    def __le__(self, other: Any) -> _Recorded:
+    def __le__(self, other: Any) -> _Probed:
         return self._compare("<=", other)
 
-    def __gt__(self, other: Any) -> _Recorded:
+    def __gt__(self, other: Any) -> _Probed:
         return self._compare(">", other)
 
-    def __ge__(self, other: Any) -> _Recorded:
+    def __ge__(self, other: Any) -> _Probed:
         return self._compare(">=", other)
 
-    def __eq__(self, other: Any) -> _Recorded:  # type: ignore[override]
+    def __eq__(self, other: Any) -> _Probed:  # type: ignore[override]
         return self._compare("==", other)
 
-    def __ne__(self, other: Any) -> _Recorded:  # type: ignore[override]
+    def __ne__(self, other: Any) -> _Probed:  # type: ignore[override]
         return self._compare("!=", other)
 
     __hash__ = None  # type: ignore[assignment]
@@ -117,17 +117,17 @@ class _Operand:
 
 
 @dataclass(frozen=True)
-class _Recorded:
+class _Probed:
     comparisons: tuple[Comparison, ...]
 
     @staticmethod
-    def of(condition: Any) -> _Recorded:
-        if not isinstance(condition, _Recorded):
+    def of(condition: Any) -> _Probed:
+        if not isinstance(condition, _Probed):
             raise TypeError(f"a rule condition must be comparisons joined by & and |, not {condition!r}")
         return condition
 
-    def __and__(self, other: Any) -> _Recorded:
-        return _Recorded(self.comparisons + _Recorded.of(other).comparisons)
+    def __and__(self, other: Any) -> _Probed:
+        return _Probed(self.comparisons + _Probed.of(other).comparisons)
 
     __or__ = __and__
 
@@ -145,7 +145,7 @@ class Exemption:
     """A condition under which its rule does not count, in the manner of conftest's exceptions.
 
     When the rule matched and so did this, the rule is set aside; a check that nothing else fails or warns
-    then passes under this name and message (it records why the rule's finding is tolerated).
+    then passes under this name and message (the record then says why the rule's finding is tolerated).
     """
 
     name: str
@@ -246,7 +246,7 @@ class Context:
             value = compute(probe)
             self._shared[key] = (value, probe.reader.pointers, list(probe.reader.missing))
         value, pointers, missing = self._shared[key]
-        self.reader.record(pointers)
+        self.reader.mark_read(pointers)
         for pointer in missing:
             if pointer not in self.reader.missing:
                 self.reader.missing.append(pointer)

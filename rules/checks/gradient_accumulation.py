@@ -6,17 +6,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.training import (
-    T,
-    accumulation,
-    largest_fitting_micro_batch,
-    layout,
-    measured_peak_gib,
-    memory_estimate,
-)
+from rules.checks.facts.batch import accumulation
+from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import largest_fitting_micro_batch, measured_peak_gib, memory_estimate
+from rules.checks.facts.pointers import TRAINING
 from rules.estimates import batch
+from rules.estimates.batch import MicroBatchOptions
+from rules.estimates.memory import MeasuredPeak, largest_fitting_given_measurement
 from rules.status import Basis, Status
-from rules.units import GIB
+from rules.units import bytes_to_gib
 
 _SPLIT = ("global batch {global_batch} = micro-batch {micro_batch} × {accumulation_steps:g} accumulation steps × "
           "{data_parallel} data-parallel ranks")
@@ -48,29 +46,23 @@ class GradientAccumulation(Check):
                       "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         split = accumulation(ctx)
         if plan is None or split is None:
             return ctx.insufficient("the batch split needs the global batch, the micro-batch and the GPU layout")
         dp = split.data_parallel
-        largest = largest_fitting_micro_batch(ctx, batch.sequences_per_rank(split.global_batch, dp))
+        estimated = largest_fitting_micro_batch(ctx, batch.sequences_per_rank(split.global_batch, dp))
         planned = memory_estimate(ctx)
-        if largest is None or planned is None:
+        if estimated is None or planned is None:
             return ctx.insufficient("activation memory, which bounds the micro-batch, cannot be estimated")
         # A measured peak at the planned micro-batch overrides the estimate for that micro-batch (as in peak-memory).
         measured = measured_peak_gib(ctx, split.micro_batch)
-        basis, largest_from = Basis.ESTIMATED, "estimated"
-        if measured is not None:
-            basis = Basis.MEASURED
-            if measured <= planned.usable_bytes / GIB:
-                largest, largest_from = max(largest, split.micro_batch), "estimated, at least the measured micro-batch"
-            else:
-                largest, largest_from = min(largest, split.micro_batch - 1), "estimated, below the measured micro-batch"
-        divisors = batch.valid_micro_batches(split.global_batch, dp, largest or None)
-        suggested = divisors[-1] if divisors and largest else None
-        below, above = batch.nearest_global_batches(split.global_batch, split.micro_batch, dp)
+        usable_gib = bytes_to_gib(planned.usable_bytes)
+        fitting = largest_fitting_given_measurement(
+            estimated, usable_gib, MeasuredPeak(split.micro_batch, measured) if measured is not None else None)
+        options = batch.micro_batch_options(split, fitting.largest)
         evidence = {
             "global_batch": split.global_batch,
             "micro_batch": split.micro_batch,
@@ -79,19 +71,23 @@ class GradientAccumulation(Check):
             "accumulation_whole": split.split.whole,
             "sequences_per_round": split.split.sequences_per_round,
             "remainder_sequences": split.split.remainder_sequences,
-            "largest_fitting_micro_batch": largest,
-            "largest_fitting_from": largest_from,
+            "largest_fitting_micro_batch": fitting.largest,
+            "largest_fitting_from": _LARGEST_FROM[fitting.measured_fits],
             "measured_peak_gib": measured,
-            "usable_gib": planned.usable_bytes / GIB,
-            "valid_micro_batches": divisors,
-            "suggested_micro_batch": suggested,
-            "suggested_accumulation_steps": (
-                int(batch.batch_split(split.global_batch, suggested, dp).accumulation_steps) if suggested else None),
-            "nearest_global_batches": sorted({b for b in (below, above) if b}),
+            "usable_gib": usable_gib,
+            "valid_micro_batches": options.valid_micro_batches,
+            "suggested_micro_batch": options.suggested_micro_batch,
+            "suggested_accumulation_steps": options.suggested_accumulation_steps,
+            "nearest_global_batches": options.nearest_global_batches,
         }
         evidence["at_largest"] = _at_largest(evidence)
-        evidence["nearest"] = _nearest(evidence)
-        return Facts(evidence=evidence, basis=basis)
+        evidence["nearest"] = _nearest(evidence, options)
+        return Facts(evidence=evidence, basis=Basis.ESTIMATED if measured is None else Basis.MEASURED)
+
+
+# Where the largest fitting micro-batch came from, by whether the measured micro-batch fitted (None: none measured).
+_LARGEST_FROM = {None: "estimated", True: "estimated, at least the measured micro-batch",
+                 False: "estimated, below the measured micro-batch"}
 
 
 def _at_largest(e: dict) -> str:
@@ -102,13 +98,13 @@ def _at_largest(e: dict) -> str:
             f"implies {steps} accumulation step{'' if steps == 1 else 's'}")
 
 
-def _nearest(e: dict) -> str:
+def _nearest(e: dict, options: MicroBatchOptions) -> str:
     globals_ = " or ".join(str(b) for b in e["nearest_global_batches"])
     text = f"with micro-batch {e['micro_batch']} the nearest valid global batches are {globals_}"
-    fitting = [m for m in e["valid_micro_batches"] if m <= e["largest_fitting_micro_batch"]]
-    if fitting:
-        return text + f"; global batch {e['global_batch']} works with micro-batch {', '.join(map(str, fitting))}"
-    if e["global_batch"] % e["data_parallel"]:
+    if options.fitting_micro_batches:
+        return text + (f"; global batch {e['global_batch']} works with micro-batch "
+                       f"{', '.join(map(str, options.fitting_micro_batches))}")
+    if not options.divides_over_ranks:
         return text + (f"; no micro-batch divides {e['global_batch']} sequences over {e['data_parallel']} ranks, "
                        f"so keeping it needs a GPU count whose data-parallel size divides it")
     return text
@@ -118,8 +114,8 @@ def _whole_batch_remedy(e: Mapping[str, Any]) -> str:
     """Returns how to make the global batch a whole number of rounds: the nearest valid global batches at this
     micro-batch, or the largest fitting micro-batch that divides it."""
     nearest = " or ".join(str(b) for b in e["nearest_global_batches"])
-    fitting = [m for m in e["valid_micro_batches"] if m <= e["largest_fitting_micro_batch"]]
-    other = (f", or keep {e['global_batch']} and set micro_batch to {fitting[-1]}" if fitting else
+    suggested = e["suggested_micro_batch"]  # the largest valid micro-batch that fits, if any does
+    other = (f", or keep {e['global_batch']} and set micro_batch to {suggested}" if suggested else
              ", or change the GPU count so that the data-parallel size divides the global batch")
     return f"Set global_batch to {nearest} (with micro_batch {e['micro_batch']}){other}."
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.estimates import power
-from rules.inputs import escape
+from rules.checks.facts.pointers import RACKS
+from rules.checks.facts.racks import quoted_site, sustained_w_per_node
+from rules.estimates.site_power import SitePower, SizedRack, site_power
 from rules.status import Basis, Status
-
-R = "/quote/racks"
-MEASURED_W = "/measurements/power/sustained_w_per_node"
-# The fewest PDUs a redundancy mode can be built from: N+1 keeps the rack up when one PDU fails and 2N when
-# one of its two feeds fails, so both take two PDUs or more by definition (the power estimate refuses to size
-# a rack that claims either with fewer). A definition of the modes, not a policy choice.
-PDUS_FOR_REDUNDANCY = {"N": 1, "N+1": 2, "2N": 2}
 
 
 class RackPower(Check):
@@ -48,83 +42,63 @@ class RackPower(Check):
                       "({draw_basis}) of its {worst_binding} limit of {worst_limit_kw:.1f} kW; site {site_kw:.1f} kW")
 
     def gather(self, ctx: Context) -> Facts:
-        racks = ctx.inputs.get(R) or []
-        if not racks:
-            ctx.reader.missing.append(R)
+        if not ctx.inputs.get(RACKS):
+            ctx.reader.missing.append(RACKS)
             return ctx.insufficient("the quote places no nodes in racks")
-        groups = {g.get("name"): (i, g) for i, g in enumerate(ctx.inputs.get("/quote/node_groups", []))}
-        sustained_w = ctx.num(MEASURED_W)
-        derating = ctx.threshold("continuous_load_fraction")
-        placed = {name: 0 for name in groups}
-        rows: list[dict[str, Any]] = []
-        unknown_groups: list[str] = []
-        redundancy_notes: list[str] = []
-        for r, rack in enumerate(racks):
-            base = f"{R}/{r}"
-            count = int(ctx.num(f"{base}/count", 1))
-            nodes = []
-            for name, per_rack in rack.get("node_groups", {}).items():
-                if name not in groups:
-                    unknown_groups.append(f"rack {rack.get('name')} names an unknown node group {name!r}")
-                    continue
-                index, group = groups[name]
-                placed[name] += int(per_rack) * count
-                ctx.num(f"{base}/node_groups/{escape(name)}")
-                max_w = ctx.need(f"/quote/node_groups/{index}/max_power_w")
-                if max_w is None:
-                    continue
-                has_gpus = bool((group.get("gpu") or {}).get("count"))
-                nodes.append(power.NodePower(int(per_rack), max_w, sustained_w if has_gpus else None))
-            pdus = [power.PduGroup(int(ctx.num(f"{base}/pdus/{p}/count")), ctx.num(f"{base}/pdus/{p}/rating_kw"))
-                    for p in range(len(rack.get("pdus", [])))]
-            if not pdus:
-                ctx.reader.missing.append(f"{base}/pdus")
-            redundancy = ctx.get(f"{base}/redundancy", "N")
-            budget_kw = ctx.num(f"{base}/power_budget_kw")
-            cooling_kw = ctx.num(f"{base}/cooling_capacity_kw")
-            if cooling_kw is None and ctx.get(f"{base}/cooling") == "air":
-                cooling_kw = ctx.setting("power.air_cooling_limit_kw")
-            if not nodes or not pdus:
-                continue
-            if sum(p.count for p in pdus) < PDUS_FOR_REDUNDANCY.get(redundancy, 1):
-                # Counted for the redundancy-unmet rule; the rack's power cannot be sized under the mode it claims.
-                redundancy_notes.append(f"rack {rack.get('name')} claims {redundancy} redundancy with one PDU")
-                continue
-            result = power.rack_power(nodes, pdus, redundancy, continuous_load_factor=derating,
-                                      budget_kw=budget_kw, cooling_kw=cooling_kw)
-            rows.append({"name": rack.get("name", f"rack {r}"), "count": count, "draw_kw": result.draw_kw,
-                         "budget_kw": result.budget_kw, "pdu_derated_kw": result.pdu_derated_kw,
-                         "cooling_kw": result.cooling_kw, "limit_kw": result.limit_kw,
-                         "binding_limit": result.binding_limit, "redundancy": redundancy, "basis": result.basis,
-                         "utilisation": result.draw_kw / result.limit_kw})
-        if ctx.missing:
+        facility = quoted_site(ctx)
+        if facility is None:
             return ctx.insufficient("rack power needs every node's maximum power and every rack's PDUs")
-        quoted = sum(int(ctx.num(f"/quote/node_groups/{i}/count", 0)) for i, _ in groups.values())
-        unplaced = [f"{name}: {placed[name]} of {int(g.get('count', 0))} placed"
-                    for name, (_, g) in groups.items() if placed[name] != g.get("count")]
-        worst = max(rows, key=lambda row: row["utilisation"]) if rows else None
+        sized = site_power(facility, ctx.threshold("continuous_load_fraction"))
+        measured = sustained_w_per_node(ctx) is not None
         evidence: dict[str, Any] = {
-            "racks": rows,
-            "site_kw": sum(row["draw_kw"] * row["count"] for row in rows),
-            "quoted_nodes": quoted,
-            "placed_nodes": sum(placed.values()),
-            "unplaced_nodes": len(unplaced) + len(unknown_groups),
-            "placement_note": "; ".join(unplaced + unknown_groups),
-            "redundancy_unmet": len(redundancy_notes),
-            "redundancy_note": "; ".join(redundancy_notes),
-            "racks_over_limit": sum(1 for row in rows if row["utilisation"] > 1),
-            "draw_basis": "measured sustained draw" if sustained_w is not None else "nameplate maximum",
+            "racks": [_row(rack) for rack in sized.sized],
+            "site_kw": sized.site_kw,
+            "quoted_nodes": sized.quoted_nodes,
+            "placed_nodes": sized.placed_nodes,
+            "unplaced_nodes": sized.placement_problems,
+            "placement_note": _placement_note(sized),
+            "redundancy_unmet": len(sized.short_of_pdus),
+            "redundancy_note": _redundancy_note(sized),
+            "racks_over_limit": sized.racks_over_limit,
+            "draw_basis": "measured sustained draw" if measured else "nameplate maximum",
+            **_worst(sized.worst),
         }
-        if worst is not None:
-            evidence.update(worst_rack=worst["name"], worst_draw_kw=worst["draw_kw"],
-                            worst_limit_kw=worst["limit_kw"], worst_binding=worst["binding_limit"],
-                            worst_budget_kw=_kw(worst["budget_kw"]), worst_pdu_derated_kw=worst["pdu_derated_kw"],
-                            worst_cooling_kw=_kw(worst["cooling_kw"]), worst_utilisation=worst["utilisation"])
-        else:
-            evidence.update(worst_rack="none", worst_draw_kw=0.0, worst_limit_kw=0.0, worst_binding="none",
-                            worst_budget_kw="n/a", worst_pdu_derated_kw=0.0, worst_cooling_kw="n/a",
-                            worst_utilisation=0.0)
-        return Facts(evidence=evidence, basis=Basis.MEASURED if sustained_w is not None else Basis.ESTIMATED)
+        return Facts(evidence=evidence, basis=Basis.MEASURED if measured else Basis.ESTIMATED)
+
+
+def _row(rack: SizedRack) -> dict[str, Any]:
+    """Returns the evidence row of a sized rack (the stable names of DESIGN.md and its utilisation)."""
+    power = rack.power
+    return {"name": rack.rack.name, "count": rack.rack.count, "draw_kw": power.draw_kw, "budget_kw": power.budget_kw,
+            "pdu_derated_kw": power.pdu_derated_kw, "cooling_kw": power.cooling_kw, "limit_kw": power.limit_kw,
+            "binding_limit": power.binding_limit, "redundancy": rack.rack.redundancy, "basis": power.basis,
+            "utilisation": power.utilisation}
+
+
+def _worst(rack: SizedRack | None) -> dict[str, Any]:
+    """Returns the figures of the rack nearest its limit, for the messages; placeholders when none was sized."""
+    if rack is None:
+        return {"worst_rack": "none", "worst_draw_kw": 0.0, "worst_limit_kw": 0.0, "worst_binding": "none",
+                "worst_budget_kw": "n/a", "worst_pdu_derated_kw": 0.0, "worst_cooling_kw": "n/a",
+                "worst_utilisation": 0.0}
+    power = rack.power
+    return {"worst_rack": rack.rack.name, "worst_draw_kw": power.draw_kw, "worst_limit_kw": power.limit_kw,
+            "worst_binding": power.binding_limit, "worst_budget_kw": _kw(power.budget_kw),
+            "worst_pdu_derated_kw": power.pdu_derated_kw, "worst_cooling_kw": _kw(power.cooling_kw),
+            "worst_utilisation": power.utilisation}
+
+
+def _placement_note(sized: SitePower) -> str:
+    """Returns, in words, the node groups placed other than quoted and the unknown groups the racks name."""
+    unplaced = [f"{group}: {placed} of {quoted} placed" for group, placed, quoted in sized.unplaced]
+    unknown = [f"rack {rack} names an unknown node group {group!r}" for rack, group in sized.unknown_groups]
+    return "; ".join([*unplaced, *unknown])
+
+
+def _redundancy_note(sized: SitePower) -> str:
+    """Returns, in words, the racks with fewer PDUs than their redundancy mode is built from."""
+    return "; ".join(f"rack {rack.rack.name} claims {rack.rack.redundancy} redundancy with "
+                     f"{'one PDU' if rack.pdus == 1 else f'{rack.pdus} PDUs'}" for rack in sized.short_of_pdus)
 
 
 def _kw(value: float | None) -> str:

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.training import (
-    SHARDING_ORDER,
-    ShardingOption,
-    T,
-    accumulation,
-    fraction_of,
-    layout,
-    least_communication,
-    sharding_options,
-)
+from rules.checks.facts.batch import accumulation
+from rules.checks.facts.layout import layout
+from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.sharding import sharding_options
+from rules.estimates.sharding import SHARDING_ORDER, ShardingOption, compare_strategies
 from rules.status import Status
 
 _RECOMMENDED = ("{recommended} needs {recommended_total_gib:.1f} GiB ({recommended_spare_fraction:.0%} spare) and "
@@ -54,24 +49,17 @@ class Sharding(Check):
         "fitting: {fitting_list}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(T) is None:
+        if ctx.get(TRAINING) is None:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         options = sharding_options(ctx)
         split = accumulation(ctx)
         if plan is None or options is None or split is None:
             return ctx.insufficient("the strategies cannot be sized without the model, batch shape and hardware")
-        chosen = next(o for o in options if o.strategy == plan.sharding)
-        fitting = [o for o in options if o.fits]
-        comfortable = [o for o in fitting if o.comfortable]
-        candidates = comfortable or fitting
-        best = least_communication(candidates) or chosen
-        ratio = _ratio(chosen, best)
-        # The strategy to recommend: the one that communicates least among those that fit comfortably (else
-        # among those that fit), the chosen one where it communicates as little. Whether the chosen strategy
-        # is close enough to it, or fits with enough to spare, is for the rules to judge.
-        recommended = chosen if chosen in candidates and ratio <= 1 else best
-        leanest = min((o for o in options if o.total_gib is not None), key=lambda o: o.total_gib or 0.0)
+        # Whether the chosen strategy is close enough to the recommended one, or fits with enough to spare, is
+        # for the rules to judge.
+        compared = compare_strategies(options, plan.sharding)
+        chosen, recommended, leanest = compared.chosen, compared.recommended, compared.leanest
         return Facts(evidence={
             "strategies": [o.row() for o in options],
             "sharding": chosen.strategy,
@@ -80,12 +68,12 @@ class Sharding(Check):
             "chosen_spare_fraction": chosen.spare_fraction,
             "chosen_comm_gb_per_step": chosen.comm_gb_per_step or 0.0,
             "chosen_comm_s_per_step": chosen.comm_s_per_step or 0.0,
-            "chosen_comm_ratio": ratio,
+            "chosen_comm_ratio": compared.chosen_comm_ratio,
             "usable_gib": chosen.usable_gib,
             "capacity_gib": ctx.num(f"{plan.group}/gpu/memory_gib", 0),
-            "fitting_count": len(fitting),
-            "fitting_list": ", ".join(o.strategy for o in fitting) or "none",
-            "comfortable_list": ", ".join(o.strategy for o in comfortable) or "none",
+            "fitting_count": len(compared.fitting),
+            "fitting_list": ", ".join(o.strategy for o in compared.fitting) or "none",
+            "comfortable_list": ", ".join(o.strategy for o in compared.comfortable) or "none",
             "recommended": recommended.strategy,
             "recommended_total_gib": recommended.total_gib or 0.0,
             "recommended_spare_fraction": recommended.spare_fraction,
@@ -93,21 +81,14 @@ class Sharding(Check):
             "recommended_comm_s_per_step": recommended.comm_s_per_step or 0.0,
             "leanest": leanest.strategy,
             "leanest_total_gib": leanest.total_gib or 0.0,
-            "why": _why(chosen, recommended, comfortable, ctx.threshold("comfortable_headroom_fraction")),
+            "why": _why(chosen, recommended, compared.comfortable, ctx.threshold("comfortable_headroom_fraction")),
             "data_parallel": plan.data_parallel,
             "accumulation_steps": split.steps,
             "aggressiveness_order": ", ".join(SHARDING_ORDER),
         })
 
 
-def _ratio(chosen: ShardingOption, best: ShardingOption) -> float:
-    """Returns the chosen strategy's communication time relative to the best one (1 when neither communicates)."""
-    if not chosen.comm_s_per_step or not best.comm_s_per_step:
-        return 1.0
-    return fraction_of(chosen.comm_s_per_step, best.comm_s_per_step)
-
-
-def _why(chosen: ShardingOption, recommended: ShardingOption, comfortable: list[ShardingOption],
+def _why(chosen: ShardingOption, recommended: ShardingOption, comfortable: tuple[ShardingOption, ...],
          headroom: float) -> str:
     """Returns, in words, what the recommended strategy offers against the chosen one (for the messages).
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rules.estimates._args import require_positive_int, require_positive_ints
+from rules.estimates._args import require_non_negative_int, require_positive_int, require_positive_ints
 
 # valid_micro_batches lists micro-batches up to this many sequences at most: no GPU holds the activations of
 # more, and scanning every candidate up to a global batch of 2^53 sequences would never end.
@@ -120,3 +120,36 @@ def accumulation(global_batch: int, micro_batch: int, data_parallel: int) -> Acc
     with the accumulation steps a framework would run: the quotient rounded up when it is not whole.
     """
     return Accumulation(global_batch, micro_batch, data_parallel, batch_split(global_batch, micro_batch, data_parallel))
+
+
+@dataclass(frozen=True)
+class MicroBatchOptions:
+    """The micro-batches that split a global batch into whole rounds, and the valid global batches near it."""
+
+    valid_micro_batches: list[int]  # ascending; up to the largest fitting one, all of them when none fits
+    fitting_micro_batches: list[int]  # those of ``valid_micro_batches`` that fit (none when none fits)
+    suggested_micro_batch: int | None  # the largest fitting valid one; None when no valid micro-batch fits
+    suggested_accumulation_steps: int | None  # its accumulation steps
+    nearest_global_batches: list[int]  # at the submitted micro-batch: the valid ones just below and at or above
+    divides_over_ranks: bool  # the global batch is a whole number of sequences per data-parallel rank
+
+
+def micro_batch_options(split: Accumulation, largest_fitting: int) -> MicroBatchOptions:
+    """Returns the valid micro-batches of ``split``'s global batch up to ``largest_fitting``, and the nearest
+    valid global batches at its micro-batch.
+
+    Valid means a whole number of accumulation steps (:func:`batch_split`: DeepSpeed ``_batch_assertion``,
+    Megatron-LM's micro-batch calculator); :func:`valid_micro_batches` lists them, :func:`nearest_global_batches`
+    the global batches around the submitted one. ``largest_fitting`` 0 (not even micro-batch 1 fits) lists every
+    valid micro-batch and suggests none. E.g. global 256 on 16 ranks with at most 4 fitting: valid 1, 2, 4,
+    suggested 4 with 4 steps.
+    """
+    require_non_negative_int("largest_fitting", largest_fitting)
+    global_batch, data_parallel = split.global_batch, split.data_parallel
+    valid = valid_micro_batches(global_batch, data_parallel, largest_fitting or None)
+    fitting = valid if largest_fitting else []
+    suggested = fitting[-1] if fitting else None
+    steps = int(batch_split(global_batch, suggested, data_parallel).accumulation_steps) if suggested else None
+    below, above = nearest_global_batches(global_batch, split.micro_batch, data_parallel)
+    return MicroBatchOptions(valid, fitting, suggested, steps, sorted({b for b in (below, above) if b}),
+                             global_batch % data_parallel == 0)

@@ -1,4 +1,8 @@
-"""Rack power draw against the facility budget, the PDUs (derated, with redundancy) and cooling."""
+"""Rack power draw against the facility budget, the PDUs (derated, with redundancy) and cooling; the site's racks.
+
+Per rack: :func:`rack_power`. Over the quote's racks: :func:`site_power` places the node groups, sizes each
+rack that can be sized under its redundancy mode, and sums the site's draw.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,10 @@ from rules.errors import InconsistentInput
 from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
 
 REDUNDANCY_MODES: tuple[str, ...] = ("N", "N+1", "2N")
+# The fewest PDUs each redundancy mode is built from, by definition of the mode: N runs on what it has; N+1 has
+# one PDU more than the load needs, so that one may fail; 2N feeds the rack from two independent sources (A and
+# B), each through its own PDU (Uptime Institute, Tier Standard: Topology; ANSI/TIA-942 redundancy ratings).
+PDUS_REQUIRED: dict[str, int] = {"N": 1, "N+1": 2, "2N": 2}
 # US NEC 210.20(A): the overcurrent device must be rated ≥ 125 % of the continuous load (one lasting
 # 3 h or more, Art. 100), i.e. a continuous load may use at most 80 % of the rating.
 NEC_CONTINUOUS_LOAD_FACTOR = 0.8
@@ -54,6 +62,7 @@ class RackPower:
     binding_limit: str  # "budget", "pdu" or "cooling"
     headroom_kw: float  # max(0, limit − draw)
     shortfall_kw: float  # max(0, draw − limit)
+    utilisation: float  # draw / limit: above 1 the rack is over its binding limit
 
 
 def _validate_nodes(nodes: Iterable[NodePower]) -> list[NodePower]:
@@ -78,6 +87,14 @@ def rack_draw_kw(nodes: Iterable[NodePower]) -> float:
     return sum(g.count * g.watts for g in _validate_nodes(nodes)) / 1000.0
 
 
+def pdus_required(redundancy: str) -> int:
+    """Returns the fewest PDUs a rack under ``redundancy`` ("N", "N+1", "2N") is built from (PDUS_REQUIRED).
+
+    N needs one; N+1 one more than the load needs, so at least two; 2N one per feed of its A/B pair, so two.
+    """
+    return PDUS_REQUIRED[require_choice("redundancy", redundancy, REDUNDANCY_MODES)]
+
+
 def pdu_capacity_kw(
     pdus: Iterable[PduGroup],
     redundancy: str,
@@ -90,7 +107,7 @@ def pdu_capacity_kw(
     rack. The result is multiplied by ``continuous_load_factor`` (0.8 per US NEC Art. 100 / 210.20(A):
     a continuous load ≤ 80 % of the rating; other codes or listed-100 % equipment may differ).
     """
-    require_choice("redundancy", redundancy, REDUNDANCY_MODES)
+    required = pdus_required(redundancy)
     require_fraction("continuous_load_factor", continuous_load_factor)
     # (rating, count) from the weakest up: the PDUs are counted, never listed one by one, so a rack that
     # claims 2^53 PDUs costs no memory.
@@ -105,8 +122,8 @@ def pdu_capacity_kw(
     groups.sort()
     if redundancy == "N":
         usable = total
-    elif total < 2:
-        raise InconsistentInput(f"{redundancy} redundancy needs at least two PDUs, got {total}")
+    elif total < required:
+        raise InconsistentInput(f"{redundancy} redundancy needs at least {required} PDUs, got {total}")
     elif redundancy == "N+1":
         usable = total - 1
     else:  # 2N: the weaker feed carries everything
@@ -167,4 +184,5 @@ def rack_power(
         binding_limit=binding,
         headroom_kw=max(0.0, limit - draw),
         shortfall_kw=max(0.0, draw - limit),
+        utilisation=draw / limit,
     )

@@ -69,3 +69,38 @@ def least_communication(options: list[ShardingOption]) -> ShardingOption | None:
     if not usable:
         return None
     return min(usable, key=lambda o: (round(o.comm_s_per_step or 0.0, 9), SHARDING_ORDER.index(o.strategy)))
+
+
+@dataclass(frozen=True)
+class ShardingComparison:
+    """The submitted strategy against the others on the same hardware, and the one to recommend."""
+
+    chosen: ShardingOption
+    fitting: tuple[ShardingOption, ...]  # the strategies whose step fits usable memory, least aggressive first
+    comfortable: tuple[ShardingOption, ...]  # those of ``fitting`` with the comfortable headroom to spare
+    recommended: ShardingOption
+    leanest: ShardingOption  # the sized strategy that needs the least memory per GPU
+    chosen_comm_ratio: float  # chosen communication time / the least among the candidates (1 when either is 0)
+
+
+def compare_strategies(options: list[ShardingOption], chosen_strategy: str) -> ShardingComparison:
+    """Returns ``chosen_strategy`` against the other rows of ``options`` and the strategy to recommend.
+
+    The candidates are the strategies that fit comfortably, else those that fit; the recommendation is the
+    candidate that communicates least (:func:`least_communication`), or the chosen strategy when it is a
+    candidate and communicates no more than that one. The trade-off it weighs: each ZeRO stage shards more
+    model state, and stage 3 moves more bytes per step than the others (ZeRO, arXiv 1910.02054: stages 1 and 2
+    move 2Ψ per step as DDP does, §7.2.1; stage 3 moves 3Ψ, 1.5× as much, §7.2.2), so the most aggressive
+    strategy that fits is not automatically the best. The ratio compares communication times, 1 when either
+    strategy moves nothing.
+    """
+    chosen = next(o for o in options if o.strategy == chosen_strategy)
+    fitting = tuple(o for o in options if o.fits)
+    comfortable = tuple(o for o in fitting if o.comfortable)
+    candidates = comfortable or fitting
+    best = least_communication(list(candidates)) or chosen
+    ratio = (chosen.comm_s_per_step / best.comm_s_per_step
+             if chosen.comm_s_per_step and best.comm_s_per_step else 1.0)
+    recommended = chosen if chosen in candidates and ratio <= 1 else best
+    leanest = min((o for o in options if o.total_gib is not None), key=lambda o: o.total_gib or 0.0)
+    return ShardingComparison(chosen, fitting, comfortable, recommended, leanest, ratio)

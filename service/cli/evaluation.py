@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from rules.checks import CATALOGUE
+from rules.checks import CHECKS
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 from rules.evaluate import evaluate as run_evaluation
@@ -68,7 +68,7 @@ def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None) -> N
 
 def headline(check: dict[str, Any]) -> str:
     """Returns the deciding figure of a check result for one table row."""
-    by_id = {c.id: c for c in CATALOGUE}
+    by_id = {c.id: c for c in CHECKS}
     template = by_id[check["id"]].headline if check["id"] in by_id else ""
     fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
     # A figure the check could not give (no GPU count fits memory: gpus_needed is null) is explained by the message.

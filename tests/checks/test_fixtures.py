@@ -19,7 +19,7 @@ import pytest
 from fixture_support import base_paths, check_directories, expand, fixture_paths, load_fixture
 
 import schemas
-from rules.checks import CATALOGUE, CHECK_IDS
+from rules.checks import CHECK_IDS, CHECKS
 from rules.evaluate import evaluate
 
 STATUSES = ("pass", "warn", "fail", "insufficient-data", "not-applicable")
@@ -65,7 +65,7 @@ def test_every_check_has_a_pass_and_a_fail_fixture() -> None:
 def test_every_rule_of_every_check_is_decided_by_one_of_its_fixtures() -> None:
     # The rules are read from the check classes, so a rule added to a check needs a fixture to go with it.
     decided = {(check_id, _result(fixture, check_id)["rule"]) for check_id, fixture, _ in CASES}
-    lacking = [f"{check.id}: {rule.name}" for check in CATALOGUE for rule in check.rules
+    lacking = [f"{check.id}: {rule.name}" for check in CHECKS for rule in check.rules
                if (check.id, rule.name) not in decided]
     assert not lacking, "rules that no fixture of their check decides:\n" + "\n".join(lacking)
 

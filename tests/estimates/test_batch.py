@@ -5,7 +5,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rules.estimates.batch import (
+    accumulation,
     batch_split,
+    micro_batch_options,
     nearest_global_batches,
     sequences_per_rank,
     tokens_per_step,
@@ -30,6 +32,31 @@ def test_megatron_refuses_a_global_batch_not_divisible_by_micro_times_dp():
     assert nearest_global_batches(250, 2, 16) == (224, 256)
     assert nearest_global_batches(20, 2, 16) == (None, 32)
     assert nearest_global_batches(256, 2, 16) == (256, 256)
+
+
+def test_micro_batch_options_256_on_16_ranks_with_4_fitting():
+    # 256 sequences on 16 ranks: 16 per rank, divided by 1, 2, 4, 8, 16; with at most 4 fitting, 1, 2, 4
+    # are valid and fit, and micro-batch 4 takes 256 / (4 × 16) = 4 accumulation steps (DeepSpeed
+    # _batch_assertion). The submitted micro-batch 2 already splits 256 whole: the nearest valid batch is 256.
+    options = micro_batch_options(accumulation(256, 2, 16), largest_fitting=4)
+
+    assert options.valid_micro_batches == options.fitting_micro_batches == [1, 2, 4]
+    assert (options.suggested_micro_batch, options.suggested_accumulation_steps) == (4, 4)
+    assert options.nearest_global_batches == [256]
+    assert options.divides_over_ranks
+
+
+def test_micro_batch_options_when_nothing_fits_or_nothing_divides():
+    # Not even micro-batch 1 fits: every divisor of 16 per rank is listed, none fits, none is suggested.
+    none_fit = micro_batch_options(accumulation(256, 2, 16), largest_fitting=0)
+    assert none_fit.valid_micro_batches == [1, 2, 4, 8, 16] and none_fit.fitting_micro_batches == []
+    assert none_fit.suggested_micro_batch is None and none_fit.suggested_accumulation_steps is None
+    # Megatron-LM refuses 512 on 24 ranks at micro-batch 2 (512 mod 48 = 32): 480 and 528 are the nearest
+    # valid batches, and 512 / 24 is not whole, so no micro-batch divides it.
+    refused = micro_batch_options(accumulation(512, 2, 24), largest_fitting=8)
+    assert refused.valid_micro_batches == [] and refused.suggested_micro_batch is None
+    assert refused.nearest_global_batches == [480, 528]
+    assert not refused.divides_over_ranks
 
 
 def test_valid_micro_batches_divide_the_per_rank_batch():

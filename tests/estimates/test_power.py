@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.power import NodePower, PduGroup, pdu_capacity_kw, rack_draw_kw, rack_power
+from rules.estimates.power import NodePower, PduGroup, pdu_capacity_kw, pdus_required, rack_draw_kw, rack_power
 
 DGX_H100_MAX_W = 10_200.0  # NVIDIA DGX H100 user guide: 10.2 kW maximum input
 DGX_B200_MAX_W = 14_300.0  # NVIDIA DGX B200 user guide: 14.3 kW maximum input
@@ -44,6 +44,7 @@ def test_four_dgx_h100_on_2n_of_four_pdus_is_pdu_bound():
     assert result.shortfall_kw == pytest.approx(13.12)
     assert result.headroom_kw == 0.0
     assert result.basis == "nameplate"
+    assert result.utilisation == pytest.approx(40.8 / 27.68)  # 1.474: over the PDU limit
 
 
 def test_measured_sustained_power_replaces_nameplate_and_cooling_binds():
@@ -58,10 +59,17 @@ def test_measured_sustained_power_replaces_nameplate_and_cooling_binds():
     assert mixed.basis == "mixed" and mixed.draw_kw == pytest.approx(47.9)
 
 
+def test_the_pdus_each_redundancy_mode_is_built_from():
+    # N runs on what it has; N+1 has one PDU to spare; 2N one per feed of the A/B pair.
+    assert [pdus_required(mode) for mode in ("N", "N+1", "2N")] == [1, 2, 2]
+    with pytest.raises(ValueError, match="N, N\\+1, 2N"):
+        pdus_required("3N")
+
+
 def test_invalid_redundancy_names_allowed_values():
     with pytest.raises(ValueError, match="N, N\\+1, 2N"):
         pdu_capacity_kw([PduGroup(2, 17.3)], "N+2")
-    with pytest.raises(ValueError, match="at least two"):
+    with pytest.raises(ValueError, match="at least 2 PDUs"):
         pdu_capacity_kw([PduGroup(1, 17.3)], "2N")
     with pytest.raises(ValueError):
         pdu_capacity_kw([PduGroup(2, 17.3)], "N", continuous_load_factor=1.25)

@@ -6,7 +6,13 @@ from rules.estimates.communication import communication_bytes_per_step
 from rules.estimates.interconnect import Bandwidth
 from rules.estimates.memory import TrainingMemory
 from rules.estimates.model_state import model_state_bytes_per_param
-from rules.estimates.sharding import least_communication, refused_option, sized_option, with_common_usable
+from rules.estimates.sharding import (
+    compare_strategies,
+    least_communication,
+    refused_option,
+    sized_option,
+    with_common_usable,
+)
 
 GIB = 2**30
 ONE_DGX_H100 = Bandwidth(360.0, 360.0, None, "node", "NVLink 900 GB/s", "", 1)
@@ -47,3 +53,55 @@ def test_refused_rows_take_the_usable_memory_of_the_sized_ones():
                                sized_option("zero3", _memory(20, 71.7), step, ONE_DGX_H100, 0.2)])
     assert [row.usable_gib for row in rows] == [71.7, 71.7]
     assert rows[0].note == "needs whole nodes" and rows[0].total_gib is None
+
+
+def _rows(totals_gib: dict[str, float]) -> list:
+    """Returns one row per strategy for a 7e9-parameter model on one 8-GPU DGX H100 (72 GiB usable, 20 % headroom).
+
+    By hand (ZeRO, arXiv 1910.02054 §7.2): DDP, ZeRO-1 and ZeRO-2 move one all-reduce of the bf16 gradients,
+    2 × 7/8 × 14e9 = 24.5 GB per GPU (68.1 ms at 360 GB/s); ZeRO-3 moves 1.5× that, 36.75 GB (102.1 ms).
+    """
+    return [sized_option(strategy, _memory(total, 72), communication_bytes_per_step(strategy, 7e9, 8, 8),
+                         ONE_DGX_H100, comfortable_headroom_fraction=0.2)
+            for strategy, total in totals_gib.items()]
+
+
+def test_zero3_chosen_where_zero1_fits_comfortably_recommends_zero1_at_1_5_times_less_communication():
+    # Given ddp over usable memory, zero1 at 48 of 72 GiB (33 % spare) and zero3 at 20 GiB, zero3 chosen:
+    compared = compare_strategies(_rows({"ddp": 90, "zero1": 48, "zero3": 20}), "zero3")
+
+    # then both fit comfortably, zero1 communicates least (24.5 GB against 36.75 GB: ZeRO §7.2.2's 1.5×),
+    # and zero3 is the leanest.
+    assert [o.strategy for o in compared.fitting] == ["zero1", "zero3"]
+    assert [o.strategy for o in compared.comfortable] == ["zero1", "zero3"]
+    assert compared.recommended.strategy == "zero1"
+    assert compared.chosen_comm_ratio == pytest.approx(1.5)
+    assert (compared.leanest.strategy, compared.leanest.total_gib) == ("zero3", 20)
+
+
+def test_the_chosen_strategy_is_recommended_when_it_ties_the_least_communication():
+    # ddp and zero1 both move 24.5 GB per GPU (ZeRO §7.2.1); ddp, chosen and comfortable, stays the choice.
+    compared = compare_strategies(_rows({"ddp": 50, "zero1": 48, "zero3": 20}), "ddp")
+
+    assert compared.recommended.strategy == "ddp"
+    assert compared.chosen_comm_ratio == pytest.approx(1.0)
+
+
+def test_a_tight_chosen_strategy_gives_way_to_one_that_fits_comfortably_even_if_it_communicates_more():
+    # zero1 at 66 of 72 GiB leaves 8 % spare, under the 20 % headroom; zero3 at 20 GiB is the only comfortable
+    # candidate, so it is recommended although zero1 moves 24.5 / 36.75 = 2/3 as much.
+    compared = compare_strategies(_rows({"ddp": 90, "zero1": 66, "zero3": 20}), "zero1")
+
+    assert [o.strategy for o in compared.comfortable] == ["zero3"]
+    assert compared.recommended.strategy == "zero3"
+    assert compared.chosen_comm_ratio == pytest.approx(2 / 3)
+
+
+def test_when_nothing_fits_the_chosen_strategy_is_its_own_recommendation_and_the_leanest_is_named():
+    rows = _rows({"ddp": 160, "zero1": 120, "zero3": 95}) + [refused_option("fsdp-hybrid", "needs whole nodes")]
+
+    compared = compare_strategies(rows, "ddp")
+
+    assert compared.fitting == () and compared.comfortable == ()
+    assert compared.recommended.strategy == "ddp" and compared.chosen_comm_ratio == 1.0
+    assert (compared.leanest.strategy, compared.leanest.total_gib) == ("zero3", 95)

@@ -7,9 +7,12 @@ import pytest
 from rules.estimates.activations import ActivationSaving
 from rules.estimates.layout import training_layout
 from rules.estimates.memory import (
+    FittingMicroBatch,
+    MeasuredPeak,
     MemorySettings,
     TrainingBatch,
     TrainingJob,
+    largest_fitting_given_measurement,
     largest_fitting_micro_batch,
     memory_min_gpus,
     no_fit_reason,
@@ -80,6 +83,20 @@ def test_largest_fitting_micro_batch_by_hand():
     assert largest_fitting_micro_batch(_job(1e8), layout, capacity_gib, BARE, limit=4) == 4
     assert largest_fitting_micro_batch(_job(1e9), layout, capacity_gib, BARE, limit=64) == 0
     assert largest_fitting_micro_batch(_job(1e8, shape=None), layout, capacity_gib, BARE, limit=64) is None
+
+
+def test_a_measured_peak_moves_the_largest_fitting_micro_batch_past_or_below_the_measured_one():
+    # Activations grow with the micro-batch (Korthikanti et al. 2022 Table 2), so the fitting ones are 1..k.
+    # Estimated k = 2 on 72 GiB usable; a measured 70.1 GiB at micro-batch 4 shows 4 fits: k is at least 4.
+    fits = largest_fitting_given_measurement(2, 72.0, MeasuredPeak(micro_batch=4, peak_gib=70.1))
+    assert (fits.largest, fits.measured_fits) == (4, True)
+    # Estimated k = 16; a measured 75.3 GiB at micro-batch 8 shows 8 does not fit: k is at most 7.
+    over = largest_fitting_given_measurement(16, 72.0, MeasuredPeak(micro_batch=8, peak_gib=75.3))
+    assert (over.largest, over.measured_fits) == (7, False)
+    # A measurement that agrees with the estimate leaves it: k = 16, 8 measured within 72 GiB; 1 over it → 0.
+    assert largest_fitting_given_measurement(16, 72.0, MeasuredPeak(8, 60.0)).largest == 16
+    assert largest_fitting_given_measurement(16, 72.0, MeasuredPeak(1, 80.0)).largest == 0
+    assert largest_fitting_given_measurement(5, 72.0, None) == FittingMicroBatch(5, None)
 
 
 def test_memory_min_gpus_by_hand_in_whole_nodes():

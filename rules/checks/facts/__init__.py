@@ -1,4 +1,4 @@
-"""The facts several checks share, read from the submission and handed to the estimators.
+"""The facts the checks read from the submission and hand to the estimators, by concern.
 
 Each module reads inputs through a check's Context (so that every input read counts as that check's
 evidence and every missing one as missing), names the values it read in the estimators' typed inputs,
@@ -9,5 +9,6 @@ Modules, by concern: ``pointers`` (where inputs live), ``layout`` (node groups, 
 ``model`` (the model and its architecture), ``memory`` (per-GPU training memory), ``communication``
 (collectives, bandwidths, scaling efficiency), ``throughput``, ``reliability`` (checkpoints, failures,
 goodput), ``schedule`` (time to result and cost), ``batch`` and ``sharding`` (the batch split and the
-sharding options), ``serving`` (the inference replica).
+sharding options), ``racks`` (the racks, their PDUs and the nodes they hold), ``serving`` (the inference
+replica).
 """

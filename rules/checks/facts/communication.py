@@ -8,7 +8,7 @@ from typing import Any
 from rules.checks.base import Context
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import Placement, layout, nics
-from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, record_missing_formats
+from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
 from rules.checks.facts.pointers import FABRIC, NCCL_TESTS_RUNS, SCALING_RUNS, TRAINING
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates import communication as collectives
@@ -30,7 +30,7 @@ def communication(ctx: Context, sharding: str | None = None) -> StepCommunicatio
     """
     plan = layout(ctx)
     parameters, precision, optimizer = model_state_inputs(ctx)
-    record_missing_formats(ctx, precision, optimizer)
+    note_missing_formats(ctx, precision, optimizer)
     split = accumulation(ctx)
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None

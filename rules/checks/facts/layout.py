@@ -32,7 +32,7 @@ class Placement(Layout):
 
 
 def layout(ctx: Context) -> Placement | None:
-    """Returns the job layout, or None (with the missing inputs recorded) when it cannot be known."""
+    """Returns the job layout, or None (with the missing inputs noted) when it cannot be known."""
     return ctx.memo("training.layout", _layout)
 
 
@@ -68,7 +68,7 @@ def nics(ctx: Context, group: str, purpose: str) -> topology.NicBandwidth:
 
 
 def cpu_cores_per_node(ctx: Context, group: str) -> int | None:
-    """Returns the cores of one of the group's servers (quote, else catalogue), recording what is missing."""
+    """Returns the cores of one of the group's servers (quote, else catalogue), noting what is missing."""
     sockets = ctx.need(f"{group}/cpu/sockets")
     per_socket = ctx.need(f"{group}/cpu/cores_per_socket")
     if sockets is None or per_socket is None:

@@ -12,7 +12,7 @@ from rules.checks.facts.model import (
     TRAINABLE_PARAMETERS,
     architecture,
     model_state_inputs,
-    record_missing_formats,
+    note_missing_formats,
 )
 from rules.checks.facts.pointers import PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.estimates import memory
@@ -38,7 +38,7 @@ class MemoryInputs:
 
 
 def memory_inputs(ctx: Context) -> MemoryInputs | None:
-    """Returns the inputs that size training memory, or None (inputs recorded missing) without model state.
+    """Returns the inputs that size training memory, or None (inputs noted missing) without model state.
 
     The job may still lack its activations (no architecture or batch shape): ``job.saving`` is then None.
     """
@@ -49,7 +49,7 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
     plan = layout(ctx)
     parameters, precision, optimizer = model_state_inputs(ctx)
     gpu_memory_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
-    record_missing_formats(ctx, precision, optimizer)
+    note_missing_formats(ctx, precision, optimizer)
     if plan is None or parameters is None or precision is None or optimizer is None or gpu_memory_gib is None:
         return None
     micro_batch = ctx.num(f"{TRAINING}/micro_batch")
@@ -90,7 +90,7 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
                     gpus: int | None = None) -> TrainingMemory | None:
     """Returns the per-GPU memory estimate for the submitted layout, or with another sharding / micro-batch / GPU count.
 
-    None when the inputs that size model state are missing (they are recorded as missing on ``ctx``).
+    None when the inputs that size model state are missing (they are noted missing on ``ctx``).
     """
     inputs = memory_inputs(ctx)
     if inputs is None:

@@ -13,12 +13,12 @@ OPTIMIZER = f"{TRAINING}/optimizer"
 
 
 def model_state_inputs(ctx: Context) -> tuple[float | None, str | None, str | None]:
-    """Returns the parameter count (recorded as missing when absent), the training precision and optimizer."""
+    """Returns the parameter count (noted missing when absent), the training precision and optimizer."""
     return ctx.need(PARAMETERS), ctx.get(PRECISION), ctx.get(OPTIMIZER)
 
 
-def record_missing_formats(ctx: Context, precision: str | None, optimizer: str | None) -> None:
-    """Records the precision and the optimizer as missing inputs when the submission leaves them out."""
+def note_missing_formats(ctx: Context, precision: str | None, optimizer: str | None) -> None:
+    """Notes the precision and the optimizer as missing inputs when the submission leaves them out."""
     for pointer, value in ((PRECISION, precision), (OPTIMIZER, optimizer)):
         if value is None and pointer not in ctx.missing:
             ctx.missing.append(pointer)

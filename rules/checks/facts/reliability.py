@@ -11,7 +11,7 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout, nics
-from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, record_missing_formats
+from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
 from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
 from rules.estimates import checkpoint, reliability
 from rules.status import Basis
@@ -26,7 +26,7 @@ def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
 
 def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
     parameters, precision, optimizer = model_state_inputs(ctx)
-    record_missing_formats(ctx, precision, optimizer)
+    note_missing_formats(ctx, precision, optimizer)
     if parameters is None or precision is None or optimizer is None:
         return None
     return checkpoint.training_checkpoint_size(

@@ -110,7 +110,7 @@ class ServingMemory:
 
 
 def hardware(ctx: Context) -> Hardware | None:
-    """Returns the serving node group, or None (with the missing inputs recorded) when it is not known."""
+    """Returns the serving node group, or None (with the missing inputs noted) when it is not known."""
     group = group_pointer(ctx, "inference")
     if group is None:
         ctx.reader.missing.append(f"{INFERENCE}/node_group")
@@ -125,10 +125,10 @@ def hardware(ctx: Context) -> Hardware | None:
 
 
 def serving_memory(ctx: Context) -> ServingMemory | None:
-    """Returns one replica's memory plan, or None when the weights cannot be sized (inputs recorded missing).
+    """Returns one replica's memory plan, or None when the weights cannot be sized (inputs noted missing).
 
     The plan may lack the KV cache (``replica.kv`` / ``replica.concurrency`` None) when the architecture or
-    the context is missing: those inputs are then recorded as missing too.
+    the context is missing: those inputs are then noted missing too.
     """
     return ctx.memo("inference.memory", _serving_memory)
 

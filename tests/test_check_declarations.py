@@ -1,4 +1,4 @@
-"""The check catalogue keeps its promises: stable ids from DESIGN.md, one module per id, thresholds named
+"""The checks keep their promises: stable ids from DESIGN.md, one module per id, thresholds named
 from the policy, and no magic numbers inside rule conditions."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from durable import lang
 
-from rules.checks import CATALOGUE
+from rules.checks import CHECKS
 from rules.policy import default_policy
 from rules.status import Status
 
@@ -21,11 +21,11 @@ DESIGN_IDS = ("training-objective", "peak-memory", "sharding", "gradient-accumul
 STRUCTURAL = {0, 1}
 
 
-def test_the_catalogue_holds_exactly_the_design_ids_in_plan_order() -> None:
-    assert tuple(check.id for check in CATALOGUE) == DESIGN_IDS
+def test_the_checks_are_exactly_the_design_ids_in_plan_order() -> None:
+    assert tuple(check.id for check in CHECKS) == DESIGN_IDS
 
 
-@pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
 def test_each_check_lives_in_the_module_named_after_its_id(check: Any) -> None:
     module = importlib.import_module(f"rules.checks.{check.id.replace('-', '_')}")
 
@@ -33,7 +33,7 @@ def test_each_check_lives_in_the_module_named_after_its_id(check: Any) -> None:
     assert check.title and check.plan_item and check.rules
 
 
-@pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
 def test_thresholds_resolve_in_the_default_policy(check: Any) -> None:
     policy = default_policy()
 
@@ -41,14 +41,14 @@ def test_thresholds_resolve_in_the_default_policy(check: Any) -> None:
         assert isinstance(policy.value(path), int | float | str), (name, path)
 
 
-@pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
 def test_rule_conditions_hold_no_magic_numbers(check: Any) -> None:
     for name, condition in _conditions(check):
         literals = _numbers(condition(lang.m).define())
         assert set(literals) <= STRUCTURAL, f"{check.id}/{name} compares with literals {literals}"
 
 
-@pytest.mark.parametrize("check", CATALOGUE, ids=lambda c: c.id)
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.id)
 def test_rules_have_unique_names_words_and_a_remedy_and_never_waive(check: Any) -> None:
     exemptions = [rule.unless for rule in check.rules if rule.unless]
     names = [check.passing.name, *(rule.name for rule in check.rules), *(e.name for e in exemptions)]
