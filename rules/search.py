@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-from rules.checks import CATALOGUE
+from rules.checks import CHECKS
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.step_model import StepInputs, step_inputs
@@ -54,7 +54,7 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     """
     policy = policy or default_policy()
     inputs = Inputs(submission)
-    ctx = Context(inputs, policy, {}, CATALOGUE[0])
+    ctx = Context(inputs, policy, {}, CHECKS[0])
     if ctx.get("/workload/training") is None:
         raise NothingToSearch("the submission has no training workload to lay out")
     found = step_inputs(ctx)
