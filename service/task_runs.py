@@ -124,9 +124,12 @@ def advance(task_id: str) -> int:
                                 progress_current=case((current < col(TaskRun.progress_total), current + 1),
                                                       else_=current))
                         .execution_options(synchronize_session=False))
-        session.commit()
+        # Read before committing: the UPDATE holds the row (PostgreSQL) or the database (SQLite) until then, so
+        # this is the count this step made, not one a step ending meanwhile made.
         row = find(session, task_id)
-        return row.progress_current if row is not None else 0
+        done = row.progress_current if row is not None else 0
+        session.commit()
+        return done
 
 
 def succeed(task_id: str, result: dict[str, Any]) -> None:
