@@ -1,8 +1,9 @@
 """`make bench`: evaluation latency per example, resident memory over 10,000 evaluations, record PDF cost,
-goodput simulation cost.
+goodput simulation cost, layout search cost.
 
 Prints figures and their ratio to the target, then `bench: N of M targets met`; exits non-zero only when
 a target is missed, so the targets are checked here and not by timed assertions inside the test suite.
+`python -m bench search goodput` runs only the parts named (of latency, memory, pdf, goodput, search).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from rules.estimates.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
 from rules.evaluate import default_engine, evaluate
+from rules.search import search_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
@@ -32,6 +34,8 @@ GOODPUT_TRIALS = 10_000  # issue [11]: 10,000 goodput trials of a 60-day run …
 GOODPUT_RUN_DAYS = 60.0
 GOODPUT_WINDOW_DAYS = 65.0  # a completion window for that run, so the window probability is timed too
 GOODPUT_TARGET_EVALUATIONS = 5.0  # … in at most 5× one evaluation's time of the same submission
+SEARCH_TARGET_LAYOUTS = 5_000  # a layout search of a 1,024-GPU 70B job (RECORD_EXAMPLE) looks at 5,000 layouts …
+SEARCH_TARGET_EVALUATIONS = 10.0  # … in at most 10× one evaluation's time of the same submission
 
 
 def rss_kib() -> int:
@@ -156,18 +160,48 @@ def bench_goodput() -> bool:
     return ratio <= GOODPUT_TARGET_EVALUATIONS
 
 
-def main() -> int:
-    print("== evaluation latency ==")
-    verdicts = bench_latency()
-    print("\n== resident memory over repeated evaluations ==")
-    verdicts.append(bench_memory())
-    print("\n== record PDF: render + PAdES sign (fresh process) ==")
-    verdicts.append(bench_record_pdf())
-    print(f"\n== goodput simulation: {GOODPUT_TRIALS:,} trials against one evaluation ==")
-    verdicts.append(bench_goodput())
+def bench_search() -> bool:
+    """Times the layout search of RECORD_EXAMPLE (every chunk, in one process) against one full evaluation (medians)."""
+    submission = json.loads(RECORD_EXAMPLE.read_text())
+    engine = default_engine()
+    evaluation_s = median_s(lambda: evaluate(submission, engine=engine), 30)
+    search_s = median_s(lambda: search_submission(submission), 10)
+    result = search_submission(submission)
+    training = submission["workload"]["training"]
+    searched, ratio = result["layouts_searched"], search_s / evaluation_s
+    print(f"{RECORD_EXAMPLE.name}: {training['model']['name']} on {training['gpus']:,} GPUs: {searched:,} layouts "
+          f"searched, {result['fitting']:,} fit memory; {result['submitted_vs_best']}")
+    print(f"search: median {search_s * 1000:.1f} ms, {searched / search_s:,.0f} layouts/s; one evaluation: median "
+          f"{evaluation_s * 1000:.2f} ms; {ratio:.2f} evaluations, {searched / ratio:,.0f} layouts per evaluation's "
+          f"time (target ≥ {SEARCH_TARGET_LAYOUTS:,} layouts in ≤ {SEARCH_TARGET_EVALUATIONS:g} evaluations, ratio "
+          f"{ratio / SEARCH_TARGET_EVALUATIONS:.2f})")
+    return searched >= SEARCH_TARGET_LAYOUTS and ratio <= SEARCH_TARGET_EVALUATIONS
+
+
+# The parts, by the name `python -m bench NAME …` selects them with: heading and what returns the verdicts.
+PARTS: dict[str, tuple[str, Callable[[], list[bool]]]] = {
+    "latency": ("evaluation latency", bench_latency),
+    "memory": ("resident memory over repeated evaluations", lambda: [bench_memory()]),
+    "pdf": ("record PDF: render + PAdES sign (fresh process)", lambda: [bench_record_pdf()]),
+    "goodput": (f"goodput simulation: {GOODPUT_TRIALS:,} trials against one evaluation", lambda: [bench_goodput()]),
+    "search": ("layout search: a 1,024-GPU 70B job against one evaluation", lambda: [bench_search()]),
+}
+
+
+def main(names: list[str] | None = None) -> int:
+    names = names or list(PARTS)
+    unknown = [name for name in names if name not in PARTS]
+    if unknown:
+        print(f"unknown bench part {', '.join(unknown)}; the parts are {', '.join(PARTS)}", file=sys.stderr)
+        return 2
+    verdicts: list[bool] = []
+    for index, name in enumerate(names):
+        heading, run = PARTS[name]
+        print(("\n" if index else "") + f"== {heading} ==")
+        verdicts += run()
     print(f"\nbench: {sum(verdicts)} of {len(verdicts)} targets met" + ("" if all(verdicts) else " (TARGET MISSED)"))
     return 0 if all(verdicts) else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -4,7 +4,9 @@ Reads the submission as an evaluation does (the same inputs, catalogue fills and
 model of the quoted GPU (rules/checks/facts/step_model.py) and searches tensor × pipeline × virtual stages ×
 context × data × micro-batch × recompute × sharding × precision (rules/estimates/layout_search.py). The space
 is cut into chunks by tensor degree, so workers can search chunks side by side: ``search_chunk`` searches one,
-``merge_chunks`` combines their results, and ``search_submission`` does both in one process.
+``merge_chunks`` combines their results, and ``search_submission`` does both in one process. A chunk crosses
+a task queue as ``chunk_document`` (its fields, JSON) and is read back with ``chunk_space``; ``search_key``
+identifies a search, so that the same submission under the same engine and policy is searched once.
 
 The result is the shape ``quotecheck search --format json`` prints and the search task returns:
 ``{"layouts_searched", "fitting", "best": {layout…, "step_s", "tokens_per_s_per_gpu", "mfu"}, "submitted":
@@ -13,9 +15,12 @@ The result is the shape ``quotecheck search --format json`` prints and the searc
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from typing import Any
+
+import rfc8785
 
 from rules.checks import CHECKS
 from rules.checks.base import Context
@@ -32,6 +37,7 @@ from rules.estimates.layout_search import (
 )
 from rules.estimates.ratios import fraction_of
 from rules.estimates.step_time import StepTime
+from rules.evaluate import submission_digest
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 
@@ -45,6 +51,30 @@ class NothingToSearch(InconsistentInput):
 def chunks_of(space: SearchSpace) -> list[SearchSpace]:
     """Returns the search space cut by tensor degree: one chunk per degree, searched independently."""
     return [replace(space, tensor=(tensor,)) for tensor in space.tensor]
+
+
+def default_chunks() -> list[SearchSpace]:
+    """Returns the chunks of the whole search space (``SearchSpace()``), in the order they are merged."""
+    return chunks_of(SearchSpace())
+
+
+def chunk_document(space: SearchSpace) -> dict[str, Any]:
+    """Returns a search space (a chunk) as JSON: each field by name, tuples as arrays."""
+    return {f.name: list(value) if isinstance(value := getattr(space, f.name), tuple) else value
+            for f in fields(space)}
+
+
+def chunk_space(document: dict[str, Any]) -> SearchSpace:
+    """Returns the search space ``chunk_document`` wrote; TypeError for a field SearchSpace does not have."""
+    return SearchSpace(**{name: tuple(value) if isinstance(value, list) else value for name, value in document.items()})
+
+
+def search_key(submission: dict[str, Any], engine: str, policy_digest: str, top_n: int = TOP_N) -> str:
+    """Returns ``sha256:<hex>`` identifying the search of ``submission``: its digest, the engine version, the
+    policy digest, the space searched and how many layouts it keeps; the same inputs give the same result."""
+    identity = {"search": "layouts", "submission": submission_digest(submission), "engine_version": engine,
+                "policy_digest": policy_digest, "space": chunk_document(SearchSpace()), "top_n": top_n}
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(identity)).hexdigest()
 
 
 def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[StepInputs, float, MemoryConvention]:
@@ -101,7 +131,7 @@ def search_submission(submission: dict[str, Any], policy: Policy | None = None, 
                       on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Returns the layout search of a validated ``submission``, searching its chunks one after another."""
     document = submission
-    chunks = chunks_of(SearchSpace())
+    chunks = default_chunks()
     parts = []
     for done, chunk in enumerate(chunks, start=1):
         parts.append(search_chunk(document, chunk, policy, top_n))
@@ -128,4 +158,5 @@ def _comparison(submitted: dict[str, Any], best: dict[str, Any] | None) -> str:
     return f"the submitted layout is {slower - 1:.0%} slower than the best that fits"
 
 
-__all__ = ["LayoutSearch", "NothingToSearch", "chunks_of", "merge_chunks", "search_chunk", "search_submission"]
+__all__ = ["LayoutSearch", "NothingToSearch", "chunk_document", "chunk_space", "chunks_of", "default_chunks",
+           "merge_chunks", "search_chunk", "search_key", "search_submission"]

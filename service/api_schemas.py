@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.search_schemas import SEARCH, SEARCH_LAYOUT
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
 
 _TEXT = {"type": "string"}
@@ -353,13 +354,13 @@ TASK: dict[str, Any] = {
     "required": ["id", "kind", "state", "progress", "created_at", "updated_at", "links"],
     "properties": {
         "id": _TEXT,
-        "kind": {"enum": ["comparison", "record-pdf"]},
+        "kind": {"enum": ["comparison", "record-pdf", "search"]},
         "state": {"enum": ["PENDING", "PROGRESS", "SUCCESS", "FAILURE"],
                   "description": "PENDING: queued; PROGRESS: running; SUCCESS: `result`; FAILURE: `error`"},
         "progress": {"type": "object", "required": ["current", "total"],
                      "properties": {"current": {"type": "integer"}, "total": {"type": "integer"}}},
-        "result": {"anyOf": [{"$ref": "#/components/schemas/Comparison"},
-                             {"$ref": "#/components/schemas/RecordPdfResult"}]},
+        "result": {"anyOf": [{"$ref": f"#/components/schemas/{name}"}
+                             for name in ("Comparison", "RecordPdfResult", "Search")]},
         "error": {"$ref": "#/components/schemas/Problem"},
         "created_at": _TIME, "updated_at": _TIME,
         "links": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -370,6 +371,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "ComparisonRow": COMPARISON_ROW,
     "Comparison": COMPARISON,
     "RecordPdfResult": RECORD_PDF_RESULT,
+    "Search": SEARCH,
+    "SearchLayout": SEARCH_LAYOUT,
     "Task": TASK,
     "PurchaseOrderLink": PURCHASE_ORDER_LINK,
     "SignedRecord": SIGNED_RECORD,

@@ -131,6 +131,15 @@ def load(session: Session, submission_id: str) -> Snapshot:
     return snap
 
 
+def current_document(session: Session, submission_id: str) -> dict[str, Any]:
+    """Returns the submitted document of a submission's current revision; NotFound when there is no such submission."""
+    submission = session.get(Submission, submission_id, populate_existing=True)
+    if submission is None:
+        raise NotFound(f"there is no submission {submission_id!r}")
+    return session.exec(select(Revision.document).where(Revision.submission_id == submission_id,
+                                                        Revision.number == submission.revision)).one()
+
+
 def compare_and_set(session: Session, submission_id: str, expected_version: int, **values: Any) -> int:
     """Returns the new version after bumping it from ``expected_version`` and setting ``values``.
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from flask import current_app
-from sqlalchemy import update
+from sqlalchemy import case, update
 from sqlmodel import Session, col, select
 
 from rules.errors import QuotecheckError
@@ -29,6 +29,7 @@ FINISHED = (SUCCESS, FAILURE)
 
 COMPARISON = "comparison"  # quotecheck.compare_configurations
 RECORD_PDF = "record-pdf"  # quotecheck.render_record_pdf
+SEARCH = "search"  # quotecheck.search_layouts
 
 
 def find(session: Session, task_id: str) -> TaskRun | None:
@@ -107,6 +108,28 @@ def begin(task_id: str, kind: str, key: str, total: int) -> TaskRun:
 def progress(task_id: str, current: int, total: int) -> None:
     """Records that ``current`` of ``total`` steps are done."""
     _update(task_id, state=PROGRESS, progress_current=current, progress_total=total)
+
+
+def advance(task_id: str) -> int:
+    """Records one more step done of a running task and returns the steps done now (never beyond the total).
+
+    For a task whose steps run side by side in several workers (the chunks of a search): the increment is
+    one UPDATE, so two steps ending at once both count. A task that ended (a step failed, or it was merged)
+    is left as it is. A step delivered twice counts twice, which the cap at the total keeps within bounds.
+    """
+    current = col(TaskRun.progress_current)
+    with get_db().session() as session:
+        session.execute(update(TaskRun).where(col(TaskRun.id) == task_id, col(TaskRun.state).not_in(FINISHED))
+                        .values(state=PROGRESS, updated_at=_now(),
+                                progress_current=case((current < col(TaskRun.progress_total), current + 1),
+                                                      else_=current))
+                        .execution_options(synchronize_session=False))
+        # Read before committing: the UPDATE holds the row (PostgreSQL) or the database (SQLite) until then, so
+        # this is the count this step made, not one a step ending meanwhile made.
+        row = find(session, task_id)
+        done = row.progress_current if row is not None else 0
+        session.commit()
+        return done
 
 
 def succeed(task_id: str, result: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from service.errors import ServiceUnavailable
 # The tasks, by the names the worker registers them under (workers/tasks.py) and the service sends them.
 COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON text, variants)
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
+SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
 
 EXTENSION = "quotecheck.task_queue"
 

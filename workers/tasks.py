@@ -46,7 +46,7 @@ def compare_configurations(submission_json: str, variants: list[dict[str, Any]],
 
 # --- tasks -------------------------------------------------------------------------------------------------
 
-def _report(task: Task, current: int, total: int) -> None:
+def report_progress(task: Task, current: int, total: int) -> None:
     """Reports progress to the result backend (Celery's PROGRESS state) and to the task table."""
     task_id = task.request.id
     if not task_id:  # called as a plain function: nobody to tell
@@ -66,10 +66,10 @@ def compare_configurations_task(self: Task, submission_json: str, variants: list
         row = task_runs.begin(task_id, task_runs.COMPARISON, key, len(variants))
         if row.state == task_runs.SUCCESS and row.result is not None:
             return row.result
-    _report(self, 0, len(variants))
+    report_progress(self, 0, len(variants))
     try:
         result = compare_configurations(submission_json, variants, evaluation.policy(),
-                                        on_progress=lambda done, total: _report(self, done, total))
+                                        on_progress=lambda done, total: report_progress(self, done, total))
     except Exception as error:
         if task_id:
             task_runs.fail(task_id, error)
@@ -99,7 +99,7 @@ def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) ->
             row = task_runs.begin(task_id, task_runs.RECORD_PDF, key, 1)
             if row.state == task_runs.SUCCESS and row.result is not None:
                 return row.result
-        _report(self, 0, 1)
+        report_progress(self, 0, 1)
         stored = record_store.issue_signed_pdf(who, record, signing_keys(), clock_of(current_app.config)())
         result = {"record_id": record.id, "record_digest": record.digest, "record_status": "signed",
                   "pdf_digest": stored.pdf_digest, "bytes": len(stored.pdf),
@@ -108,7 +108,7 @@ def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) ->
         if task_id:
             task_runs.fail(task_id, error)
         raise
-    _report(self, 1, 1)
+    report_progress(self, 1, 1)
     if task_id:
         task_runs.succeed(task_id, result)
     return result

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from typing import Any
@@ -68,12 +67,7 @@ def create_comparison(body: dict[str, Any]) -> Response:
     variants = [{"name": v["name"], "patch": v["patch"]} for v in body["variants"]]
     variant_documents(submission, variants)
     identity = policy().identity()
-    key = comparison_key(submission, variants, engine_version(), identity["digest"])
-    private = actor.scope == "own"
-    if private:
-        # A vendor's comparison is theirs alone: bound to their user, it is neither shared with nor found by
-        # another user asking for the same work.
-        key = "sha256:" + hashlib.sha256(f"{key}\nuser:{actor.user_id}".encode()).hexdigest()
+    key, private = tasks.key_for(actor, comparison_key(submission, variants, engine_version(), identity["digest"]))
     row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now(), private=private, event={
         "action": "comparison.requested", "input_digest": submission_digest(submission),
         "engine_version": engine_version(), "policy_version": identity["version"],

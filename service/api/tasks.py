@@ -7,6 +7,7 @@ progress of a running task and the end of one whose worker died before it could 
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from typing import Any
 
@@ -21,12 +22,24 @@ from service.errors import NotFound, ServiceUnavailable
 from service.http import json_response
 from service.models import TaskRun
 from service.openapi import operation
-from service.tasks_port import COMPARE_CONFIGURATIONS, RENDER_RECORD_PDF, task_queue
+from service.tasks_port import COMPARE_CONFIGURATIONS, RENDER_RECORD_PDF, SEARCH_LAYOUTS, task_queue
 from service.visibility import may_see
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
-TASK_NAMES = {task_runs.COMPARISON: COMPARE_CONFIGURATIONS, task_runs.RECORD_PDF: RENDER_RECORD_PDF}
+TASK_NAMES = {task_runs.COMPARISON: COMPARE_CONFIGURATIONS, task_runs.RECORD_PDF: RENDER_RECORD_PDF,
+              task_runs.SEARCH: SEARCH_LAYOUTS}
+
+
+def key_for(actor: Actor, key: str) -> tuple[str, bool]:
+    """Returns the key the work ``key`` is issued under for ``actor``, and whether the work is private to them.
+
+    A vendor's work (a token of scope ``own``) is theirs alone: bound to their user, it is neither shared
+    with nor found by another user asking for the same work.
+    """
+    if actor.scope != "own":
+        return key, False
+    return "sha256:" + hashlib.sha256(f"{key}\nuser:{actor.user_id}".encode()).hexdigest(), True
 
 
 def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, event: dict[str, Any] | None = None,

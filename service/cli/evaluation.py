@@ -21,8 +21,8 @@ STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-dat
                "not-applicable": "n/a", "waived": "WAIVED"}
 
 
-def _read_submission(path: str) -> dict[str, Any]:
-
+def read_submission(path: str) -> dict[str, Any]:
+    """Returns the submission in the file ``path``, read and validated; InvalidSubmission saying what is wrong."""
     file = Path(path)
     try:
         size = file.stat().st_size
@@ -39,7 +39,7 @@ def _read_submission(path: str) -> dict[str, Any]:
 def validate(file: str) -> None:
     """Validate FILE against the submission schema without evaluating it."""
     try:
-        _read_submission(file)
+        read_submission(file)
     except InvalidSubmission as error:
         fail_input(error)
     click.echo(f"{file}: valid submission (schema v1)")
@@ -53,7 +53,7 @@ def validate(file: str) -> None:
 def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None) -> None:
     """Evaluate FILE and print one row per acceptance check (or the record as JSON)."""
     try:
-        submission = _read_submission(file)
+        submission = read_submission(file)
         policy = load_policy(policy_path)
     except (InvalidSubmission, InvalidPolicy) as error:
         fail_input(error)

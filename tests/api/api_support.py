@@ -85,6 +85,15 @@ def new_token(app: Flask, role: str, name: str | None = None) -> tuple[str, str]
     return name, token
 
 
+def token_for(app: Flask, user: str, role: str, *, scope: str = "all", days: int = 90) -> Caller:
+    """Returns a caller with a new token of ``user`` (created when there is none) in ``role``."""
+    with app.app_context(), get_db(app).session() as session:
+        row, token = create_token(session, user, role, datetime.now(UTC), lifetime=timedelta(days=days), scope=scope)
+        session.commit()
+        name = row.name
+    return Caller(app, name, role, token)
+
+
 # --- workflow helpers -------------------------------------------------------------------------------------
 
 def url(submission_id: str, *parts: str) -> str:

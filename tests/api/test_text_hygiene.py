@@ -154,6 +154,7 @@ def _endpoints(view: dict[str, Any]) -> list[tuple[str, str]]:
     return [("submitter", "/api/v1/submissions"), ("submitter", url(view["id"], "revisions")),
             ("reviewer", url(view["id"], "checks", "training-objective", "waivers")),
             ("reviewer", url(view["id"], "decisions")), ("submitter", "/api/v1/comparisons"),
+            ("reviewer", "/api/v1/searches"),
             ("approver", f"/api/v1/records/{view['evaluation']['record_id']}/purchase-orders"),
             ("submitter", "/api/v1/records/verify")]
 

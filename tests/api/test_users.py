@@ -6,11 +6,11 @@ Every test runs on SQLite and on PostgreSQL (tests/api/conftest.py).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from api_support import Caller, url, waive_all
+from api_support import Caller, token_for, url, waive_all
 from flask import Flask
 from sqlmodel import select
 from task_support import example, three_variants
@@ -20,15 +20,6 @@ from service.auth import create_token
 from service.db import get_db
 from service.models import ApiToken, User
 from service.users import name_key
-
-
-def token_for(app: Flask, user: str, role: str, *, scope: str = "all", days: int = 90) -> Caller:
-    """Returns a caller with a new token of ``user`` (created when there is none) in ``role``."""
-    with app.app_context(), get_db(app).session() as session:
-        row, token = create_token(session, user, role, datetime.now(UTC), lifetime=timedelta(days=days), scope=scope)
-        session.commit()
-        name = row.name
-    return Caller(app, name, role, token)
 
 
 def submit(caller: Caller, document: dict[str, Any]) -> dict[str, Any]:

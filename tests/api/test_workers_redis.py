@@ -1,4 +1,4 @@
-"""Real services: a Celery worker process on Redis runs the tasks the API sends, on SQLite and PostgreSQL.
+"""Real services: Celery worker processes on Redis run the tasks the API sends, on SQLite and PostgreSQL.
 
 The worker is started as an operator would (`celery -A workers.worker worker`), configured only through
 the environment, on the test's database and instance folder (so it signs with the same key). Each run
@@ -25,6 +25,7 @@ from api_support import url, waive_all
 from flask import Flask
 from task_support import direct_evaluation, example, poll, three_variants
 
+from rules.search import default_chunks, search_submission
 from service.record import TrustedKeys, verify_document
 
 pytestmark = pytest.mark.redis
@@ -80,28 +81,56 @@ def app(make_app: Callable[..., Flask], celery_config: dict[str, Any]) -> Flask:
     return make_app(**celery_config)
 
 
-@pytest.fixture
-def worker(database_url: str, tmp_path: Path, celery_config: dict[str, Any], app: Flask) -> Iterator[Path]:
-    """Runs `celery -A workers.worker worker` on this test's database, instance folder and queue; yields its log."""
+def _start_worker(database_url: str, instance: Path, celery_config: dict[str, Any], log: Path,
+                  name: str) -> subprocess.Popen:
+    """Starts `celery -A workers.worker worker` on this test's database, instance folder and queue; logs to ``log``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTECHECK_")}
-    env.update({"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(tmp_path / "instance")})
+    env.update({"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(instance)})
     env.update({f"QUOTECHECK_{key}": value if isinstance(value, str) else json.dumps(value)
                 for key, value in celery_config.items()})
-    log = tmp_path / "worker.log"
     command = [sys.executable, "-m", "celery", "-A", "workers.worker", "worker", "--pool=solo", "--concurrency=1",
-               "-Q", celery_config["CELERY_QUEUE"], "-n", f"{celery_config['CELERY_QUEUE']}@%h",
+               "-Q", celery_config["CELERY_QUEUE"], "-n", f"{name}@%h",
                "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"]
     with log.open("wb") as output:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)  # warm shutdown: finish the current task, then exit
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
+@pytest.fixture
+def worker(database_url: str, tmp_path: Path, celery_config: dict[str, Any], app: Flask) -> Iterator[Path]:
+    """Runs one worker process on this test's database, instance folder and queue; yields its log."""
+    log = tmp_path / "worker.log"
+    process = _start_worker(database_url, tmp_path / "instance", celery_config, log, celery_config["CELERY_QUEUE"])
     try:
         yield log
     finally:
-        process.send_signal(signal.SIGTERM)  # warm shutdown: finish the current task, then exit
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        _stop(process)
+
+
+@pytest.fixture
+def two_workers(database_url: str, tmp_path: Path, celery_config: dict[str, Any], app: Flask) -> Iterator[list[Path]]:
+    """Runs two worker processes on the same queue, waits until both take tasks; yields their logs."""
+    logs = [tmp_path / f"worker-{n}.log" for n in (1, 2)]
+    processes = [_start_worker(database_url, tmp_path / "instance", celery_config, log,
+                               f"{celery_config['CELERY_QUEUE']}-{n}") for n, log in enumerate(logs, start=1)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all(log.exists() and " ready." in log.read_text(errors="replace") for log in logs):
+            assert all(p.poll() is None for p in processes), "\n".join(map(_tail, logs))
+            assert time.monotonic() < deadline, "the workers did not start within 60 s:\n" + "\n".join(map(_tail, logs))
+            time.sleep(0.1)
+        yield logs
+    finally:
+        for process in processes:
+            _stop(process)
 
 
 def _drain(listener: Any, until: Callable[[dict], bool], window_s: float = 3) -> list[dict]:
@@ -178,3 +207,48 @@ def test_a_worker_process_renders_and_stores_the_signed_pdf(app, client, as_role
     # Signed in the worker with the instance's key, which GET /api/v1/keys publishes
     pem = "".join(k["certificate_pem"] for k in client.get("/api/v1/keys").get_json()["keys"])
     assert verify_document(pdf.data, TrustedKeys.from_pem(pem.encode(), "GET /api/v1/keys")).ok
+
+
+def test_two_worker_processes_search_the_chunks_and_merge_what_one_process_finds(app, as_role, two_workers, isolation,
+                                                                                redis_url):
+    import redis
+
+    # Given the 1,024-GPU pretraining example, submitted, and two workers on the queue
+    document = json.loads((ROOT / "examples" / "h200-128node-pretraining.json").read_text())
+    created = as_role("submitter").post("/api/v1/submissions", json=document)
+    assert created.status_code == 201, created.get_json()
+    reader = as_role("reviewer")
+    chunks = len(default_chunks())
+    listener = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    listener.psubscribe(isolation["prefix"] + "celery-task-meta-*")
+    try:
+        # When a reader asks for its layout search
+        response = reader.post("/api/v1/searches", json={"submission": created.get_json()["id"]})
+
+        assert response.status_code == 202, response.get_json()
+        task, seen = poll(reader.get, response.headers["Location"])
+        published = _drain(listener, until=lambda meta: meta["task_id"] == task["id"] and meta["status"] == "SUCCESS")
+    finally:
+        listener.close()
+
+    # Then the chunks were searched by the workers and merged into what one process finds
+    assert task["state"] == "SUCCESS", f"{task.get('error')}\n" + "\n".join(map(_tail, two_workers))
+    assert task["kind"] == "search" and task["progress"] == {"current": chunks, "total": chunks}
+    assert task["result"] == search_submission(document)
+    logs = [log.read_text(errors="replace") for log in two_workers]
+    by_worker = [_succeeded(log, "quotecheck.search_layouts.chunk") for log in logs]
+    assert sum(by_worker) == chunks and all(by_worker), f"chunks searched by each worker: {by_worker}"
+    assert sum(_succeeded(log, "quotecheck.search_layouts.merge") for log in logs) == 1
+    # Progress was published under the search's id, one step per chunk, before its end
+    mine = [m for m in published if m["task_id"] == task["id"]]
+    assert [m["status"] for m in mine][-1] == "SUCCESS" and mine[-1]["result"] == task["result"]
+    steps = sorted(m["result"]["current"] for m in mine if m["status"] == "PROGRESS")
+    assert steps == list(range(chunks + 1)), mine
+    # ... and whatever GET /api/v1/tasks/{id} read on the way only ever moved forward
+    assert all(state in ("PENDING", "PROGRESS", "SUCCESS") and total == chunks for state, _, total in seen)
+    assert [current for _, current, _ in seen] == sorted(current for _, current, _ in seen)
+
+
+def _succeeded(log: str, task_name: str) -> int:
+    """Returns how many tasks named ``task_name`` a worker's log says succeeded."""
+    return sum(1 for line in log.splitlines() if f"{task_name}[" in line and "] succeeded in " in line)

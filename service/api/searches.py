@@ -1,0 +1,69 @@
+"""Searches: the layout search of a stored submission, in background tasks (a task per chunk of the space)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, Response
+
+from rules.errors import Problem
+from rules.evaluate import engine_version, submission_digest
+from rules.search import NothingToSearch, default_chunks, prepare, search_key
+from service import store, task_runs
+from service.api import tasks
+from service.auth import current_actor, require
+from service.db import get_db
+from service.errors import InvalidRequest
+from service.evaluation import policy
+from service.http import now
+from service.inputs import Body, accepts
+from service.openapi import operation
+from service.search_schemas import SEARCH_REQUEST
+from service.visibility import ensure_visible
+
+bp = Blueprint("searches", __name__, url_prefix="/api/v1/searches")
+
+SEARCH_BODY = Body("SearchRequest", "search", SEARCH_REQUEST)
+
+
+@bp.post("")
+@operation(tag="searches", errors=(404, 503),
+           responses={202: ("Accepted: the task that searches the layouts (`Location`); it has finished already "
+                            "when the service runs tasks in-process", "Task")},
+           response_headers={202: ("Location",)})
+@require("read")
+@accepts(SEARCH_BODY)
+def create_search(body: dict[str, Any]) -> Response:
+    """Search the parallel layouts of a submission's quoted GPUs, in background tasks.
+
+    The current revision of `submission` is searched as `quotecheck search` does: tensor × pipeline ×
+    virtual stages × context × data × micro-batch × recompute × sharding × precision on the quoted GPU
+    count, keeping the layouts that fit the memory budget, ranked by modelled step time. The answer is
+    always 202 with the task (`Location`); the space is cut into chunks searched side by side by the
+    workers, and `GET /api/v1/tasks/{id}` reports the chunks done, then the result: layouts searched and
+    fitting, `best`, `submitted`, `top` and `submitted_vs_best`. A submission without a training workload,
+    its architecture or a catalogued GPU has nothing to search (422 naming `/submission`); one the token
+    may not see is 404. The same document, engine version and policy give the same task: a repeated
+    request is answered with the task (and result) of the first, a failed one is run again.
+    """
+    actor = current_actor()
+    submission_id = body["submission"]
+    with get_db().session() as session:
+        ensure_visible(session, actor, submission_id)
+        document = store.current_document(session, submission_id)
+    app_policy = policy()
+    try:
+        prepare(document, app_policy)
+    except NothingToSearch as error:
+        raise InvalidRequest(f"submission {submission_id!r} has nothing to search: {error}",
+                             [Problem("/submission", str(error))]) from None
+    identity = app_policy.identity()
+    key, private = tasks.key_for(actor, search_key(document, engine_version(), identity["digest"]))
+    event = {"action": "search.requested", "submission_id": submission_id, "input_digest": submission_digest(document),
+             "engine_version": engine_version(), "policy_version": identity["version"], "detail": {"key": key}}
+    row, send = tasks.issue(actor, task_runs.SEARCH, key, len(default_chunks()), now(), event=event,
+                            submission_id=submission_id, private=private)
+    if send:
+        tasks.send(row, [json.dumps(document)])
+    return tasks.accepted(row.id)
