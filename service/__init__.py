@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from typing import Any
@@ -28,7 +29,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")
     app = Flask(__name__, instance_path=os.path.abspath(instance_path) if instance_path else None,
                 instance_relative_config=True, static_folder=None)
-    app.config.from_mapping(DEFAULTS)
+    # A copy: nested settings (QUOTECHECK_CELERY__broker_transport_options) are written into the dicts of
+    # the config, which must not be the module's defaults shared by every app of the process.
+    app.config.from_mapping(copy.deepcopy(DEFAULTS))
     app.config.from_file("config.json", load=json.load, silent=True)
     app.config.from_pyfile("config.py", silent=True)
     app.config.from_prefixed_env(ENV_PREFIX)

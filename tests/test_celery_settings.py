@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from service import create_app
 from service.config import DEFAULTS
 from workers.celery_app import celery_settings
 
@@ -48,3 +50,18 @@ def test_transport_options_merge_with_the_defaults() -> None:
 
     options = settings["result_backend_transport_options"]
     assert options["global_keyprefix"] == "qc:" and options["retry_policy"]["max_retries"] == 2
+
+
+def test_a_nested_setting_from_the_environment_stays_in_its_own_app(monkeypatch, tmp_path):
+    # QUOTECHECK_CELERY__x writes into the app's CELERY dict; the next app must not inherit it.
+    before = json.dumps(DEFAULTS["CELERY"], sort_keys=True)
+    monkeypatch.setenv("QUOTECHECK_CELERY__task_default_priority", "7")
+    first = create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path / "a"),
+                        "DATABASE_URL": f"sqlite:///{tmp_path / 'a.sqlite3'}"})
+    monkeypatch.delenv("QUOTECHECK_CELERY__task_default_priority")
+    second = create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path / "b"),
+                         "DATABASE_URL": f"sqlite:///{tmp_path / 'b.sqlite3'}"})
+
+    assert first.config["CELERY"]["task_default_priority"] == 7
+    assert "task_default_priority" not in second.config["CELERY"]
+    assert json.dumps(DEFAULTS["CELERY"], sort_keys=True) == before
