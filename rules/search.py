@@ -40,6 +40,7 @@ from rules.estimates.step_time import StepTime
 from rules.evaluate import submission_digest
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
+from rules.units import bytes_to_gib
 
 TOP_N = 10
 
@@ -104,16 +105,40 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
 def search_chunk(submission: dict[str, Any], space: SearchSpace, policy: Policy | None = None,
                  top_n: int = TOP_N) -> dict[str, Any]:
     """Returns one chunk's search as JSON: layouts searched, fitting, and its fastest ``top_n``."""
-    found, budget, convention = prepare(submission, policy)
-    result = search_layouts(found.model, found.gpus, found.layout.global_batch, budget, space, convention, top_n)
-    return {"layouts_searched": result.searched, "fitting": result.fitting,
-            "top": [_ranked(entry) for entry in result.top]}
+    return _search(prepare(submission, policy), space, top_n)
 
 
 def merge_chunks(submission: dict[str, Any], parts: list[dict[str, Any]], top_n: int = TOP_N,
                  policy: Policy | None = None) -> dict[str, Any]:
     """Returns the whole search from its chunks: counts summed, the fastest ``top_n`` of all, the submitted layout."""
     found, _, _ = prepare(submission, policy)
+    return _merge(found, parts, top_n)
+
+
+def search_submission(submission: dict[str, Any], policy: Policy | None = None, top_n: int = TOP_N,
+                      on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Returns the layout search of a validated ``submission``, searching its chunks one after another.
+
+    The submission is read and its model built once, so the model's memoised per-layer work serves every chunk.
+    """
+    prepared = prepare(submission, policy)
+    chunks = default_chunks()
+    parts = []
+    for done, chunk in enumerate(chunks, start=1):
+        parts.append(_search(prepared, chunk, top_n))
+        if on_progress is not None:
+            on_progress(done, len(chunks))
+    return _merge(prepared[0], parts, top_n)
+
+
+def _search(prepared: tuple[StepInputs, float, MemoryConvention], space: SearchSpace, top_n: int) -> dict[str, Any]:
+    found, budget, convention = prepared
+    result = search_layouts(found.model, found.gpus, found.layout.global_batch, budget, space, convention, top_n)
+    return {"layouts_searched": result.searched, "fitting": result.fitting,
+            "top": [_ranked(entry) for entry in result.top]}
+
+
+def _merge(found: StepInputs, parts: list[dict[str, Any]], top_n: int) -> dict[str, Any]:
     top = sorted((entry for part in parts for entry in part["top"]), key=lambda entry: entry["step_s"])[:top_n]
     submitted = _described(asdict(found.layout), found.step)
     best = top[0] if top else None
@@ -127,21 +152,8 @@ def merge_chunks(submission: dict[str, Any], parts: list[dict[str, Any]], top_n:
     }
 
 
-def search_submission(submission: dict[str, Any], policy: Policy | None = None, top_n: int = TOP_N,
-                      on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Returns the layout search of a validated ``submission``, searching its chunks one after another."""
-    document = submission
-    chunks = default_chunks()
-    parts = []
-    for done, chunk in enumerate(chunks, start=1):
-        parts.append(search_chunk(document, chunk, policy, top_n))
-        if on_progress is not None:
-            on_progress(done, len(chunks))
-    return merge_chunks(document, parts, top_n, policy)
-
-
 def _ranked(entry: RankedLayout) -> dict[str, Any]:
-    return {**_described(asdict(entry.layout), entry.step), "memory_gib_per_gpu": entry.memory_bytes / 2**30}
+    return {**_described(asdict(entry.layout), entry.step), "memory_gib_per_gpu": bytes_to_gib(entry.memory_bytes)}
 
 
 def _described(layout: dict[str, Any], step: StepTime) -> dict[str, Any]:
