@@ -244,6 +244,15 @@ def sample_wall_time_s(inputs: GoodputInputs, trials: int, seed: int) -> tuple[n
     return wall, restarts
 
 
+def finite_or_none(value: float) -> float | None:
+    """Return ``value``, or None for an infinite one (a job that, as modelled, never finishes).
+
+    Records are canonical JSON (RFC 8785), which holds no infinity: a figure of a run that never ends is
+    absent rather than a made-up large number.
+    """
+    return value if math.isfinite(value) else None
+
+
 def window_probability(wall_s: np.ndarray, window_days: float) -> float:
     """Return the share of simulated runs (wall seconds) that finish within ``window_days``."""
     require_positive("window_days", window_days)
