@@ -4,25 +4,26 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import applied_scaling
+from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
 from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts
-from rules.checks.facts.schedule import quote_cost, run_plan
+from rules.checks.facts.schedule import quote_cost, quoted_run_plan
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates import cost
-from rules.estimates.schedule import RunRate
 from rules.status import Basis, Status
 
 _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
         "{efficiency:.1%} scaling efficiency ({efficiency_basis}) = {compute_days:.2f} days without failures; goodput "
         "{goodput:.1%} (job MTBF {cluster_mtbf_h:.1f} h, checkpoint every {interval_min:g} min, save {save_s:.0f} s, "
-        "restart {restart_min:g} min); ")
+        "restart {restart_min:g} min); simulated with failures: {simulated_days_text}; ")
 _WHY = (_RUN + "the window needs {gpus_needed} GPUs ({memory_need} for memory, {throughput_need} for throughput); "
         "{cost_note}")
 
 # When no GPU count fits one step in memory the run cannot start: its expected days (and their share of the
-# window) are shown as what the run would take were it to fit, and no GPU count is needed to compare the
-# quote with, so no rule judges these figures.
-_HYPOTHETICAL_WHEN_NOTHING_FITS = frozenset({"days", "window_fraction", "oversize_ratio"})
+# window, and the simulated days and share of runs inside it) are shown as what the run would take were it
+# to fit, and no GPU count is needed to compare the quote with, so no rule judges these figures.
+_HYPOTHETICAL_WHEN_NOTHING_FITS = frozenset({"days", "window_fraction", "oversize_ratio", "window_probability",
+                                            *SIMULATED_DAYS})
 # The figures that judge a stated throughput; absent when there is none to judge (a modelled rate, or a model
 # the inputs cannot build), and then no rule reads them.
 _THROUGHPUT_FIGURES = ("implied_hardware_tflops_per_gpu", "gpu_peak_tflops", "claim_over_model")
@@ -34,7 +35,8 @@ class TimeToResult(Check):
     plan_item = "Optimize for time-to-result"
     thresholds = {"warn_fraction_of_window": "time_to_result.warn_fraction_of_window",
                   "max_oversize_ratio": "time_to_result.max_oversize_ratio",
-                  "max_claim_over_model": "time_to_result.max_claim_over_model"}
+                  "max_claim_over_model": "time_to_result.max_claim_over_model",
+                  "min_window_probability": "time_to_result.min_window_probability"}
     headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
     rules = (
         # A stated rate that needs more FLOP/s than the GPU has cannot be achieved: the inputs contradict the
@@ -73,6 +75,16 @@ class TimeToResult(Check):
              "{warn_fraction_of_window:.0%}; " + _WHY,
              "Keep slack for queueing and reruns: quote {gpus_needed} or more GPUs, or measure step time and "
              "utilisation on the quoted hardware before committing to the window."),
+        # The expected days can fit the window while failures spread the runs around them: a few long
+        # restarts, or a window close to the expectation, leave many runs outside it.
+        Rule(Status.WARN, "window-at-risk", lambda m: m.window_probability < m.min_window_probability,
+             "only {window_probability:.0%} of {goodput_trials:,} simulated runs finish inside the "
+             "{window_days:g}-day window, fewer than {min_window_probability:.0%}, though the expected "
+             "{days:.1f} days are {window_fraction:.0%} of it; " + _WHY,
+             "Cut what a failure costs so that at least {min_window_probability:.0%} of runs finish in time: "
+             "restart faster (hot-spare nodes, pre-staged containers, automatic requeue), checkpoint near the "
+             "Young/Daly interval ({young_daly_interval_min:,.0f} min) and make saves faster; or leave a restart's "
+             "room in the window: more GPUs than the {gpus} quoted, or a longer completion window."),
         Rule(Status.WARN, "oversized", lambda m: m.oversize_ratio > m.max_oversize_ratio,
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, but the quote has "
              "{oversize_ratio:.1f}× the {gpus_needed} GPUs the window needs (more than {max_oversize_ratio:g}×); "
@@ -81,7 +93,8 @@ class TimeToResult(Check):
              "({nodes_needed} nodes), or record the other work that justifies {gpus} GPUs."),
     )
     passing = Passing("within-window",
-                      "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window; " + _WHY)
+                      "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, and "
+                      "{window_probability:.0%} of the simulated runs finish inside it; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(TRAINING) is None:
@@ -91,8 +104,9 @@ class TimeToResult(Check):
         reliability = goodput_facts(ctx)
         if rate is None or scaled is None or reliability is None:
             return ctx.insufficient("the schedule needs the throughput, the scaling efficiency and the goodput")
-        run = run_plan(ctx, RunRate(rate.tokens_per_s_per_gpu, scaled.efficiency, reliability.goodput))
-        if run is None:
+        run = quoted_run_plan(ctx)
+        simulated = simulated_run(ctx)
+        if run is None or simulated is None:
             return ctx.insufficient("the schedule needs the dataset size and the completion window")
         plan = run.schedule
         price = quote_cost(ctx)
@@ -101,6 +115,8 @@ class TimeToResult(Check):
             **run.evidence(),
             **rate.evidence(),
             **reliability.evidence(),
+            **simulated.window_evidence(),
+            "simulated_days_text": _simulated_days_text(simulated),
             "no_gpu_count_fits": plan.gpus_needed is None,
             "oversize_ratio": plan.oversize_ratio,
             "efficiency": scaled.efficiency,
@@ -120,8 +136,20 @@ class TimeToResult(Check):
         unjudged = {name for name in _THROUGHPUT_FIGURES if evidence.get(name) is None}
         if plan.gpus_needed is None:
             unjudged.update(_HYPOTHETICAL_WHEN_NOTHING_FITS)
+        if not simulated.finishes:
+            unjudged.update(SIMULATED_DAYS)  # None: no simulated run finishes (JSON holds no infinity)
         # Days combine throughput, efficiency and failure assumptions: estimated even where one term is measured.
         return Facts(evidence=evidence, basis=Basis.ESTIMATED, unjudged=frozenset(unjudged))
+
+
+def _simulated_days_text(run: SimulatedRun) -> str:
+    """Returns the simulated days (p50, p90, p99, mean) and interruptions per run, for the messages."""
+    if not run.finishes:
+        return NEVER_FINISHES
+    e = run.evidence()
+    return (f"p50 {e['days_p50']:,.2f}, p90 {e['days_p90']:,.2f}, p99 {e['days_p99']:,.2f} days over "
+            f"{e['goodput_trials']:,} seeded runs (mean {e['days_mean']:,.2f}, {e['failures_mean']:,.2f} "
+            "interruptions per run)")
 
 
 def _modelled_text(e: dict) -> str:

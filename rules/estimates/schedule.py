@@ -35,7 +35,8 @@ class Schedule:
     """How long the run takes on the quoted hardware, and how many GPUs the window needs."""
 
     tokens: float
-    compute_days: float  # no failures: tokens / (tokens/s per GPU × GPUs × scaling efficiency)
+    compute_s: float  # no failures, no checkpoints: tokens / (tokens/s per GPU × GPUs × scaling efficiency)
+    compute_days: float  # the same in days
     days: float  # expected: compute days / goodput (NEVER_DAYS at goodput 0)
     window_days: float
     window_fraction: float  # days / window
@@ -75,8 +76,8 @@ def run_schedule(tokens: float, window_days: float, rate: RunRate, layout: Layou
     and goodput), in whole nodes and model replicas; None with ``no_fit_reason`` when no GPU count fits one
     step in memory, so that no count is advised that could not run.
     """
-    compute_days = tokens_time_s(tokens, rate.tokens_per_s_per_gpu, layout.gpus, rate.scaling_efficiency) / (
-        SECONDS_PER_DAY)
+    compute_s = tokens_time_s(tokens, rate.tokens_per_s_per_gpu, layout.gpus, rate.scaling_efficiency)
+    compute_days = compute_s / SECONDS_PER_DAY
     days = min(expected_wall_days(compute_days, rate.goodput), NEVER_DAYS)
     throughput_need = None
     if rate.goodput > 0:
@@ -86,7 +87,7 @@ def run_schedule(tokens: float, window_days: float, rate: RunRate, layout: Layou
     needed = None
     if not no_fit_reason:
         needed = gpus_needed(memory_min_gpus or 1, throughput_need or 1, multiple_of=layout.whole_unit_gpus)
-    return Schedule(tokens=tokens, compute_days=compute_days, days=days, window_days=window_days,
-                    window_fraction=fraction_of(days, window_days), gpus=layout.gpus,
+    return Schedule(tokens=tokens, compute_s=compute_s, compute_days=compute_days, days=days,
+                    window_days=window_days, window_fraction=fraction_of(days, window_days), gpus=layout.gpus,
                     gpus_per_node=layout.gpus_per_node, memory_min_gpus=memory_min_gpus,
                     throughput_min_gpus=throughput_need, gpus_needed=needed, gpus_needed_reason=no_fit_reason)

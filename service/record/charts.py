@@ -242,11 +242,15 @@ def scaling_chart(evidence: Mapping[str, Any], thresholds: Mapping[str, Any] | N
     return svg.markup()
 
 
+COMPLETION_BARS = (("no failures", "compute_days"), ("expected", "days"), ("simulated p50", "days_p50"),
+                   ("simulated p90", "days_p90"))
+
+
 def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
-    """Returns the days to complete (without failures, and expected with them) against the completion window."""
+    """Returns the days to complete (without failures, expected with them, and the simulated p50 and p90)
+    against the completion window, with the share of simulated runs that finish inside it."""
     window = number(evidence.get("window_days"))
-    bars = [(label, value) for label, name in (("no failures", "compute_days"), ("expected", "days"))
-            if (value := number(evidence.get(name))) is not None]
+    bars = [(label, value) for label, name in COMPLETION_BARS if (value := number(evidence.get(name))) is not None]
     if window is None or not bars:
         return None
     maximum = max(window, *(v for _, v in bars)) * 1.1 or 1.0
@@ -264,7 +268,9 @@ def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
         svg.text(left + (right - left) * value / maximum + 4, y + row / 2 + 3, f"{short(value)} d", size=10)
     wx = left + (right - left) * window / maximum
     svg.line(wx, top - 4, wx, axis_y, stroke=LIMIT_COLOURS["window"], width=2.5, dash="5 3")
-    _legend(svg, axis_y + 48, [(f"window {short(window)} days", LIMIT_COLOURS["window"], True)])
+    share = number(evidence.get("window_probability"))
+    inside = f", {share:.0%} of simulated runs inside" if share is not None else ""
+    _legend(svg, axis_y + 48, [(f"window {short(window)} days{inside}", LIMIT_COLOURS["window"], True)])
     return svg.markup()
 
 

@@ -15,10 +15,12 @@ import pytest
 
 from rules.estimates.checkpoint import young_daly_interval_s
 from rules.estimates.goodput_sim import (
+    EXACT_DRAWS_PER_SUM,
     MAX_DRAWS_PER_CHUNK,
     GoodputInputs,
     _sum_truncated_exponentials,
     daly_expected_wall_time_s,
+    exact_draws_per_trial,
     sample_wall_time_s,
     simulate_goodput,
     window_probability,
@@ -116,6 +118,39 @@ def test_trials_with_very_many_failures_use_the_normal_law_and_keep_the_mean():
     wall, failures = sample_wall_time_s(inputs, trials=10_000, seed=1)
     assert failures.min() > 1_000_000
     assert wall.mean() == pytest.approx(daly_expected_wall_time_s(inputs), rel=0.02)
+
+
+class _CountingGenerator:
+    """A NumPy generator that counts the uniform draws asked of it (one per lost time drawn exactly)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.uniforms = 0
+
+    def random(self, size: int) -> np.ndarray:
+        self.uniforms += size
+        return self.rng.random(size)
+
+    def normal(self, loc, scale):
+        return self.rng.normal(loc, scale)
+
+
+def test_exact_draws_of_one_sum_stay_within_the_budget_whatever_the_failure_count():
+    # Given 10,000 trials of 1,000 failures each (5x a trial's share of the budget) and 10,000 of 150,
+    # when their lost times are summed, then at most EXACT_DRAWS_PER_SUM are drawn one by one, the rest
+    # from the normal law, and the mean lost time is the truncated exponential's either way.
+    assert exact_draws_per_trial(10_000) == EXACT_DRAWS_PER_SUM // 10_000 == 209
+    assert exact_draws_per_trial(1) == 100_000
+    many = _CountingGenerator(2)
+    sums = _sum_truncated_exponentials(many, np.full(10_000, 1_000, dtype=np.int64), 1.0, 1.0)
+    assert many.uniforms == 0
+    few = _CountingGenerator(2)
+    few_sums = _sum_truncated_exponentials(few, np.full(10_000, 150, dtype=np.int64), 1.0, 1.0)
+    assert few.uniforms == 1_500_000 <= EXACT_DRAWS_PER_SUM
+    # Mean of an exponential (M = 1) truncated to [0, 1): 1 − e^{-1}/(1 − e^{-1}) ≈ 0.418.
+    truncated_mean = 1 - math.exp(-1) / -math.expm1(-1)
+    assert sums.mean() / 1_000 == pytest.approx(truncated_mean, rel=1e-3)
+    assert few_sums.mean() / 150 == pytest.approx(truncated_mean, rel=1e-3)
 
 
 def test_same_seed_gives_identical_results_and_another_seed_does_not():

@@ -18,6 +18,7 @@ def test_schedule_by_hand_capacity_planning_guide_step_3():
 
     plan = run_schedule(run_tokens(1.5e12, 1), 30, rate, LAYOUT, memory_min_gpus=64, no_fit_reason=None)
 
+    assert plan.compute_s == pytest.approx(1_627_604.2, abs=0.1)  # compute only: no goodput, no checkpoints
     assert plan.compute_days == pytest.approx(1.5e12 / (1000 * 1024 * 0.9) / 86_400)
     assert plan.days == pytest.approx(plan.compute_days / 0.95)
     assert plan.window_fraction == pytest.approx(plan.days / 30)

@@ -48,3 +48,14 @@ def test_completion_chart_only_when_days_and_window_exist() -> None:
     assert completion_chart({"compute_days": 20.9, "days": 21.3, "window_days": 30}) is not None
     assert completion_chart({"compute_days": 20.9}) is None
     assert chart_for({"id": "time-to-result", "evidence": {"days": 3}}) is None
+
+
+def test_completion_chart_shows_the_simulated_days_and_the_share_inside_the_window() -> None:
+    evidence = {"compute_days": 2.09, "days": 2.26, "days_p50": 2.11, "days_p90": 2.80, "window_days": 2.75,
+                "window_probability": 0.8116}
+    texts = _texts(completion_chart(evidence))
+    assert "simulated p50" in texts and "simulated p90" in texts and "2.8 d" in texts
+    assert "window 2.75 days, 81% of simulated runs inside" in texts
+    # A job that never finishes has no simulated days (None in the record): their bars are left out.
+    never = _texts(completion_chart({**evidence, "days_p50": None, "days_p90": None, "window_probability": 0.0}))
+    assert "simulated p90" not in never and "window 2.75 days, 0% of simulated runs inside" in never

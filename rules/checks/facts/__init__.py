@@ -8,7 +8,7 @@ several checks use are memoised per evaluation with ``Context.memo``, so that th
 Modules, by concern: ``pointers`` (where inputs live), ``layout`` (node groups, the job's layout, NICs),
 ``model`` (the model and its architecture), ``memory`` (per-GPU training memory), ``communication``
 (collectives, bandwidths, scaling efficiency), ``throughput``, ``reliability`` (checkpoints, failures,
-goodput), ``schedule`` (time to result and cost), ``batch`` and ``sharding`` (the batch split and the
-sharding options), ``racks`` (the racks, their PDUs and the nodes they hold), ``serving`` (the inference
-replica).
+goodput), ``schedule`` (time to result and cost), ``goodput`` (the simulated days to completion), ``batch``
+and ``sharding`` (the batch split and the sharding options), ``racks`` (the racks, their PDUs and the nodes
+they hold), ``serving`` (the inference replica).
 """

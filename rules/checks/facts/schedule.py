@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
+from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
 from rules.checks.facts.model import PARAMETERS
 from rules.checks.facts.pointers import LINE_ITEMS, NODE_GROUPS, TRAINING
-from rules.checks.facts.throughput import attention_span
+from rules.checks.facts.reliability import goodput_facts
+from rules.checks.facts.throughput import attention_span, throughput_facts
 from rules.estimates import compute, cost
 from rules.estimates import schedule as schedules
 from rules.estimates.schedule import RunRate, Schedule
@@ -53,6 +55,22 @@ def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
     run = schedules.run_schedule(tokens, window_days, rate, plan, memory_need, reason)
     model_flops, hardware_flops = _run_flops(ctx, tokens)
     return RunPlan(run, model_flops, hardware_flops)
+
+
+def quoted_run_plan(ctx: Context) -> RunPlan | None:
+    """Returns the run plan at the quoted rate: its throughput, scaling efficiency and first-order goodput.
+
+    None when one of them, the dataset size or the completion window is unknown. Memoised, so that
+    time-to-result and the simulated days to completion (rules/checks/facts/goodput.py) read one schedule.
+    """
+    return ctx.memo("schedule.quoted_run", _quoted_run_plan)
+
+
+def _quoted_run_plan(ctx: Context) -> RunPlan | None:
+    rate, scaled, reliability = throughput_facts(ctx), applied_scaling(ctx), goodput_facts(ctx)
+    if rate is None or scaled is None or reliability is None:
+        return None
+    return run_plan(ctx, RunRate(rate.tokens_per_s_per_gpu, scaled.efficiency, reliability.goodput))
 
 
 def _run_flops(ctx: Context, tokens: float) -> tuple[float | None, float | None]:
