@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
 from service.search_schemas import SEARCH, SEARCH_LAYOUT
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
 
@@ -272,75 +273,6 @@ PURCHASE_ORDER_LINK: dict[str, Any] = {
     },
 }
 
-VARIANT_NAME_PATTERN = "^[^\\x00-\\x1f\\x7f]{1,64}$"
-
-COMPARISON_REQUEST: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["submission", "variants"],
-    "properties": {
-        "submission": {"type": "object", "description": "the submission the variants patch (schemas/submission)"},
-        "variants": {"type": "array", "minItems": 1, "description": "at most MAX_COMPARISON_VARIANTS (16 by default)",
-                     "items": {
-                         "type": "object",
-                         "additionalProperties": False,
-                         "required": ["name", "patch"],
-                         "properties": {
-                             "name": {"type": "string", "maxLength": 64, "pattern": VARIANT_NAME_PATTERN,
-                                      "description": "unique within the comparison: 1-64 characters, no control "
-                                                     "characters"},
-                             "patch": {"type": "object",
-                                       "description": "an RFC 7396 JSON merge patch of the submission; {} for the "
-                                                      "submission as it is"}}}},
-    },
-}
-
-# The documented request: the same, with the submission described by its contract schema.
-COMPARISON_REQUEST_DOCUMENTED: dict[str, Any] = {
-    **COMPARISON_REQUEST,
-    "properties": {**COMPARISON_REQUEST["properties"],
-                   "submission": {"$ref": "#/components/schemas/SubmissionDocument"}},
-}
-
-_NUMBER_OR_NULL = {"type": ["number", "null"]}
-
-COMPARISON_ROW: dict[str, Any] = {
-    "type": "object",
-    "description": "one variant, evaluated; figures from its time-to-result evidence (null where not applicable)",
-    "required": ["name", "submission_digest", "verdict", "failing_checks", "days", "gpus_quoted", "gpus_needed",
-                 "quote_total", "cost_per_run_day"],
-    "properties": {
-        "name": _TEXT, "submission_digest": _DIGEST, "verdict": {"enum": ["pass", "warn", "incomplete", "fail"]},
-        "summary": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "failing_checks": {"type": "array", "items": _TEXT},
-        "warning_checks": {"type": "array", "items": _TEXT},
-        "incomplete_checks": {"type": "array", "items": _TEXT},
-        "time_to_result": _NULLABLE_TEXT,
-        "days": {**_NUMBER_OR_NULL, "description": "expected days to result, failures and restarts included"},
-        "compute_days": {**_NUMBER_OR_NULL, "description": "days without failures"},
-        "window_days": _NUMBER_OR_NULL,
-        "gpus_quoted": {"type": ["integer", "null"], "description": "Σ nodes × GPUs per node over the node groups"},
-        "gpus": {**_NUMBER_OR_NULL, "description": "GPUs the training job uses"},
-        "gpus_needed": {**_NUMBER_OR_NULL, "description": "GPUs the completion window needs; null when no GPU count "
-                                                          "fits memory (`gpus_needed_reason` says why) or "
-                                                          "time-to-result could not be decided"},
-        "gpus_needed_reason": {**_NULLABLE_TEXT, "description": "why no GPU count is advised (none fits memory); "
-                                                               "null when `gpus_needed` is given"},
-        "currency": _NULLABLE_TEXT, "quote_total": _NUMBER_OR_NULL,
-        "cost_per_run_day": {**_NUMBER_OR_NULL, "description": "quote total / expected days (capital only)"},
-    },
-}
-
-COMPARISON: dict[str, Any] = {
-    "type": "object",
-    "required": ["key", "submission_digest", "engine_version", "policy", "variants"],
-    "properties": {
-        "key": {**_DIGEST, "description": "identifies the comparison: submission, variants, engine and policy"},
-        "submission_digest": _DIGEST, "engine_version": _TEXT, "policy": {"type": "object"},
-        "variants": {"type": "array", "items": {"$ref": "#/components/schemas/ComparisonRow"}},
-    },
-}
-
 RECORD_PDF_RESULT: dict[str, Any] = {
     "type": "object",
     "description": "the signed PDF, stored: fetch it from `href` (GET /api/v1/records/{id}.pdf)",
@@ -354,13 +286,13 @@ TASK: dict[str, Any] = {
     "required": ["id", "kind", "state", "progress", "created_at", "updated_at", "links"],
     "properties": {
         "id": _TEXT,
-        "kind": {"enum": ["comparison", "record-pdf", "search"]},
+        "kind": {"enum": ["comparison", "quote-comparison", "record-pdf", "search"]},
         "state": {"enum": ["PENDING", "PROGRESS", "SUCCESS", "FAILURE"],
                   "description": "PENDING: queued; PROGRESS: running; SUCCESS: `result`; FAILURE: `error`"},
         "progress": {"type": "object", "required": ["current", "total"],
                      "properties": {"current": {"type": "integer"}, "total": {"type": "integer"}}},
         "result": {"anyOf": [{"$ref": f"#/components/schemas/{name}"}
-                             for name in ("Comparison", "RecordPdfResult", "Search")]},
+                             for name in ("Comparison", "QuoteComparison", "RecordPdfResult", "Search")]},
         "error": {"$ref": "#/components/schemas/Problem"},
         "created_at": _TIME, "updated_at": _TIME,
         "links": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -370,6 +302,8 @@ TASK: dict[str, Any] = {
 COMPONENTS: dict[str, dict[str, Any]] = {
     "ComparisonRow": COMPARISON_ROW,
     "Comparison": COMPARISON,
+    "QuoteRow": QUOTE_ROW,
+    "QuoteComparison": QUOTE_COMPARISON,
     "RecordPdfResult": RECORD_PDF_RESULT,
     "Search": SEARCH,
     "SearchLayout": SEARCH_LAYOUT,

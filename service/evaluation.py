@@ -6,9 +6,13 @@ from datetime import datetime
 from typing import Any
 
 from flask import Flask, current_app
+from sqlmodel import Session
 
-from rules.evaluate import default_engine, evaluate
+from rules.best_layout import with_layout_search
+from rules.evaluate import default_engine, engine_version, evaluate
 from rules.policy import Policy, default_policy, load_policy
+from rules.search import NothingToSearch, search_key, search_submission
+from service import task_runs
 
 EXTENSION = "quotecheck.policy"
 
@@ -27,6 +31,27 @@ def evaluate_submission(document: dict[str, Any], now: datetime) -> dict[str, An
     """Returns the engine's record of ``document``, a request body its declaration validated (SUBMISSION_BODY in
     service/api/submissions.py, rules.evaluate.validate_submission), under the app's policy."""
     return evaluate(document, policy(), now=now, validated=True)
+
+
+def layout_search(session: Session, document: dict[str, Any]) -> dict[str, Any] | None:
+    """Returns the layout search of ``document`` under the app's engine and policy; None when it has nothing to search.
+
+    A search task that finished for the same document, engine version and policy (``POST /api/v1/searches``,
+    not one private to a vendor's token) gives its stored result; otherwise the search runs here.
+    """
+    key = search_key(document, engine_version(), policy().identity()["digest"])
+    row = task_runs.find_by_key(session, task_runs.SEARCH, key)
+    if row is not None and row.state == task_runs.SUCCESS and row.result is not None:
+        return row.result
+    try:
+        return search_submission(document, policy())
+    except NothingToSearch:
+        return None
+
+
+def with_search(session: Session, document: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """Returns ``record`` (the evaluation of ``document``) with its ``layout_search`` member where one applies."""
+    return with_layout_search(document, record, layout_search(session, document), policy())
 
 
 def init_app(app: Flask) -> None:

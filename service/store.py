@@ -16,7 +16,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from rules.evaluate import submission_digest
-from service import audit, workflow
+from service import audit, evaluation, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
 from service.identifiers import body_digest, etag_of, new_id
@@ -366,6 +366,9 @@ def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decisi
     document = workflow.record_with_workflow(
         snap.record.document, record_id=record_id, submission_id=snap.submission.id, revision=revision,
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
+    # The record procurement receives carries the layout search: the best layout of the quoted GPUs beside the
+    # submitted one (advice; the check results and their digests are the evaluation's, unchanged).
+    document = evaluation.with_search(session, current_document(session, snap.submission.id), document)
     document["issue"] = 1
     document["audit_anchor"] = audit.anchor(session).as_record_member()
     return store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)

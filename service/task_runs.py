@@ -28,6 +28,7 @@ STATES = (PENDING, PROGRESS, SUCCESS, FAILURE)
 FINISHED = (SUCCESS, FAILURE)
 
 COMPARISON = "comparison"  # quotecheck.compare_configurations
+QUOTE_COMPARISON = "quote-comparison"  # quotecheck.compare_quotes
 RECORD_PDF = "record-pdf"  # quotecheck.render_record_pdf
 SEARCH = "search"  # quotecheck.search_layouts
 

@@ -18,6 +18,7 @@ from service.errors import ServiceUnavailable
 
 # The tasks, by the names the worker registers them under (workers/tasks.py) and the service sends them.
 COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON text, variants)
+COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, document], ...])
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
 

@@ -1,7 +1,8 @@
 """Heavy work as Celery tasks, registered under the names the service sends them by (service/tasks_port.py).
 
 ``quotecheck.compare_configurations`` runs ``compare_configurations`` (rules.compare, no Celery, no
-database); ``quotecheck.render_record_pdf`` issues an approved record's signed PDF with
+database); ``quotecheck.compare_quotes`` ranks stored quotes at their best layouts (rules.compare_quotes);
+``quotecheck.render_record_pdf`` issues an approved record's signed PDF with
 ``service.record_store.issue_signed_pdf``, the function the API calls when it renders one for a request.
 The tasks run inside the Flask app context (workers/celery_app.py), keep their state, progress and
 outcome in the task table (service/task_runs.py), report progress with
@@ -20,13 +21,14 @@ from celery import Task, shared_task
 from flask import current_app
 
 from rules.compare import compare, comparison_key
+from rules.compare_quotes import compare_quotes, quotes_key
 from rules.evaluate import engine_version
 from service import evaluation, record_store, task_runs
 from service.audit import Actor
 from service.config import clock_of
 from service.db import get_db
 from service.record import signing_keys
-from service.tasks_port import COMPARE_CONFIGURATIONS, RENDER_RECORD_PDF
+from service.tasks_port import COMPARE_CONFIGURATIONS, COMPARE_QUOTES, RENDER_RECORD_PDF
 
 # Options every task shares; the app-wide settings (workers/celery_app.py) say the same, but a task
 # should not depend on a worker's configuration for its delivery guarantees.
@@ -56,20 +58,21 @@ def report_progress(task: Task, current: int, total: int) -> None:
         task_runs.progress(task_id, current, total)
 
 
-@shared_task(name=COMPARE_CONFIGURATIONS, **TASK_OPTIONS)
-def compare_configurations_task(self: Task, submission_json: str, variants: list[dict[str, Any]]) -> dict[str, Any]:
-    """Returns the comparison (see ``compare_configurations``) under the app's policy, keeping it in the task table."""
-    task_id = self.request.id
+def run_keyed(task: Task, kind: str, key: str, total: int,
+              work: Callable[[Callable[[int, int], None]], dict[str, Any]]) -> dict[str, Any]:
+    """Returns ``work(on_progress)``'s result, kept in the task table under ``key``; a finished run's result at once.
+
+    Progress goes to the result backend and the table (``report_progress``); a failure is recorded and raised.
+    Called as a plain function (no task id), it only runs ``work``.
+    """
+    task_id = task.request.id
     if task_id:
-        digest = evaluation.policy().identity()["digest"]
-        key = comparison_key(json.loads(submission_json), variants, engine_version(), digest)
-        row = task_runs.begin(task_id, task_runs.COMPARISON, key, len(variants))
+        row = task_runs.begin(task_id, kind, key, total)
         if row.state == task_runs.SUCCESS and row.result is not None:
             return row.result
-    report_progress(self, 0, len(variants))
+    report_progress(task, 0, total)
     try:
-        result = compare_configurations(submission_json, variants, evaluation.policy(),
-                                        on_progress=lambda done, total: report_progress(self, done, total))
+        result = work(lambda done, of: report_progress(task, done, of))
     except Exception as error:
         if task_id:
             task_runs.fail(task_id, error)
@@ -77,6 +80,28 @@ def compare_configurations_task(self: Task, submission_json: str, variants: list
     if task_id:
         task_runs.succeed(task_id, result)
     return result
+
+
+@shared_task(name=COMPARE_CONFIGURATIONS, **TASK_OPTIONS)
+def compare_configurations_task(self: Task, submission_json: str, variants: list[dict[str, Any]]) -> dict[str, Any]:
+    """Returns the comparison (see ``compare_configurations``) under the app's policy, keeping it in the task table."""
+    policy = evaluation.policy()
+    key = comparison_key(json.loads(submission_json), variants, engine_version(), policy.identity()["digest"])
+    return run_keyed(self, task_runs.COMPARISON, key, len(variants), lambda progress: compare_configurations(
+        submission_json, variants, policy, on_progress=progress))
+
+
+@shared_task(name=COMPARE_QUOTES, **TASK_OPTIONS)
+def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any]:
+    """Returns stored quotes ranked at their best layouts (rules.compare_quotes) under the app's policy.
+
+    ``quotes_json``: a JSON array of ``[submission id, submission document]`` pairs, in the order requested.
+    """
+    quotes = [(name, document) for name, document in json.loads(quotes_json)]
+    policy = evaluation.policy()
+    key = quotes_key(quotes, engine_version(), policy.identity()["digest"])
+    return run_keyed(self, task_runs.QUOTE_COMPARISON, key, len(quotes),
+                     lambda progress: compare_quotes(quotes, policy, on_progress=progress))
 
 
 @shared_task(name=RENDER_RECORD_PDF, **TASK_OPTIONS)

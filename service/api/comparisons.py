@@ -1,4 +1,4 @@
-"""Comparisons: one submission evaluated under several variants, in a background task."""
+"""Comparisons in a background task: one submission under several variants, or stored quotes at their best layouts."""
 
 from __future__ import annotations
 
@@ -9,17 +9,21 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from rules.compare import comparison_key, variant_documents
-from rules.errors import Problem
+from rules.compare_quotes import check_same_workload, quotes_key
+from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, submission_digest
-from service import task_runs
+from service import store, task_runs
 from service.api import tasks
-from service.api_schemas import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
-from service.auth import current_actor, require
+from service.audit import Actor
+from service.auth import authorize, current_actor, require
+from service.comparison_schemas import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
+from service.db import get_db
 from service.errors import InvalidRequest
 from service.evaluation import policy
 from service.http import now
 from service.inputs import Body, accepts
 from service.openapi import operation
+from service.visibility import ensure_visible
 
 bp = Blueprint("comparisons", __name__, url_prefix="/api/v1/comparisons")
 
@@ -27,8 +31,18 @@ _NAME = re.compile(VARIANT_NAME_PATTERN.removeprefix("^").removesuffix("$"))
 
 
 def _check_comparison(body: dict[str, Any]) -> None:
-    """Raises InvalidRequest for more variants than MAX_COMPARISON_VARIANTS, or a variant name of control characters."""
+    """Raises InvalidRequest for a body of both forms, more than MAX_COMPARISON_VARIANTS variants or quotes, or a
+    variant name of control characters."""
     limit = current_app.config["MAX_COMPARISON_VARIANTS"]
+    if "submissions" in body:
+        if "submission" in body:
+            raise InvalidRequest("the comparison gives both stored submissions and a submission with variants",
+                                 [Problem("/submissions", "give either submissions (stored quotes) or submission "
+                                                          "with variants, not both")])
+        if len(body["submissions"]) > limit:
+            raise InvalidRequest(f"the comparison has {len(body['submissions'])} submissions; the limit is {limit}",
+                                 [Problem("/submissions", f"at most {limit} submissions (MAX_COMPARISON_VARIANTS)")])
+        return
     if len(body["variants"]) > limit:
         raise InvalidRequest(f"the comparison has {len(body['variants'])} variants; the limit is {limit}",
                              [Problem("/variants", f"at most {limit} variants (MAX_COMPARISON_VARIANTS)")])
@@ -44,14 +58,22 @@ COMPARISON_BODY = Body("ComparisonRequest", "comparison", COMPARISON_REQUEST, ch
 
 
 @bp.post("")
-@operation(tag="comparisons", errors=(503,),
+@operation(tag="comparisons", errors=(403, 404, 503),
            responses={202: ("Accepted: the task that compares the variants (`Location`); it has finished already "
                             "when the service runs tasks in-process", "Task")},
            response_headers={202: ("Location",)})
-@require("submit")
+@require("read")
 @accepts(COMPARISON_BODY)
 def create_comparison(body: dict[str, Any]) -> Response:
-    """Compare a submission under several variants (JSON merge patches), in a background task.
+    """Compare a submission under several variants (JSON merge patches), or stored quotes, in a background task.
+
+    **Stored quotes.** `{"submissions": [id, id, ...]}` compares two or more stored submissions for the same
+    workload (the same model, tokens, sequence length, global batch and completion window; serving: model,
+    traffic and SLO; a difference is a 422 naming `/submissions/<i>` and the member). The current revision
+    of each runs its job on every GPU of its training node group at the best layout the layout search finds
+    for it, is evaluated there in full, and the rows are ranked by modelled days to result (simulated p50,
+    then p90, where evaluated), then by quote total. Each must be visible to the token (404 otherwise);
+    any role may compare stored quotes, while what-if variants need a role that may submit quotes.
 
     Each variant's `patch` is an RFC 7396 JSON merge patch applied to `submission` (`null` removes a
     member; an array is replaced whole), e.g. another sharding, GPU count, node count or server model;
@@ -63,6 +85,10 @@ def create_comparison(body: dict[str, Any]) -> Response:
     answered with the task (and result) of the first, a failed one is run again.
     """
     actor = current_actor()
+    if "submissions" in body:
+        return _compare_stored(actor, body["submissions"])
+    # Evaluating documents of one's own is submitting work: a role that may only read compares stored quotes.
+    authorize(actor, "submit")
     submission = body["submission"]
     variants = [{"name": v["name"], "patch": v["patch"]} for v in body["variants"]]
     variant_documents(submission, variants)
@@ -74,4 +100,25 @@ def create_comparison(body: dict[str, Any]) -> Response:
         "detail": {"key": key, "variants": [v["name"] for v in variants]}})
     if send:
         tasks.send(row, [json.dumps(submission), variants])
+    return tasks.accepted(row.id)
+
+
+def _compare_stored(actor: Actor, ids: list[str]) -> Response:
+    """Issues the comparison of stored quotes ``ids`` (their current revisions) and answers 202 with its task."""
+    with get_db().session() as session:
+        quotes = []
+        for submission_id in ids:
+            ensure_visible(session, actor, submission_id)
+            quotes.append((submission_id, store.current_document(session, submission_id)))
+    try:
+        check_same_workload(quotes)
+    except InvalidSubmission as error:
+        raise InvalidRequest(str(error), error.problems) from None
+    identity = policy().identity()
+    key, private = tasks.key_for(actor, quotes_key(quotes, engine_version(), identity["digest"]))
+    row, send = tasks.issue(actor, task_runs.QUOTE_COMPARISON, key, len(quotes), now(), private=private, event={
+        "action": "comparison.requested", "engine_version": engine_version(), "policy_version": identity["version"],
+        "detail": {"key": key, "submissions": ids}})
+    if send:
+        tasks.send(row, [json.dumps(quotes)])
     return tasks.accepted(row.id)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from rules.best_layout import describe_layout, evaluate_with_layout_search
 from rules.checks import CHECKS
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
@@ -50,14 +51,21 @@ def validate(file: str) -> None:
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="policy JSON (default: bundled)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), help="also write the record JSON to this file")
-def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None) -> None:
-    """Evaluate FILE and print one row per acceptance check (or the record as JSON)."""
+@click.option("--search/--no-search", "search", default=True, show_default=True,
+              help="search the layouts of the quoted GPUs and evaluate the submission at the best one "
+                   "(the record's layout_search; training workloads only)")
+def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, search: bool) -> None:
+    """Evaluate FILE and print one row per acceptance check (or the record as JSON).
+
+    With a training workload the record also holds the layout search of the quoted GPUs: the fastest layout
+    that fits memory, how the submitted layout compares, and the layout-dependent checks at the best layout.
+    """
     try:
         submission = read_submission(file)
         policy = load_policy(policy_path)
     except (InvalidSubmission, InvalidPolicy) as error:
         fail_input(error)
-    record = run_evaluation(submission, policy)
+    record = (evaluate_with_layout_search if search else run_evaluation)(submission, policy)
     text = json.dumps(record, indent=2, ensure_ascii=False)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,26 @@ def render_table(record: dict[str, Any]) -> str:
     for check in record["checks"]:
         if check["status"] in ("fail", "warn") and check["remediation"]:
             lines.append(f"  {check['id']}: {check['remediation']}")
+    if "layout_search" in record:
+        lines.extend(["", *layout_search_lines(record["layout_search"])])
     return "\n".join(lines)
+
+
+def layout_search_lines(section: dict[str, Any]) -> list[str]:
+    """Returns the layout search as text lines: counts, submitted and best layouts, the checks at the best."""
+    lines = [f"layout search: {section['layouts_searched']:,} layouts of the quoted GPUs, {section['fitting']:,} "
+             f"fit memory; {section['submitted_vs_best']}",
+             f"  submitted: {describe_layout(section['submitted'])}"]
+    if section["best"] is None:
+        return lines
+    lines.append(f"  best:      {describe_layout(section['best'])}")
+    timing = section["time_to_result"]
+    if timing["submitted"] and timing["best"]:
+        lines.append(f"  days to result: {timing['submitted']['days']:.1f} as submitted, {timing['best']['days']:.1f} "
+                     f"at the best layout")
+    lines.append(f"  at the best layout the verdict is {section['verdict_at_best'].upper()}: " + ", ".join(
+        f"{row['id']} {row['best']['status']}" for row in section["checks"] if row["best"]))
+    return lines
 
 
 def _clip(text: str, width: int) -> str:

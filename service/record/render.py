@@ -17,6 +17,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 import templates
+from rules.best_layout import describe_layout
 from rules.errors import QuotecheckError
 from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest
@@ -83,7 +84,7 @@ def environment() -> Environment:
     """Returns the Jinja environment of the record templates: autoescape on for everything, undefined is an error."""
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
-    env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat,
+    env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat, layout=describe_layout,
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
                        source_label=lambda s: SOURCE_LABELS.get(s, str(s)))
     env.tests.update(list_like=lambda v: isinstance(v, list | tuple),

@@ -244,6 +244,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "issue": record.get("issue"),
         "supersedes": record.get("supersedes"),
         "checks": checks,
+        "layout_search": record.get("layout_search"),
         "appendix": _appendix_text(appendix),
         "references": references,
     }

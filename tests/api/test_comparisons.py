@@ -267,10 +267,12 @@ def test_the_openapi_document_describes_comparisons_and_tasks(client):
     paths = client.get("/api/v1/openapi.json").get_json()["paths"]
 
     create = paths["/api/v1/comparisons"]["post"]
-    assert create["x-roles"] == ["admin", "submitter"]
+    # Any role compares stored quotes; what-if variants need a role that submits (the docstring says so)
+    assert create["x-roles"] == ["admin", "approver", "reviewer", "submitter"]
+    assert "what-if variants need a role that may submit quotes" in " ".join(create["description"].split())
     assert create["responses"]["202"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/Task"}
-    assert {"401", "403", "422", "503"} <= set(create["responses"])
+    assert {"401", "403", "404", "422", "503"} <= set(create["responses"])
     assert "404" in paths["/api/v1/tasks/{task_id}"]["get"]["responses"]
     pdf = paths["/api/v1/records/{record_id}.pdf"]["get"]["responses"]
     assert "application/json" in pdf["202"]["content"] and "application/pdf" in pdf["200"]["content"]

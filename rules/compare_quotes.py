@@ -1,0 +1,156 @@
+"""Quotes side by side: two or more submissions for the same workload, each at the best layout of its quoted GPUs.
+
+Each quote is searched (rules/search.py) and evaluated at its best layout (rules/best_layout.py), so quotes
+are compared by what their hardware can do rather than by the layout each vendor happened to write down.
+A quote the search cannot lay out (no layout fits, or the step-time model lacks an input) is compared as
+submitted, and its row says so. Rows are ranked by modelled days to result (the simulated median, then the
+90th percentile, where the evaluation has them; the expected days otherwise), then by the quote total;
+a quote whose days are unknown ranks after every quote whose days are known.
+
+"The same workload" is the same job: the model, the tokens to train on, the sequence length, the global
+batch and the completion window for training; the model, traffic and latency targets for serving. The
+layout, sharding, precision and stated throughput may differ (they are the quote's, and the best layout
+replaces them), and so may the GPU count: each quote's job runs on every GPU of its training node group.
+Pure: no I/O, no Flask, no Celery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import rfc8785
+
+from rules.best_layout import TIME_TO_RESULT, layout_patch
+from rules.compare import gpus_quoted, merge_patch
+from rules.errors import InvalidSubmission, Problem
+from rules.evaluate import engine_version, evaluate, submission_digest
+from rules.policy import Policy, default_policy
+from rules.search import NothingToSearch, search_submission
+
+# The members of /workload/training and /workload/inference that define the job (not how a quote runs it).
+TRAINING_JOB = ("objective", "model", "dataset_tokens", "epochs", "sequence_length", "global_batch",
+                "completion_window_days")
+INFERENCE_JOB = ("model", "context_tokens", "prompt_tokens", "output_tokens", "rps", "peak_factor", "headroom",
+                 "slo")
+
+
+def workload_identity(document: dict[str, Any]) -> dict[str, Any]:
+    """Returns what defines the job of a submission: its training and serving members in TRAINING_JOB/INFERENCE_JOB."""
+    workload = document.get("workload", {})
+    identity: dict[str, Any] = {}
+    for part, names in (("training", TRAINING_JOB), ("inference", INFERENCE_JOB)):
+        if part in workload:
+            identity[part] = {name: workload[part][name] for name in names if name in workload[part]}
+    return identity
+
+
+def check_same_workload(quotes: list[tuple[str, dict[str, Any]]]) -> None:
+    """Raises InvalidSubmission naming each quote whose job differs from the first quote's, and where."""
+    first_name, first = quotes[0]
+    expected = workload_identity(first)
+    problems = []
+    for index, (name, document) in enumerate(quotes[1:], start=1):
+        found = workload_identity(document)
+        differing = []
+        for part in sorted(set(expected) | set(found)):
+            if part not in expected or part not in found:
+                differing.append(f"/workload/{part}")
+                continue
+            members = sorted(set(expected[part]) | set(found[part]))
+            differing += [f"/workload/{part}/{m}" for m in members if expected[part].get(m) != found[part].get(m)]
+        problems += [Problem(f"/submissions/{index}", f"submission {name!r} is for another job than {first_name!r}: "
+                                                      f"{pointer} differs") for pointer in differing]
+    if problems:
+        raise InvalidSubmission("the submissions are not for the same workload", problems)
+
+
+def quotes_key(quotes: list[tuple[str, dict[str, Any]]], engine: str, policy_digest: str) -> str:
+    """Returns ``sha256:<hex>`` identifying a comparison of quotes: their ids and documents, engine and policy."""
+    identity = {"compare": "quotes", "quotes": [[name, submission_digest(document)] for name, document in quotes],
+                "engine_version": engine, "policy_digest": policy_digest}
+    return "sha256:" + hashlib.sha256(rfc8785.dumps(identity)).hexdigest()
+
+
+def _timing(record: dict[str, Any]) -> dict[str, Any]:
+    check = next((c for c in record["checks"] if c["id"] == TIME_TO_RESULT), None)
+    return check["evidence"] if check and check["status"] not in ("not-applicable", "insufficient-data") else {}
+
+
+def quote_row(name: str, document: dict[str, Any], policy: Policy, now: datetime | None = None) -> dict[str, Any]:
+    """Returns one quote's row: its evaluation at the best layout of its quoted GPUs (or as submitted).
+
+    The job runs on every GPU of the quote's training node group (a ``gpus`` the submission names is dropped):
+    a quote is compared by all it offers.
+    """
+    digest = submission_digest(document)
+    if "training" in document.get("workload", {}):
+        document = merge_patch(document, {"workload": {"training": {"gpus": None}}})
+    evaluated = evaluate(document, policy, now=now)
+    best, note = None, "no training workload to lay out"
+    try:
+        search = search_submission(document, policy)
+        best, note = search["best"], search["submitted_vs_best"]
+    except NothingToSearch as reason:
+        note = f"compared as submitted: {reason}"
+    at_best = evaluate(merge_patch(document, layout_patch(document, best)[0]), policy, now=now) if best else evaluated
+    timing = _timing(at_best)
+    quote = document.get("quote", {})
+    return {
+        "name": name,
+        "submission_digest": digest,
+        "vendor": quote.get("vendor"),
+        "quote_id": quote.get("quote_id"),
+        "layout": "best" if best else "submitted",
+        "best_layout": best,
+        "submitted_vs_best": note,
+        "verdict_as_submitted": evaluated["verdict"],
+        "verdict": at_best["verdict"],
+        "failing_checks": [c["id"] for c in at_best["checks"] if c["status"] == "fail"],
+        "days": timing.get("days"),
+        "days_p50": timing.get("days_p50"),
+        "days_p90": timing.get("days_p90"),
+        "window_days": timing.get("window_days"),
+        "gpus_quoted": gpus_quoted(document),
+        "currency": timing.get("currency") or quote.get("currency"),
+        "quote_total": timing.get("quote_total"),
+        "cost_per_run_day": timing.get("cost_per_day"),
+    }
+
+
+def _rank_key(row: dict[str, Any]) -> tuple[float, float, float]:
+    def known(value: Any) -> float:
+        return value if isinstance(value, int | float) else math.inf
+
+    days = known(row["days"])
+    return (known(row["days_p50"]) if row["days_p50"] is not None else days,
+            known(row["days_p90"]) if row["days_p90"] is not None else days, known(row["quote_total"]))
+
+
+def compare_quotes(quotes: list[tuple[str, dict[str, Any]]], policy: Policy | None = None, *,
+                   now: datetime | None = None,
+                   on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Returns the quotes ``(name, submission)`` ranked by modelled days (p50, p90) at their best layouts, then total.
+
+    InvalidSubmission (before any evaluation) when they are not for the same workload.
+    ``on_progress(done, total)`` after each quote.
+    """
+    policy = policy or default_policy()
+    check_same_workload(quotes)
+    rows = []
+    for done, (name, document) in enumerate(quotes, start=1):
+        rows.append(quote_row(name, document, policy, now))
+        if on_progress is not None:
+            on_progress(done, len(quotes))
+    ranked = sorted(rows, key=_rank_key)
+    identity = policy.identity()
+    return {
+        "key": quotes_key(quotes, engine_version(), identity["digest"]),
+        "engine_version": engine_version(),
+        "policy": {"id": identity["id"], "version": identity["version"], "digest": identity["digest"]},
+        "ranked_by": ["days_p50", "days_p90", "quote_total"],
+        "quotes": [{"rank": rank, **row} for rank, row in enumerate(ranked, start=1)],
+    }
