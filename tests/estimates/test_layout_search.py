@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -107,16 +106,10 @@ def test_tensor_parallel_stays_inside_the_nvlink_domain():
     assert max(r.layout.tensor for r in nvl.top) == 16
 
 
-def test_a_1024_gpu_70b_search_of_over_5000_layouts_takes_well_under_a_second():
-    model_args = ("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
-    timings = []
-    for _ in range(3):  # a fresh model each time: nothing memoised carries over
-        model = _model(*model_args)
-        start = time.perf_counter()
-        result = search_layouts(model, gpus=1024, global_batch=1024, memory_budget=_budget("H100-SXM5-80GB"))
-        timings.append(time.perf_counter() - start)
-    print(f"70B on 1024 H100: {result.searched} layouts, {result.fitting} fit, best of 3 runs "
-          f"{min(timings) * 1000:.0f} ms; best {result.best.layout} at {result.best.step.step_s:.2f} s/step, "
-          f"MFU {result.best.step.mfu:.1%} of {result.best.step.mfu_peak_tflops} {result.best.step.mfu_precision}")
-    assert result.searched >= 5000
-    assert min(timings) < 1.0
+def test_a_1024_gpu_70b_search_looks_at_over_5000_layouts_and_ranks_them():
+    """The bench's case (its speed is measured by `make bench`, not asserted here)."""
+    model = _model("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
+    result = search_layouts(model, gpus=1024, global_batch=1024, memory_budget=_budget("H100-SXM5-80GB"))
+    assert result.searched >= 5000 and 0 < result.fitting < result.searched
+    steps = [r.step.step_s for r in result.top]
+    assert steps == sorted(steps) and result.best.step.step_s == steps[0]
