@@ -149,6 +149,7 @@ def _scaling(ctx: Context) -> Scaling | None:
         "overlap_fraction": overlap, "tokens_per_step": modelled.tokens, "accumulation_steps": split.steps,
         "comm_gb_per_step": bytes_to_gb(step.bus_bytes_per_gpu), "allreduce_equivalents": step.allreduce_equivalents,
         "sharding": step.strategy, "gpus": plan.gpus, "data_parallel": plan.data_parallel,
+        "context_parallel": plan.context,
         "collectives": [{"kind": c.kind, "purpose": c.purpose, "size_gb": bytes_to_gb(c.size_bytes), "ranks": c.ranks,
                          "scope": c.scope, "times": c.times} for c in step.collectives],
         **rate.evidence(), **bandwidth_evidence(links),
