@@ -88,7 +88,10 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     ctx = Context(inputs, policy, {}, CHECKS[0])
     if ctx.get("/workload/training") is None:
         raise NothingToSearch("the submission has no training workload to lay out")
-    found = step_inputs(ctx)
+    try:
+        found = step_inputs(ctx)
+    except InconsistentInput as error:  # a layout no framework runs (a GPU count t × p × c does not divide)
+        raise NothingToSearch(f"the submitted layout cannot run: {error}") from None
     if found is None:
         raise NothingToSearch("the step-time model needs the architecture (layers, hidden, heads, vocab), the "
                               "sequence length, global batch, a catalogued GPU with compute NICs, and a batch "

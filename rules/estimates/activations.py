@@ -148,7 +148,8 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
 
 def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
                              tensor_parallel: int = 1, pipeline: PipelineSchedule = PipelineSchedule(), *,
-                             include_embedding: bool = True, logits_bytes_per_element: float = 4) -> float:
+                             include_embedding: bool = True, logits_bytes_per_element: float = 4,
+                             context_parallel: int = 1) -> float:
     """Return activation bytes on the first pipeline stage's GPU (Korthikanti arXiv 2205.05198 §4.2.3, §4.3).
 
     1F1B: the first stage holds p in-flight micro-batches of ceil(L/p) layers, i.e. L layers' worth when
@@ -159,11 +160,20 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     compute_activation_memory), ÷t with sequence parallelism. With p = 1 and the shape's ``vocab`` known
     the first stage is also the last and the output layer's buffers (``logits_bytes``) are added; for p > 1
     the last stage's logits are the caller's to evaluate with ``logits_bytes``.
+
+    ``context_parallel`` c divides the whole by c: context parallelism "partitions the network inputs and all
+    activations along sequence dimension" and "the activation memory footprint per GPU is also CP times
+    smaller" (Megatron-LM ``docs/source/api-guide/context_parallel.rst``), so each rank stores its s/c tokens
+    of every per-token activation above; the s² scores of attention without FlashAttention become its s/c
+    queries against all s keys, also ÷c. Neglected: the K/V chunks in flight in the ring exchange (each rank
+    "only stores the KV of a sequence chunk in forward and gathers KV again in backward", so the other ranks'
+    K/V are transient, one layer at a time) and the ring's receive buffers.
     """
     require_positive_int("layers", shape.layers)
     require_positive_int("pipeline_parallel", pipeline.stages)
     require_positive_int("virtual_stages", pipeline.virtual_stages)
     require_bool("include_embedding", include_embedding)
+    require_positive_int("context_parallel", context_parallel)
     if pipeline.micro_batches is not None:
         require_positive_int("micro_batches", pipeline.micro_batches)
     per_layer = activation_bytes_per_layer(shape, batch, saving, tensor_parallel)
@@ -191,7 +201,7 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
             sequence_parallel=saving.sequence_parallel,
             logits_bytes_per_element=logits_bytes_per_element,
         )
-    return total
+    return total / context_parallel
 
 
 def logits_bytes(

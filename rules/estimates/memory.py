@@ -87,6 +87,7 @@ class TrainingMemory:
     usable_bytes: float
     parameters: float
     first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
+    context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
 
     @property
     def model_state_bytes(self) -> float:
@@ -127,8 +128,9 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
                     sharding: str | None = None, micro_batch: int | None = None) -> TrainingMemory:
     """Returns the per-GPU memory of one step of ``job`` on ``layout``, or under another sharding / micro-batch.
 
-    Model state of the most loaded pipeline stage (ZeRO §5 with Megatron's first-stage share) + the first
-    stage's activations (Korthikanti et al. Table 2, §4.2.3) + under ZeRO-3/FSDP the unsharded layers
+    Model state of the most loaded pipeline stage (ZeRO §5 with Megatron's first-stage share, sharded over the
+    data × context ranks) + the first stage's activations (Korthikanti et al. Table 2, §4.2.3; ÷ the
+    context-parallel degree) + under ZeRO-3/FSDP the unsharded layers
     (``settings.gathered_layers`` of the largest unit: DeepSpeed gathers module by module, FSDP one wrapped
     decoder layer at a time) + the CUDA context + the allocator's fragmentation over all tensors. Usable
     memory is the GPU's less ``settings.headroom_fraction``.
@@ -152,11 +154,15 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
         optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
         other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
         usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
-        first_stage_factor=stage_factor)
+        first_stage_factor=stage_factor, context_parallel=layout.context)
 
 
 def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None) -> float | None:
-    """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown."""
+    """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
+
+    A context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
+    parallelism; :func:`rules.estimates.activations.activation_bytes_per_gpu`).
+    """
     sequence_length = job.batch.sequence_length
     if job.shape is None or sequence_length is None or micro_batch is None:
         return None
@@ -165,7 +171,8 @@ def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None) -> f
         # Micro-batches per optimizer step on each data-parallel rank (the batch identity of rules/estimates/batch.py).
         micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
     return activation_bytes_per_gpu(job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
-                                    layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches))
+                                    layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches),
+                                    context_parallel=layout.context)
 
 
 def _gathered(shape: ModelShape | None, sharding: str, state: StateBytesPerParam, gathered_layers: int) -> float:

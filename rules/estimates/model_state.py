@@ -359,6 +359,10 @@ def model_state_on_gpu(model: TrainedModel, layout: Layout, bytes_per_param: Sta
                        stage_factor: float = 1.0) -> ModelStatePerGpu:
     """Returns the model state on one GPU of ``layout`` (:func:`model_state_per_gpu_bytes`, ZeRO §5).
 
+    State is sharded over the layout's data × context ranks (``Layout.shard_ranks``): context-parallel ranks
+    hold the same parameters, and Megatron-LM's distributed optimizer shards over the data-parallel group
+    with context parallelism (``megatron/core/optimizer/__init__.py``, ``get_megatron_optimizer``:
+    ``get_data_parallel_group(with_context_parallel=True)``), as ZeRO and FSDP do over their process group.
     The layout's shard group counts only under fsdp-hybrid. ``offload`` (one of OFFLOADS) moves the optimizer
     state to host memory under ZeRO stages 1-3 and FSDP (DeepSpeed ZeRO-Offload), and with
     ``optimizer+parameters`` the weight shard too where parameters are sharded (DeepSpeed offload_param,
@@ -370,7 +374,7 @@ def model_state_on_gpu(model: TrainedModel, layout: Layout, bytes_per_param: Sta
     return model_state_per_gpu_bytes(
         parameters=model.parameters * stage_factor,
         trainable_parameters=model.trainable_parameters * stage_factor,
-        bytes_per_param=bytes_per_param, sharding=sharding, data_parallel=layout.data_parallel,
+        bytes_per_param=bytes_per_param, sharding=sharding, data_parallel=layout.shard_ranks,
         tensor_parallel=layout.tensor, pipeline_parallel=layout.pipeline,
         shard_group=layout.shard_group if sharding == "fsdp-hybrid" else None,
         offload_optimizer=offload in ("optimizer", "optimizer+parameters") and sharding != "ddp",

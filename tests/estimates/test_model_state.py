@@ -285,6 +285,19 @@ def test_model_state_on_a_layout_matches_zero_paper_figure1_zero3() -> None:
     assert state.gpu_total_bytes / GB == pytest.approx(1.875, rel=1e-12)
 
 
+def test_distributed_optimizer_state_is_sharded_over_data_and_context_ranks() -> None:
+    # Megatron-LM get_megatron_optimizer shards over get_data_parallel_group(with_context_parallel=True): 64 GPUs
+    # at cp 4 leave 16 data-parallel ranks, yet ZeRO-1 splits the 12Ψ optimizer state over all 16 × 4 = 64.
+    model = TrainedModel(7.5e9, 7.5e9, "bf16-mixed", "adamw")
+    with_context = training_layout(64, 8, 8, sharding="zero1", context=4)
+
+    state = model_state_on_gpu(model, with_context, _zero_paper(), "none")
+
+    assert state.optimizer_bytes == pytest.approx(12 * 7.5e9 / 64)
+    assert state.weights_bytes + state.gradients_bytes == pytest.approx(4 * 7.5e9)  # (2 + 2)Ψ, not sharded
+    assert state == model_state_on_gpu(model, training_layout(64, 8, 8, sharding="zero1"), _zero_paper(), "none")
+
+
 def test_model_state_on_a_layout_offloads_as_asked_and_scales_to_the_first_stage() -> None:
     # Given 13e9 parameters under ZeRO-2 on 8 GPUs with the optimizer offloaded (ZeRO-Offload),
     model = TrainedModel(13e9, 13e9, "bf16-mixed", "adamw")

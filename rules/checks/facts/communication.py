@@ -9,29 +9,34 @@ from rules.checks.base import Context
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
-from rules.checks.facts.pointers import FABRIC, NCCL_TESTS_RUNS, SCALING_RUNS, TRAINING
+from rules.checks.facts.pointers import FABRIC, NCCL_TESTS_RUNS, SCALING_RUNS, THROUGHPUT, TRAINING
 from rules.checks.facts.throughput import throughput_facts
+from rules.errors import InconsistentInput
+from rules.estimates import batch, interconnect
 from rules.estimates import communication as collectives
-from rules.estimates import interconnect
 from rules.estimates import scaling as scaling_estimates
+from rules.estimates.batch import Accumulation
 from rules.estimates.communication import StepCommunication
 from rules.estimates.interconnect import Bandwidth, BusbwFractions, ComputeNetwork, IntraNodeLink
+from rules.estimates.layout import NotWholeReplicas, require_whole_replicas, resized
 from rules.estimates.model_state import TrainedModel
 from rules.estimates.nccl_tests import MeasuredBusbw, NcclTestsRun, measured_busbw
+from rules.estimates.scaling import ModelledStep, ScalingPoint
 from rules.status import Basis
 from rules.units import bytes_to_gb
 
 
-def communication(ctx: Context, sharding: str | None = None) -> StepCommunication | None:
+def communication(ctx: Context, sharding: str | None = None, plan: Placement | None = None,
+                  split: Accumulation | None = None) -> StepCommunication | None:
     """Returns the collectives of one optimizer step (all its micro-batches) under the submitted or given sharding.
 
-    None when an input is missing; InconsistentInput for a layout the estimator refuses (fsdp-hybrid over
-    part of a node).
+    On the submitted layout and batch split, or on ``plan`` with ``split``. None when an input is missing;
+    InconsistentInput for a layout the estimator refuses (fsdp-hybrid over part of a node).
     """
-    plan = layout(ctx)
+    plan = plan or layout(ctx)
     parameters, precision, optimizer = model_state_inputs(ctx)
     note_missing_formats(ctx, precision, optimizer)
-    split = accumulation(ctx)
+    split = split or accumulation(ctx)
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None
     model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
@@ -39,13 +44,18 @@ def communication(ctx: Context, sharding: str | None = None) -> StepCommunicatio
                                           sharding)
 
 
-def bandwidth(ctx: Context) -> Bandwidth | None:
-    """Returns the job's intra-node and cluster busbw: nccl-tests where measured, else nameplate × policy fractions."""
+def bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
+    """Returns the job's intra-node and cluster busbw: nccl-tests where measured, else nameplate × policy fractions.
+
+    For the submitted layout, or for ``plan`` (the same job on another number of GPUs and nodes).
+    """
+    if plan is not None:
+        return _bandwidth(ctx, plan)
     return ctx.memo("communication.bandwidth", _bandwidth)
 
 
-def _bandwidth(ctx: Context) -> Bandwidth | None:
-    plan = layout(ctx)
+def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
+    plan = plan or layout(ctx)
     if plan is None:
         return None
     measured = _nccl_tests(ctx, plan)
@@ -104,21 +114,75 @@ class Scaling:
     basis: Basis
     evidence: dict[str, Any]
 
+    def schedule_evidence(self) -> dict[str, Any]:
+        """Returns what a schedule reports of the efficiency it applies: the value, its basis, and for a rate
+        carried from another scale the efficiencies at both scales."""
+        out = {"efficiency": self.efficiency, "efficiency_basis": self.evidence.get("efficiency_basis",
+                                                                                    self.basis.value)}
+        out.update({name: self.evidence[name] for name in ("efficiency_at_measured_scale",
+                                                            "efficiency_at_quoted_scale") if name in self.evidence})
+        return out
+
 
 def applied_scaling(ctx: Context) -> Scaling | None:
-    """Returns the scaling efficiency the schedule applies to the per-GPU rate.
+    """Returns the scaling efficiency the schedule applies to the per-GPU rate, in this order of precedence.
 
-    A rate measured at the quoted GPU count (``throughput.measured_at_gpus``) already includes that scale's
-    data-parallel communication, so it is not reduced again (efficiency 1, basis measured); any other rate is
-    scaled by the job's scaling efficiency (``scaling``). A rate measured at another count is scaled by the
-    efficiency at the quoted count, which counts the communication of the smaller scale twice: conservative.
+    1. A stated rate measured at the quoted GPU count (``throughput.measured_at_gpus``) already includes that
+       scale's data-parallel communication, so it is not reduced again: efficiency 1, basis measured.
+    2. A stated rate measured at another count m is carried to the quoted count n by E(n) / E(m)
+       (:func:`rules.estimates.scaling.extrapolated_efficiency`), so that the communication of the measured
+       scale is replaced, not counted twice: from ``measurements.scaling`` when it has a point at both counts
+       (basis measured), else from the modelled step (``rules.estimates.scaling.modelled_step``) of the
+       submitted layout at both scales, each rank keeping its batch (basis estimated). The ratio exceeds 1
+       when the rate was measured on more GPUs than quoted.
+    3. Any other rate (no ``measured_at_gpus``, or the modelled one) is scaled by the job's scaling efficiency
+       (:func:`scaling`: measured at the largest measured size with two or more points, else modelled).
+
+    InconsistentInput naming ``measured_at_gpus`` when it is not a whole number of the layout's model
+    replicas (tensor × pipeline × context GPUs): the rate cannot have been measured with this layout.
     """
     rate, scaled, plan = throughput_facts(ctx), scaling(ctx), layout(ctx)
     if rate is None or scaled is None or plan is None:
         return None
-    if rate.measured_at_gpus == plan.gpus:
-        return Scaling(1.0, Basis.MEASURED, {"efficiency": 1.0, "measured_at_gpus": rate.measured_at_gpus})
-    return scaled
+    measured_at = rate.measured_at_gpus
+    if measured_at is None:
+        return scaled
+    if measured_at == plan.gpus:
+        return Scaling(1.0, Basis.MEASURED, {"efficiency": 1.0, "measured_at_gpus": measured_at})
+    try:
+        require_whole_replicas(measured_at, plan.tensor, plan.pipeline, plan.context)
+    except NotWholeReplicas as error:
+        raise InconsistentInput(f"{THROUGHPUT}/measured_at_gpus: {error}, so the stated rate cannot have been "
+                                f"measured with the submitted layout") from None
+    points, unused = _scaling_points(ctx)
+    at_scale = {point.gpus: point for point in points or ()}
+    if measured_at in at_scale and plan.gpus in at_scale:
+        return _carried(at_scale[plan.gpus].efficiency, at_scale[measured_at].efficiency, Basis.MEASURED,
+                        f"measured ratio from {measured_at:,} to {plan.gpus:,} GPUs (measurements.scaling)", {})
+    quoted = _modelled(ctx)
+    if quoted is None:
+        return None
+    elsewhere = resized(plan, measured_at)
+    measured = _modelled(ctx, elsewhere, batch.per_rank_global_batch(quoted.split, elsewhere.data_parallel))
+    if measured is None:
+        return None
+    evidence = {**_modelled_evidence(ctx, plan, quoted), "measured_scale_nodes": elsewhere.nodes,
+                "measured_scale_global_batch": measured.split.global_batch,
+                "measured_scale_exposed_communication_s_per_step":
+                    measured.modelled.scaling.exposed_communication_s}
+    if points is not None or unused:
+        evidence["measurements_not_used"] = unused or (f"measurements.scaling has no point at both {measured_at:,} "
+                                                       f"and {plan.gpus:,} GPUs")
+    return _carried(quoted.modelled.scaling.efficiency, measured.modelled.scaling.efficiency, Basis.ESTIMATED,
+                    f"modelled ratio from {measured_at:,} to {plan.gpus:,} GPUs", evidence)
+
+
+def _carried(at_quoted: float, at_measured: float, basis: Basis, words: str, evidence: dict[str, Any]) -> Scaling:
+    """Returns the efficiency that carries a rate from the scale it was measured at to the quoted one."""
+    ratio = scaling_estimates.extrapolated_efficiency(at_quoted, at_measured)
+    return Scaling(ratio, basis, {**evidence, "efficiency": ratio, "efficiency_basis": words,
+                                  "efficiency_at_measured_scale": at_measured,
+                                  "efficiency_at_quoted_scale": at_quoted})
 
 
 def scaling(ctx: Context) -> Scaling | None:
@@ -131,42 +195,78 @@ def _scaling(ctx: Context) -> Scaling | None:
     if measured is not None:
         return measured
     plan = layout(ctx)
+    modelled = _modelled(ctx)
+    if plan is None or modelled is None:
+        return None
+    evidence = _modelled_evidence(ctx, plan, modelled)
+    if unused:
+        evidence["measurements_not_used"] = unused
+    return Scaling(modelled.modelled.scaling.efficiency, Basis.ESTIMATED, evidence)
+
+
+@dataclass(frozen=True)
+class _Modelled:
+    """One modelled step of the job on a layout: its scaling, collectives, links and batch split."""
+
+    modelled: ModelledStep
+    step: StepCommunication
+    links: Bandwidth
+    split: Accumulation
+
+
+def _modelled(ctx: Context, plan: Placement | None = None, global_batch: int | None = None) -> _Modelled | None:
+    """Returns the modelled step on the submitted layout, or on ``plan`` with ``global_batch`` sequences per step.
+
+    The per-GPU rate is the job's (stated or modelled) on either layout: a rate measured at scale stands for the
+    compute rate at both, to first order, as it does for the efficiency at the quoted scale alone. None when an
+    input is missing; each is noted.
+    """
+    submitted = plan is None
+    plan = plan or layout(ctx)
     rate = throughput_facts(ctx)
     sequence_length = ctx.need(f"{TRAINING}/sequence_length")
-    split = accumulation(ctx)
-    links = bandwidth(ctx)
-    step = communication(ctx)
-    if None in (plan, rate, sequence_length, split, links, step):
+    split = accumulation(ctx, plan=plan, global_batch=global_batch)
+    links = bandwidth(ctx) if submitted else bandwidth(ctx, plan)
+    step = communication(ctx, plan=plan, split=split)
+    if plan is None or rate is None or sequence_length is None or split is None or links is None or step is None:
         return None
-    overlap = ctx.setting("interconnect.overlap_fraction")
     modelled = scaling_estimates.modelled_step(split.global_batch, int(sequence_length), rate.tokens_per_s_per_gpu,
-                                               plan.gpus, step, links, overlap)
-    result = modelled.scaling
-    evidence = {
+                                               plan.gpus, step, links, ctx.setting("interconnect.overlap_fraction"))
+    return _Modelled(modelled, step, links, split)
+
+
+def _modelled_evidence(ctx: Context, plan: Placement, found: _Modelled) -> dict[str, Any]:
+    """Returns the evidence of a modelled step: its times, collectives, links and the rate it ran at."""
+    result, step, split = found.modelled.scaling, found.step, found.split
+    rate = throughput_facts(ctx)
+    return {
         "efficiency": result.efficiency, "compute_s_per_step": result.compute_s,
         "communication_s_per_step": result.communication_s,
         "exposed_communication_s_per_step": result.exposed_communication_s, "step_s": result.step_s,
-        "overlap_fraction": overlap, "tokens_per_step": modelled.tokens, "accumulation_steps": split.steps,
-        "comm_gb_per_step": bytes_to_gb(step.bus_bytes_per_gpu), "allreduce_equivalents": step.allreduce_equivalents,
-        "sharding": step.strategy, "gpus": plan.gpus, "data_parallel": plan.data_parallel,
+        "overlap_fraction": ctx.setting("interconnect.overlap_fraction"), "tokens_per_step": found.modelled.tokens,
+        "accumulation_steps": split.steps, "comm_gb_per_step": bytes_to_gb(step.bus_bytes_per_gpu),
+        "allreduce_equivalents": step.allreduce_equivalents, "sharding": step.strategy, "gpus": plan.gpus,
+        "data_parallel": plan.data_parallel, "context_parallel": plan.context,
         "collectives": [{"kind": c.kind, "purpose": c.purpose, "size_gb": bytes_to_gb(c.size_bytes), "ranks": c.ranks,
                          "scope": c.scope, "times": c.times} for c in step.collectives],
-        **rate.evidence(), **bandwidth_evidence(links),
+        **(rate.evidence() if rate is not None else {}), **bandwidth_evidence(found.links),
     }
-    if unused:
-        evidence["measurements_not_used"] = unused
-    return Scaling(result.efficiency, Basis.ESTIMATED, evidence)
 
 
-def _measured_scaling(ctx: Context) -> tuple[Scaling | None, str]:
-    """Returns the measured scaling (two or more GPU counts), or None and why measurements were not used."""
+def _scaling_points(ctx: Context) -> tuple[list[ScalingPoint] | None, str]:
+    """Returns the measured scaling points (two or more GPU counts) with their efficiencies, or None and why not."""
     points = []
     for index, _run in enumerate(ctx.inputs.get(SCALING_RUNS) or []):
         gpus = ctx.num(f"{SCALING_RUNS}/{index}/gpus")
         tokens_per_s = ctx.num(f"{SCALING_RUNS}/{index}/tokens_per_s")
         if gpus and tokens_per_s:
             points.append((int(gpus), tokens_per_s))
-    measured, unused = scaling_estimates.measured_scaling(points)
+    return scaling_estimates.measured_scaling(points)
+
+
+def _measured_scaling(ctx: Context) -> tuple[Scaling | None, str]:
+    """Returns the measured scaling (two or more GPU counts), or None and why measurements were not used."""
+    measured, unused = _scaling_points(ctx)
     if measured is None:
         return None, unused
     base, largest = measured[0], measured[-1]

@@ -118,6 +118,7 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "model_state_total_gb": bytes_to_gb(estimate.model_state_total_bytes),
         "activations_known": estimate.activations_bytes is not None,
         "first_stage_parameter_factor": estimate.first_stage_factor,
+        "context_parallel": estimate.context_parallel,
         "spare_fraction": estimate.spare_fraction,
     }
 
