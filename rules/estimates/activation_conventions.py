@@ -15,6 +15,7 @@ results are bytes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -48,6 +49,9 @@ ACTIVATION_ELEMENT_BYTES: Final = {"bf16-mixed": 2, "fp16-mixed": 2, "fp8-mixed"
 MEGATRON_WITHOUT_SP_OVERHEAD: Final = 1.05
 # Megatron-LM's input token ids are int64: 8 bytes per token (compute_activation_memory).
 TOKEN_ID_BYTES: Final = 8
+# Megatron-LM pads the vocabulary to a multiple of --make-vocab-size-divisible-by (default 128) × tensor
+# parallel (megatron/training/arguments.py, megatron/training/vocab_utils.py); the formulae use the padded size.
+MEGATRON_VOCAB_DIVISIBLE_BY: Final = 128
 
 _NO_SAVING: Final = ActivationSaving()
 _ONE_STAGE: Final = PipelineSchedule()
@@ -88,8 +92,8 @@ def megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: Acti
     recomputation are both on, else ``compute_activation_memory_without_sp``; Megatron turns sequence
     parallelism off at tensor parallel 1 (``megatron/training/arguments.py``: "Disabling sequence parallelism
     because tensor model parallelism is disabled"), so t = 1 always takes the second. With s sequence, b
-    micro-batch, h hidden, f ffn_hidden, L layers, V the (padded) vocabulary, t tensor, p pipeline, v virtual
-    stages and m micro-batches per step:
+    micro-batch, h hidden, f ffn_hidden, L layers, V the vocabulary padded as Megatron pads it (to a multiple
+    of 128·t), t tensor, p pipeline, v virtual stages and m micro-batches per step:
 
     - with SP + selective: (sbh(18 + 4f/h)·L + 8sbp + sbhp) × schedule, + 4sbh(1 + V/h) if p = 1, all ÷ t;
     - otherwise: (sbh(10 + 24/t)·L + 8sbp + sbhp) × schedule, + 2(sbV/t + sbh) if p = 1, all × 1.05;
@@ -138,10 +142,13 @@ def megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: Acti
     elif p > 1 and m is not None:
         total *= min(1, m / p)  # fewer micro-batches than stages in flight
     if p == 1 and shape.vocab is not None:
+        require_positive_int("vocab", shape.vocab)
+        multiple = MEGATRON_VOCAB_DIVISIBLE_BY * t
+        vocab = math.ceil(shape.vocab / multiple) * multiple
         if with_sp:
-            total += 2 * e * sbh + 4 * s * b * shape.vocab  # 4sbh(1 + V/h): inputs to output layer and CE loss
+            total += 2 * e * sbh + 4 * s * b * vocab  # 4sbh(1 + V/h): inputs to output layer and CE loss
         else:
-            total += e * (s * b * shape.vocab / t + sbh)  # logits (÷ t) and final norm output, 2 bytes each
+            total += e * (s * b * vocab / t + sbh)  # logits (÷ t) and final norm output, 2 bytes each
     if with_sp:
         return total / t / context_parallel
     return total * MEGATRON_WITHOUT_SP_OVERHEAD / context_parallel
