@@ -78,12 +78,13 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
 
 
 def memory_settings(ctx: Context) -> MemorySettings:
-    """Returns the policy's memory parameters and its model-state convention."""
+    """Returns the policy's memory parameters and its model-state and activation conventions."""
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
                           cuda_context_gib=ctx.setting("memory.cuda_context_gib"),
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
-                          gathered_layers=ctx.setting("memory.gathered_layers"))
+                          gathered_layers=ctx.setting("memory.gathered_layers"),
+                          activation_convention=ctx.setting("conventions.activations"))
 
 
 def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
