@@ -27,6 +27,7 @@ from rules.checks.base import Context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.step_model import StepInputs, step_inputs
 from rules.errors import InconsistentInput
+from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout_search import (
     LayoutSearch,
     MemoryConvention,
@@ -101,7 +102,8 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
         raise NothingToSearch("the quoted GPU's memory_gib is not known")
     convention = MemoryConvention(optimizer=ctx.get("/workload/training/optimizer", "adamw"),
                                   convention=policy.value("conventions.model_state_bytes"),
-                                  gathered_layers=policy.value("memory.gathered_layers"))
+                                  gathered_layers=policy.value("memory.gathered_layers"),
+                                  communication=CommunicationSettings(policy.value("memory.nccl_channels")))
     return found, memory_budget_bytes(memory_gib, policy.value("memory")), convention
 
 
