@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.checks.base import Context
+from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import Placement, layout
 from rules.checks.facts.model import (
     TRAINABLE_PARAMETERS,
@@ -80,9 +81,10 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
 
 
 def memory_settings(ctx: Context) -> MemorySettings:
-    """Returns the policy's memory parameters and its model-state convention."""
+    """Returns the policy's memory parameters, its model-state convention and the training GPU's CUDA context."""
+    plan = layout(ctx)
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
-                          cuda_context_gib=ctx.setting("memory.cuda_context_gib"),
+                          cuda_context_gib=training_cuda_context(ctx, plan.group if plan else None).gib,
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
                           gathered_layers=ctx.setting("memory.gathered_layers"),
@@ -112,6 +114,7 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "activations_gib": bytes_to_gib(estimate.activations_bytes or 0),
         "other_gib": bytes_to_gib(estimate.overhead_bytes),
         "gathered_parameters_gib": bytes_to_gib(estimate.gathered_bytes),
+        "cuda_context_gib": bytes_to_gib(estimate.cuda_context_bytes),
         **_communication_evidence(estimate),
         "total_gib": bytes_to_gib(estimate.total_bytes),
         "usable_gib": bytes_to_gib(estimate.usable_bytes),
