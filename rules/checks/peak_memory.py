@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
+from rules.checks.facts.gpu_context import training_cuda_context
+from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import measured_peak_gib, memory_estimate, memory_evidence
 from rules.checks.facts.pointers import TRAINING
 from rules.estimates.ratios import fraction_of, spare_fraction
@@ -49,7 +51,8 @@ class PeakMemory(Check):
         evidence = {**memory_evidence(estimate), "sharding": estimate.sharding, "convention": estimate.convention,
                     "activation_convention": counting.convention,
                     "activation_bytes_per_element": counting.element_bytes,
-                    "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM}
+                    "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM,
+                    "cuda_context_source": training_cuda_context(ctx, layout(ctx).group).source}
         missing_shape = list(ctx.missing)
         if estimate.activations_bytes is None:
             # Model state alone already decides a failure; otherwise the activations are needed.

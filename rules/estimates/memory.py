@@ -2,8 +2,9 @@
 
 Sums the model state (rules/estimates/model_state.py), the activations of the first pipeline stage
 (rules/estimates/activations.py, counted under the policy's activation convention:
-rules/estimates/activation_conventions.py), the layers ZeRO-3/FSDP gathers, the CUDA context and the allocator's
-fragmentation, and compares them with the GPU memory less a headroom. Pure: the policy's parameters come in
+rules/estimates/activation_conventions.py), the layers ZeRO-3/FSDP gathers, the communication buffers
+(rules/estimates/comm_buffers.py), the CUDA context and the allocator's fragmentation, and compares them
+with the GPU memory less a headroom. Pure: the policy's parameters come in
 as ``MemorySettings``. Results are bytes; callers convert.
 
 Sources (cited again where used): Rajbhandari et al., ZeRO, SC'20 (arXiv 1910.02054) §5; Korthikanti et
@@ -23,9 +24,16 @@ from rules.estimates.activation_conventions import (
     counted_activation_bytes,
 )
 from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule
+from rules.estimates.comm_buffers import (
+    BufferInputs,
+    CommunicationBuffers,
+    CommunicationSettings,
+    communication_buffers,
+)
 from rules.estimates.layout import Layout, resized, with_sharding
 from rules.estimates.model_state import (
     PARAMETER_SHARDED,
+    ModelStatePerGpu,
     StateBytesPerParam,
     TrainedModel,
     effective_sharding,
@@ -47,11 +55,13 @@ class MemorySettings:
     """The policy's memory parameters (rules/data/policy.default.json, memory.* and conventions.*)."""
 
     convention: str  # bytes per parameter of model state: a key of model_state.BYTE_CONVENTIONS
-    cuda_context_gib: float  # CUDA context, cuBLAS/NCCL workspaces per GPU
+    cuda_context_gib: float  # CUDA context per GPU (the catalogue's figure for the GPU, else the policy's)
     fragmentation_fraction: float  # allocator overhead over the tensors it holds
     headroom_fraction: float  # share of GPU memory kept free
     gathered_layers: int  # layers ZeRO-3/FSDP hold unsharded at once (the current one and those prefetched)
     activation_convention: str = "physical"  # a key of activation_conventions.ACTIVATION_CONVENTIONS
+    # NCCL and framework buffers (comm_buffers.py); None: not counted, the bare arithmetic of the published tables
+    communication: CommunicationSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,7 @@ class TrainingJob:
     saving: ActivationSaving
     virtual_stages: int
     offload: str  # one of model_state.OFFLOADS
+    gradient_as_bucket_view: bool = False  # PyTorch DDP: gradients are views into its all-reduce buckets
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,13 @@ class TrainingMemory:
     first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
     context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
     activation_counting: ActivationCounting = ActivationCounting()  # the convention and width that sized activations
+    communication: CommunicationBuffers | None = None  # None: not counted (MemorySettings.communication)
+    cuda_context_bytes: float = 0.0
+
+    @property
+    def communication_bytes(self) -> float:
+        """Returns the NCCL buffers and framework buckets, which other_bytes includes; 0 when not counted."""
+        return self.communication.total_bytes if self.communication else 0.0
 
     @property
     def model_state_bytes(self) -> float:
@@ -103,7 +121,8 @@ class TrainingMemory:
 
     @property
     def overhead_bytes(self) -> float:
-        """Returns what is neither model state nor activations: gathered layers, CUDA context, fragmentation."""
+        """Returns what is neither model state nor activations: gathered layers, communication buffers, CUDA
+        context, fragmentation."""
         return self.gathered_bytes + self.other_bytes
 
     @property
@@ -140,8 +159,10 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
     data × context ranks) + the first stage's activations (Korthikanti et al. Table 2, §4.2.3; ÷ the
     context-parallel degree) + under ZeRO-3/FSDP the unsharded layers
     (``settings.gathered_layers`` of the largest unit: DeepSpeed gathers module by module, FSDP one wrapped
-    decoder layer at a time) + the CUDA context + the allocator's fragmentation over all tensors. Usable
-    memory is the GPU's less ``settings.headroom_fraction``.
+    decoder layer at a time) + the communication buffers (NCCL's and the framework's buckets,
+    :func:`rules.estimates.comm_buffers.communication_buffers`) + the CUDA context + the allocator's
+    fragmentation over all tensors it holds (NCCL's buffers are not its). Usable memory is the GPU's less
+    ``settings.headroom_fraction``.
     """
     state = model_state_bytes_per_param(job.model.precision, job.model.optimizer, settings.convention)
     sharding = effective_sharding(sharding or layout.sharding, settings.convention)
@@ -154,8 +175,11 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
     gathered = 0.0
     if sharding in PARAMETER_SHARDED:
         gathered = _gathered(job.shape, sharding, state, settings.gathered_layers)
-    tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered
-    other = settings.cuda_context_gib * GIB + settings.fragmentation_fraction * tensors
+    buffers = _buffers(job, layout, state, per_gpu, settings)
+    buckets = buffers.bucket_bytes if buffers else 0.0
+    tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered + buckets
+    context = settings.cuda_context_gib * GIB
+    other = context + settings.fragmentation_fraction * tensors + (buffers.total_bytes if buffers else 0.0)
     capacity = gpu_memory_gib * GIB
     return TrainingMemory(
         sharding=sharding, micro_batch=int(micro_batch) if micro_batch else None, state=state,
@@ -163,7 +187,26 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
         optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
         other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
         usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
-        first_stage_factor=stage_factor, context_parallel=layout.context, activation_counting=counting)
+        first_stage_factor=stage_factor, context_parallel=layout.context, activation_counting=counting,
+        communication=buffers, cuda_context_bytes=context)
+
+
+def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gpu: ModelStatePerGpu,
+             settings: MemorySettings) -> CommunicationBuffers | None:
+    """Returns the rank's communication buffers, None when the settings do not count them.
+
+    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
+    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
+    """
+    if settings.communication is None:
+        return None
+    unit = None
+    if job.shape is not None and job.shape.vocab is not None:
+        unit = largest_layer_parameters(job.shape, "block") / layout.tensor
+    inputs = BufferInputs(layout=layout, convention=settings.convention, gradients_on_gpu_bytes=per_gpu.gradients_bytes,
+                          working_bytes_per_param=state.weights_bytes_per_param, largest_unit_parameters=unit,
+                          gradient_as_bucket_view=job.gradient_as_bucket_view)
+    return communication_buffers(inputs, settings.communication)
 
 
 def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rules.checks.base import Context
+from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import Placement, layout
 from rules.checks.facts.model import (
     TRAINABLE_PARAMETERS,
@@ -17,6 +18,7 @@ from rules.checks.facts.model import (
 from rules.checks.facts.pointers import PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.estimates import memory
 from rules.estimates.activations import ActivationSaving
+from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout import Layout, resized
 from rules.estimates.memory import MemorySettings, TrainingBatch, TrainingJob, TrainingMemory
 from rules.estimates.model_state import (
@@ -72,19 +74,23 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
     batch = TrainingBatch(int(sequence_length) if sequence_length is not None else None,
                           int(micro_batch) if micro_batch is not None else None,
                           int(global_batch) if global_batch is not None else None)
+    bucket_view = bool(ctx.get(f"{PARALLELISM}/gradient_as_bucket_view", False))
     job = TrainingJob(TrainedModel(parameters, trainable, precision, optimizer), shape, batch, saving,
-                      virtual_stages, offload)
+                      virtual_stages, offload, gradient_as_bucket_view=bucket_view)
     return MemoryInputs(plan, job, gpu_memory_gib)
 
 
 def memory_settings(ctx: Context) -> MemorySettings:
-    """Returns the policy's memory parameters and its model-state and activation conventions."""
+    """Returns the policy's memory parameters, its model-state and activation conventions and the training GPU's
+    CUDA context."""
+    plan = layout(ctx)
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
-                          cuda_context_gib=ctx.setting("memory.cuda_context_gib"),
+                          cuda_context_gib=training_cuda_context(ctx, plan.group if plan else None).gib,
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
                           gathered_layers=ctx.setting("memory.gathered_layers"),
-                          activation_convention=ctx.setting("conventions.activations"))
+                          activation_convention=ctx.setting("conventions.activations"),
+                          communication=CommunicationSettings(nccl_channels=ctx.setting("memory.nccl_channels")))
 
 
 def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
@@ -110,6 +116,8 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "activations_gib": bytes_to_gib(estimate.activations_bytes or 0),
         "other_gib": bytes_to_gib(estimate.overhead_bytes),
         "gathered_parameters_gib": bytes_to_gib(estimate.gathered_bytes),
+        "cuda_context_gib": bytes_to_gib(estimate.cuda_context_bytes),
+        **_communication_evidence(estimate),
         "total_gib": bytes_to_gib(estimate.total_bytes),
         "usable_gib": bytes_to_gib(estimate.usable_bytes),
         "capacity_gib": bytes_to_gib(estimate.capacity_bytes),
@@ -122,6 +130,18 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "context_parallel": estimate.context_parallel,
         "spare_fraction": estimate.spare_fraction,
     }
+
+
+def _communication_evidence(estimate: TrainingMemory) -> dict[str, float | str]:
+    """Returns the communication buffers within other_gib: NCCL's, the framework's buckets, and their total."""
+    buffers = estimate.communication
+    if buffers is None:
+        return {"communication_buffers_gib": 0.0}
+    return {"communication_buffers_gib": bytes_to_gib(buffers.total_bytes),
+            "nccl_buffers_gib": bytes_to_gib(buffers.nccl_bytes),
+            "gradient_buckets_gib": bytes_to_gib(buffers.bucket_bytes),
+            "nccl_communicators": buffers.communicators,
+            "buffer_framework": buffers.framework}
 
 
 def measured_peak_gib(ctx: Context, micro_batch: int | None) -> float | None:
