@@ -1,4 +1,4 @@
-"""DeepSpeed's model-state estimators reproduced to the byte.
+"""DeepSpeed's model-state estimators reproduced to the byte, and the ``deepspeed`` convention held against them.
 
 Every expected figure below is worked out by hand from DeepSpeed's public formulas, written out before each
 table with the file and function they come from; none is read back from the code under test. The models:
@@ -17,6 +17,11 @@ from rules.estimates.deepspeed_estimators import (
     zero2_model_states_mem_needs,
     zero3_model_states_mem_needs,
 )
+from rules.estimates.layout import training_layout
+from rules.estimates.model_state import TrainedModel
+from rules.estimates.offload import ZeroSettings
+from rules.estimates.shapes import ModelShape
+from rules.estimates.training_state import StateSettings, training_model_state
 
 LLAMA2_7B, LLAMA2_7B_LARGEST = 6_738_415_616, 131_072_000
 LLAMA3_8B, LLAMA3_8B_LARGEST = 8_030_261_248, 525_336_576
@@ -131,3 +136,40 @@ def test_invalid_inputs_raise():
         zero3_model_states_mem_needs(0, 1e6, DeepSpeedHardware(), DeepSpeedOptions())
     with pytest.raises(ValueError, match="largest_layer_params"):
         zero3_model_states_mem_needs(1e9, -1, DeepSpeedHardware(), DeepSpeedOptions())
+
+
+# ---------------------------------------------------------------------------------------------------
+# The deepspeed convention gives DeepSpeed's per-GPU and per-CPU figures for the same job
+# ---------------------------------------------------------------------------------------------------
+LLAMA2_7B_SHAPE = ModelShape(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000,
+                             mlp="swiglu", norm="rmsnorm", dropout=False)
+DEEPSPEED = StateSettings(convention="deepspeed", gathered_layers=2, zero=ZeroSettings())
+OFFLOAD = {(False, False): "none", (True, False): "optimizer", (True, True): "optimizer+parameters"}
+
+
+@pytest.mark.parametrize(("total", "largest", "per_node", "nodes", "offload", "offload_params", "zero_init",
+                          "cpu", "gpu"), [case for case in ZERO3 if case[0] == LLAMA2_7B and case[6]])
+def test_deepspeed_convention_gives_zero3_estimator_figures_for_llama2_7b(total, largest, per_node, nodes, offload,
+                                                                          offload_params, zero_init, cpu, gpu):
+    # Given Llama-2-7B (whose largest module is the 131,072,000-parameter embedding) under ZeRO-3 on the
+    # estimator's GPUs, bf16 AdamW, DeepSpeed's byte convention,
+    model = TrainedModel(total, total, "bf16-mixed", "adamw")
+    layout = training_layout(per_node * nodes, 8, nodes, sharding="zero3")
+
+    held = training_model_state(model, LLAMA2_7B_SHAPE, OFFLOAD[offload, offload_params], layout, DEEPSPEED)
+
+    # then one GPU holds DeepSpeed's per-GPU figure and the node's host its per-CPU figure, to the byte.
+    assert held.per_gpu.gpu_total_bytes + held.gathered_bytes == gpu
+    assert held.host.total_bytes == cpu
+
+
+@pytest.mark.parametrize(("total", "per_node", "nodes", "offload", "cpu", "gpu"), ZERO2)
+def test_deepspeed_convention_gives_zero2_estimator_figures(total, per_node, nodes, offload, cpu, gpu):
+    model = TrainedModel(total, total, "bf16-mixed", "adamw")
+    layout = training_layout(per_node * nodes, 8, nodes, sharding="zero2")
+
+    held = training_model_state(model, None, "optimizer" if offload else "none", layout, DEEPSPEED)
+
+    assert held.per_gpu.gpu_total_bytes == gpu
+    assert held.host.total_bytes == cpu
+    assert held.host.buffer_bytes == pytest.approx(cpu / 3)  # 1.5 = the state and half of it again in buffers
