@@ -101,7 +101,8 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
         raise NothingToSearch("the quoted GPU's memory_gib is not known")
     convention = MemoryConvention(optimizer=ctx.get("/workload/training/optimizer", "adamw"),
                                   convention=policy.value("conventions.model_state_bytes"),
-                                  gathered_layers=policy.value("memory.gathered_layers"))
+                                  gathered_layers=policy.value("memory.gathered_layers"),
+                                  activations=policy.value("conventions.activations"))
     return found, memory_budget_bytes(memory_gib, policy.value("memory")), convention
 
 

@@ -12,7 +12,8 @@ from rules.status import Basis, Status
 SEED_RULE_BYTES_PER_PARAM = 12
 
 _WHY = ("model state {model_state_bytes_per_param:g} B/param under the {convention} convention "
-        "({model_state_total_gb:,.1f} GB for the model, {model_state_gb_per_gpu:,.3f} GB per GPU under {sharding})"
+        "({model_state_total_gb:,.1f} GB for the model, {model_state_gb_per_gpu:,.3f} GB per GPU under {sharding}), "
+        "activations under the {activation_convention} convention at {activation_bytes_per_element:g} B per element"
         "{offload_note}{seed_note}")
 
 
@@ -44,7 +45,10 @@ class PeakMemory(Check):
         estimate = memory_estimate(ctx)
         if estimate is None:
             return ctx.insufficient("model state cannot be sized")
+        counting = estimate.activation_counting
         evidence = {**memory_evidence(estimate), "sharding": estimate.sharding, "convention": estimate.convention,
+                    "activation_convention": counting.convention,
+                    "activation_bytes_per_element": counting.element_bytes,
                     "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM}
         missing_shape = list(ctx.missing)
         if estimate.activations_bytes is None:

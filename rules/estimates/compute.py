@@ -22,10 +22,10 @@ import math
 from dataclasses import dataclass
 
 from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
+from rules.units import TFLOPS
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 SECONDS_PER_DAY = 86_400.0
-_TERA = 10**12  # FLOP/s in a TFLOP/s
 
 # Forward-pass equivalents per token for the parameter (dense) FLOPs: forward 1 + backward 2,
 # plus one more forward when every layer is recomputed.
@@ -176,7 +176,7 @@ def throughput_from_mfu(mfu: float, peak_tflops: float, parameters: float, layer
     """
     require_positive("peak_tflops", peak_tflops)
     flops = training_flops_per_token(parameters, "none", layers, sequence_length, hidden)
-    return MfuThroughput(tokens_per_s_from_mfu(mfu, peak_tflops * _TERA, flops), flops)
+    return MfuThroughput(tokens_per_s_from_mfu(mfu, peak_tflops * TFLOPS, flops), flops)
 
 
 def run_flops(parameters: float, tokens: float, recompute: str, layers: int | None = None,
@@ -281,7 +281,7 @@ def hardware_tflops_per_gpu(tokens_per_s_per_gpu: float, hardware_flops_per_toke
     """
     require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
     require_positive("hardware_flops_per_token", hardware_flops_per_token)
-    return tokens_per_s_per_gpu * hardware_flops_per_token / _TERA
+    return tokens_per_s_per_gpu * hardware_flops_per_token / TFLOPS
 
 
 def tokens_per_s_from_hardware_tflops(hardware_tflops: float, hardware_flops_per_token: float) -> float:
@@ -292,4 +292,4 @@ def tokens_per_s_from_hardware_tflops(hardware_tflops: float, hardware_flops_per
     """
     require_positive("hardware_tflops", hardware_tflops)
     require_positive("hardware_flops_per_token", hardware_flops_per_token)
-    return hardware_tflops * _TERA / hardware_flops_per_token
+    return hardware_tflops * TFLOPS / hardware_flops_per_token

@@ -26,8 +26,8 @@ from rules.estimates._args import (
 from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel, decode_step, prefill_time_s
 from rules.estimates.inference_memory import ConcurrencyBudget, ServingEngine, max_concurrent_sequences
 from rules.estimates.ratios import spare_fraction
+from rules.units import TB
 
-_TERA = 1e12
 # Relative slack so that float noise (100 × 3 × 1.2 / 15 = 24.000000000000004) does not add a replica.
 _CEIL_SLACK = 1e-9
 
@@ -170,7 +170,7 @@ def modelled_latency(model: ServedModel, gpu: GpuSpec, requests: Requests, roofl
     TPOT = :func:`decode_step` at the average context prompt + output // 2.
     """
     tp = model.tensor_parallel
-    weight_read_s = model.weight_bytes / tp / (gpu.hbm_tbs * _TERA * roofline.hbm_efficiency)
+    weight_read_s = model.weight_bytes / tp / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
     prefill_s = prefill_time_s(model.parameters, requests.prompt_tokens, batch, tp, gpu.bf16_tflops,
                                roofline.prefill_efficiency)
     step = decode_step(model, gpu, roofline, batch, requests.prompt_tokens + requests.output_tokens // 2)

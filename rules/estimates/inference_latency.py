@@ -29,8 +29,7 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
-
-_TERA = 1e12
+from rules.units import TB, TFLOPS
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def prefill_time_s(
     require_positive("bf16_tflops", bf16_tflops)
     require_fraction("efficiency", efficiency)
     flops = 2.0 * parameters * prompt_tokens * batch
-    return flops / (tp * bf16_tflops * _TERA * efficiency)
+    return flops / (tp * bf16_tflops * TFLOPS * efficiency)
 
 
 
@@ -125,8 +124,8 @@ def decode_step(model: ServedModel, gpu: GpuSpec, roofline: Roofline, batch: int
 
     tp = model.tensor_parallel
     bytes_read = model.weight_bytes / tp + batch * context_tokens * model.kv_bytes_per_token_per_gpu
-    memory_time = bytes_read / (gpu.hbm_tbs * _TERA * roofline.hbm_efficiency)
-    compute_time = 2.0 * model.parameters * batch / (tp * gpu.bf16_tflops * _TERA * roofline.flops_efficiency)
+    memory_time = bytes_read / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
+    compute_time = 2.0 * model.parameters * batch / (tp * gpu.bf16_tflops * TFLOPS * roofline.flops_efficiency)
     return DecodeStep(
         memory_time_s=memory_time,
         compute_time_s=compute_time,

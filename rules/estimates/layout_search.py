@@ -25,13 +25,12 @@ from typing import Any, Final
 
 from rules.estimates import shapes
 from rules.estimates._args import require_positive, require_positive_int
-from rules.estimates.activations import (
-    ActivationSaving,
-    BatchShape,
-    PipelineSchedule,
-    activation_bytes_per_gpu,
-    logits_bytes,
+from rules.estimates.activation_conventions import (
+    ActivationCounting,
+    activation_element_bytes,
+    counted_activation_bytes,
 )
+from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule, logits_bytes
 from rules.estimates.model_state import (
     gathered_parameters_bytes,
     model_state_bytes_per_param,
@@ -66,6 +65,7 @@ class MemoryConvention:
     optimizer: str = "adamw"
     convention: str = "zero-paper"  # policy conventions.model_state_bytes
     gathered_layers: int = 2  # policy memory.gathered_layers: layers held unsharded under ZeRO-3
+    activations: str = "physical"  # policy conventions.activations: how activation memory is counted
 
 
 @dataclass(frozen=True)
@@ -189,8 +189,9 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
     The only place this module calls the memory estimator. Model state (ZeRO §5 by sharding over the d·c
     replicas), activations on the first pipeline stage (Korthikanti et al. 2022 §4, with the tokens s/c of
     a context-parallel rank), the fp32 logits of the last stage when it is another stage (counted on top,
-    which overstates a little), and under ZeRO-3 the gathered layers. FP8 GEMMs keep 16-bit activations
-    and fp32 master state, so they are sized as bf16-mixed.
+    which overstates a little), and under ZeRO-3 the gathered layers. Activations are counted under the
+    policy's activation convention at the precision's width (``rules.estimates.activation_conventions``).
+    FP8 GEMMs keep 16-bit activations and fp32 master state, so they are sized as bf16-mixed.
     """
     parameters = shape.parameters()
     memory_shape = shapes.ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
@@ -209,20 +210,24 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
         return held.gpu_total_bytes + gathered
 
     @cache
-    def activations(t: int, p: int, v: int, c: int, b: int, in_flight: int, recompute: str, flash: bool) -> float:
+    def activations(t: int, p: int, v: int, c: int, b: int, in_flight: int, recompute: str, flash: bool,
+                    element_bytes: int) -> float:
         tokens = shape.sequence_length // c
-        total = activation_bytes_per_gpu(
-            memory_shape, BatchShape(sequence_length=tokens, micro_batch=b),
+        total = counted_activation_bytes(
+            ActivationCounting(memory.activations, element_bytes), memory_shape,
+            BatchShape(sequence_length=tokens, micro_batch=b),
             ActivationSaving(recompute=recompute, sequence_parallel=t > 1, flash_attention=flash),
             tensor_parallel=t, pipeline=PipelineSchedule(stages=p, virtual_stages=v, micro_batches=in_flight))
         if p > 1:
-            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1)
+            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1,
+                                  element_bytes=element_bytes)
         return total
 
     def bytes_used(t: int, p: int, v: int, c: int, d: int, b: int, global_batch: int, recompute: str,
                    sharding: str, precision: str, flash: bool) -> float:
         in_flight = min(p, global_batch // (b * d))
         state_precision = "bf16-mixed" if precision == "fp8-mixed" else precision
-        return state(t, p, d * c, sharding, state_precision) + activations(t, p, v, c, b, in_flight, recompute, flash)
+        return state(t, p, d * c, sharding, state_precision) + activations(
+            t, p, v, c, b, in_flight, recompute, flash, activation_element_bytes(precision))
 
     return bytes_used

@@ -1,7 +1,8 @@
 """One training step's memory on the most loaded GPU, and the searches built on it.
 
 Sums the model state (rules/estimates/model_state.py), the activations of the first pipeline stage
-(rules/estimates/activations.py), the layers ZeRO-3/FSDP gathers, the CUDA context and the allocator's
+(rules/estimates/activations.py, counted under the policy's activation convention:
+rules/estimates/activation_conventions.py), the layers ZeRO-3/FSDP gathers, the CUDA context and the allocator's
 fragmentation, and compares them with the GPU memory less a headroom. Pure: the policy's parameters come in
 as ``MemorySettings``. Results are bytes; callers convert.
 
@@ -16,7 +17,12 @@ from dataclasses import dataclass, field
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_non_negative_int, require_positive_int
-from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule, activation_bytes_per_gpu
+from rules.estimates.activation_conventions import (
+    ActivationCounting,
+    activation_element_bytes,
+    counted_activation_bytes,
+)
+from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule
 from rules.estimates.layout import Layout, resized, with_sharding
 from rules.estimates.model_state import StateBytesPerParam, TrainedModel
 from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
@@ -38,6 +44,7 @@ class MemorySettings:
     fragmentation_fraction: float  # allocator overhead over the tensors it holds
     headroom_fraction: float  # share of GPU memory kept free
     gathered_layers: int  # decoder layers FSDP holds unsharded at once (the current one and those prefetched)
+    activation_convention: str = "physical"  # a key of activation_conventions.ACTIVATION_CONVENTIONS
     zero: ZeroSettings = field(default_factory=ZeroSettings)  # DeepSpeed's buffer factor and ZeRO-3 working set
 
     @property
@@ -87,6 +94,7 @@ class TrainingMemory:
     parameters: float
     first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
     context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
+    activation_counting: ActivationCounting = ActivationCounting()  # the convention and width that sized activations
     host: HostModelState = NO_HOST_MODEL_STATE  # the model state the node's host holds (host-ram's figure)
 
     @property
@@ -143,7 +151,8 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
     stage_factor = held.first_stage_factor
     layout = with_sharding(layout, sharding)
     micro_batch = micro_batch or job.batch.micro_batch
-    activations = _activations(job, layout, int(micro_batch) if micro_batch else None)
+    counting = ActivationCounting(settings.activation_convention, activation_element_bytes(job.model.precision))
+    activations = _activations(job, layout, int(micro_batch) if micro_batch else None, counting)
     tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered
     other = settings.cuda_context_gib * GIB + settings.fragmentation_fraction * tensors
     capacity = gpu_memory_gib * GIB
@@ -153,13 +162,16 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
         optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
         other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
         usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
-        first_stage_factor=stage_factor, context_parallel=layout.context, host=held.host)
+        first_stage_factor=stage_factor, context_parallel=layout.context, activation_counting=counting,
+        host=held.host)
 
 
-def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None) -> float | None:
+def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None,
+                 counting: ActivationCounting) -> float | None:
     """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
 
-    A context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
+    Counted under ``counting`` (:func:`rules.estimates.activation_conventions.counted_activation_bytes`). A
+    context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
     parallelism; :func:`rules.estimates.activations.activation_bytes_per_gpu`).
     """
     sequence_length = job.batch.sequence_length
@@ -169,7 +181,7 @@ def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None) -> f
     if job.batch.global_batch:
         # Micro-batches per optimizer step on each data-parallel rank (the batch identity of rules/estimates/batch.py).
         micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
-    return activation_bytes_per_gpu(job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
+    return counted_activation_bytes(counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
                                     layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches),
                                     context_parallel=layout.context)
 

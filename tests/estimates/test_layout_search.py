@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from rules.catalogue import load_catalogue
-from rules.estimates.layout_search import SearchSpace, memory_budget_bytes, search_layouts
+from rules.estimates.layout_search import MemoryConvention, SearchSpace, memory_budget_bytes, search_layouts
 from rules.estimates.step_time import StepTimeModel
 from rules.estimates.step_time_figures import efficiencies_from_data, hardware_from_catalogue
 from rules.estimates.transformer_work import ModelShape
@@ -113,3 +113,25 @@ def test_a_1024_gpu_70b_search_looks_at_over_5000_layouts_and_ranks_them():
     assert result.searched >= 5000 and 0 < result.fitting < result.searched
     steps = [r.step.step_s for r in result.top]
     assert steps == sorted(steps) and result.best.step.step_s == steps[0]
+
+
+def test_memory_follows_the_policy_activation_convention():
+    """One layout (t = p = 1, micro-batch 1, no recompute, ZeRO-1) under both activation conventions: the
+    model state is the same, so the bytes differ by Megatron-LM's count (compute_activation_memory_without_sp,
+    t = 1) less the physical one, for GPT-3 XL at s = 2048 (GeLU, dropout, no FlashAttention)."""
+    model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
+    space = SearchSpace(tensor=(1,), pipeline=(1,), context=(1,), micro_batch=(1,), recompute=("none",),
+                        sharding=("zero1",), flash_attention=False)
+    budget = _budget("A100-SXM4-80GB")
+    physical = search_layouts(model, 8, 32, budget, space, MemoryConvention()).best
+    megatron = search_layouts(model, 8, 32, budget, space, MemoryConvention(activations="megatron")).best
+
+    s, h, a, f, v, layers = 2048, 2048, 16, 8192, 51200, 24
+    sbh = s * h
+    # Korthikanti Table 2, no parallelism: sbh(34 + 5as/h) per layer; token ids 8sb and embedding mask sbh;
+    # output layer 4sbh + 4sbV (§4.3).
+    physical_bytes = sbh * (34 + 5 * a * s / h) * layers + 8 * s + sbh + 4 * sbh + 4 * s * v
+    # Megatron: (sbh(10 + 24) × L + 8sb + sbh + 2(sbV + sbh)) × 1.05.
+    megatron_bytes = (sbh * 34 * layers + 8 * s + sbh + 2 * (s * v + sbh)) * 1.05
+    assert f == 4 * h
+    assert megatron.memory_bytes - physical.memory_bytes == pytest.approx(megatron_bytes - physical_bytes, rel=1e-9)

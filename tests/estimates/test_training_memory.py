@@ -96,6 +96,29 @@ def test_parameter_offload_leaves_only_the_working_set_on_the_gpu_and_the_host_h
     assert estimate.host.buffer_bytes == 8e9 and estimate.host.total_bytes == 24e9
 
 
+def test_fp32_training_stores_4_byte_activations():
+    # Korthikanti Table 2 at 4 bytes: each layer keeps its input 4sbh = 4,194,304 B; the token ids (8sb) and
+    # the 1-byte embedding dropout mask (sbh) keep their width: 2 × 4,194,304 + 1,056,768 = 9,445,376 B.
+    job = _job()
+    fp32 = replace(job, model=replace(job.model, precision="fp32"))
+
+    estimate = training_memory(fp32, training_layout(8, 8, 1), 80, BARE)
+
+    assert estimate.activations_bytes == 9_445_376
+    assert estimate.activation_counting.element_bytes == 4
+
+
+def test_megatron_activation_convention_counts_megatron_lm_formula():
+    # Megatron-LM theoretical_memory_usage.py, compute_activation_memory_without_sp (t = 1):
+    # sbh(10 + 24/t) × L + 8sb + sbh = 34 × 1,048,576 × 2 + 8,192 + 1,048,576 = 72,359,936; × 1.05.
+    settings = replace(BARE, activation_convention="megatron")
+
+    estimate = training_memory(_job(), training_layout(8, 8, 1), 80, settings)
+
+    assert estimate.activations_bytes == pytest.approx(75_977_932.8, rel=1e-15)
+    assert estimate.activation_counting.convention == "megatron"
+
+
 def test_unknown_architecture_leaves_the_activations_and_the_verdict_open():
     estimate = training_memory(_job(shape=None), training_layout(8, 8, 1), 80, BARE)
     assert estimate.activations_bytes is None and estimate.fits is None

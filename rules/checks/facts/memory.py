@@ -78,12 +78,13 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
 
 
 def memory_settings(ctx: Context) -> MemorySettings:
-    """Returns the policy's memory parameters and its model-state convention."""
+    """Returns the policy's memory parameters and its model-state and activation conventions."""
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
                           cuda_context_gib=ctx.setting("memory.cuda_context_gib"),
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
                           gathered_layers=ctx.setting("memory.gathered_layers"),
+                          activation_convention=ctx.setting("conventions.activations"),
                           zero=ZeroSettings(
                               additional_buffer_factor=ctx.setting(f"{_ZERO}.additional_buffer_factor"),
                               stage3_prefetch_bucket_size=ctx.setting(f"{_ZERO}.stage3_prefetch_bucket_size"),
