@@ -6,7 +6,7 @@ from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Pa
 from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import measured_peak_gib, memory_estimate, memory_evidence
-from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.pointers import PARALLELISM, TRAINING
 from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
 
@@ -16,7 +16,7 @@ SEED_RULE_BYTES_PER_PARAM = 12
 _WHY = ("model state {model_state_bytes_per_param:g} B/param under the {convention} convention "
         "({model_state_total_gb:,.1f} GB for the model, {model_state_gb_per_gpu:,.3f} GB per GPU under {sharding}), "
         "activations under the {activation_convention} convention at {activation_bytes_per_element:g} B per element"
-        "{seed_note}")
+        "{offload_note}{seed_note}")
 
 
 class PeakMemory(Check):
@@ -64,6 +64,8 @@ class PeakMemory(Check):
             evidence["decided_by"] = "model state alone (a lower bound)"
         evidence["seed_note"] = _seed_note(estimate.state.total_bytes_per_param,
                                            estimate.state.master_weights_bytes_per_param)
+        evidence["offload"] = ctx.get(f"{PARALLELISM}/offload", "none")
+        evidence["offload_note"] = _offload_note(evidence["offload"], evidence["host_offload_gib"])
         basis = Basis.ESTIMATED
         measured = measured_peak_gib(ctx, estimate.micro_batch)
         if measured is not None:
@@ -74,6 +76,13 @@ class PeakMemory(Check):
                             spare_fraction=spare_fraction(measured, evidence["usable_gib"]))
             basis = Basis.MEASURED
         return Facts(evidence=evidence, basis=basis)
+
+
+def _offload_note(offload: str, host_offload_gib: float) -> str:
+    if host_offload_gib <= 0:
+        return ""
+    return (f"; offload {offload} keeps {host_offload_gib:,.1f} GiB of each rank's model state in host memory "
+            "(host-ram sizes the node)")
 
 
 def _seed_note(bytes_per_param: float, master_bytes: float) -> str:

@@ -208,7 +208,7 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
 
     @cache
     def state(t: int, p: int, replicas: int, sharding: str, precision: str) -> float:
-        per_param = model_state_bytes_per_param(precision, memory.optimizer, memory.convention)
+        per_param = model_state_bytes_per_param(precision, memory.optimizer, memory.convention, sharding)
         held = model_state_per_gpu_bytes(parameters, parameters, per_param, sharding, data_parallel=replicas,
                                          tensor_parallel=t, pipeline_parallel=p)
         gathered = 0.0

@@ -14,7 +14,7 @@ CUDA caching allocator notes ("Memory management": reserved exceeds allocated by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_non_negative_int, require_positive_int
@@ -31,19 +31,12 @@ from rules.estimates.comm_buffers import (
     communication_buffers,
 )
 from rules.estimates.layout import Layout, resized, with_sharding
-from rules.estimates.model_state import (
-    PARAMETER_SHARDED,
-    ModelStatePerGpu,
-    StateBytesPerParam,
-    TrainedModel,
-    effective_sharding,
-    gathered_parameters_bytes,
-    model_state_bytes_per_param,
-    model_state_on_gpu,
-)
-from rules.estimates.parameters import first_stage_parameter_factor, largest_layer_parameters
+from rules.estimates.model_state import ModelStatePerGpu, StateBytesPerParam, TrainedModel
+from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.parameters import largest_layer_parameters
 from rules.estimates.ratios import spare_fraction
 from rules.estimates.shapes import ModelShape
+from rules.estimates.training_state import StateSettings, TrainingModelState, training_model_state
 from rules.units import GIB
 
 # The searches over GPU counts stop here: no fit below this many GPUs means "not by adding GPUs".
@@ -58,10 +51,16 @@ class MemorySettings:
     cuda_context_gib: float  # CUDA context per GPU (the catalogue's figure for the GPU, else the policy's)
     fragmentation_fraction: float  # allocator overhead over the tensors it holds
     headroom_fraction: float  # share of GPU memory kept free
-    gathered_layers: int  # layers ZeRO-3/FSDP hold unsharded at once (the current one and those prefetched)
+    gathered_layers: int  # decoder layers FSDP holds unsharded at once (the current one and those prefetched)
     activation_convention: str = "physical"  # a key of activation_conventions.ACTIVATION_CONVENTIONS
     # NCCL and framework buffers (comm_buffers.py); None: not counted, the bare arithmetic of the published tables
     communication: CommunicationSettings | None = None
+    zero: ZeroSettings = field(default_factory=ZeroSettings)  # DeepSpeed's buffer factor and ZeRO-3 working set
+
+    @property
+    def state_settings(self) -> StateSettings:
+        """Returns the part of the settings that sizes model state (rules/estimates/training_state.py)."""
+        return StateSettings(self.convention, self.gathered_layers, self.zero)
 
 
 @dataclass(frozen=True)
@@ -114,6 +113,7 @@ class TrainingMemory:
     def communication_bytes(self) -> float:
         """Returns the NCCL buffers and framework buckets, which other_bytes includes; 0 when not counted."""
         return self.communication.total_bytes if self.communication else 0.0
+    host: HostModelState = NO_HOST_MODEL_STATE  # the model state the node's host holds (host-ram's figure)
 
     @property
     def model_state_bytes(self) -> float:
@@ -152,29 +152,28 @@ class TrainingMemory:
 
 
 def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings, *,
-                    sharding: str | None = None, micro_batch: int | None = None) -> TrainingMemory:
+                    sharding: str | None = None, micro_batch: int | None = None,
+                    model_state: TrainingModelState | None = None) -> TrainingMemory:
     """Returns the per-GPU memory of one step of ``job`` on ``layout``, or under another sharding / micro-batch.
 
     Model state of the most loaded pipeline stage (ZeRO §5 with Megatron's first-stage share, sharded over the
     data × context ranks) + the first stage's activations (Korthikanti et al. Table 2, §4.2.3; ÷ the
-    context-parallel degree) + under ZeRO-3/FSDP the unsharded layers
-    (``settings.gathered_layers`` of the largest unit: DeepSpeed gathers module by module, FSDP one wrapped
-    decoder layer at a time) + the communication buffers (NCCL's and the framework's buckets,
-    :func:`rules.estimates.comm_buffers.communication_buffers`) + the CUDA context + the allocator's
-    fragmentation over all tensors it holds (NCCL's buffers are not its). Usable memory is the GPU's less
+    context-parallel degree) + under ZeRO-3/FSDP the unsharded layers (DeepSpeed's ZeRO-3 working set, FSDP's
+    ``settings.gathered_layers`` wrapped decoder layers) + the communication buffers (NCCL's and the
+    framework's buckets, :func:`rules.estimates.comm_buffers.communication_buffers`) + the CUDA context + the
+    allocator's fragmentation over all tensors it holds (NCCL's buffers are not its); the model state (and
+    what the host holds of it) is :func:`rules.estimates.training_state.training_model_state`, or
+    ``model_state`` when the caller has it for this layout and sharding. Usable memory is the GPU's less
     ``settings.headroom_fraction``.
     """
-    state = model_state_bytes_per_param(job.model.precision, job.model.optimizer, settings.convention)
-    sharding = effective_sharding(sharding or layout.sharding, settings.convention)
+    held = model_state or training_model_state(job.model, job.shape, job.offload, layout, settings.state_settings,
+                                               sharding=sharding)
+    state, sharding, per_gpu, gathered = held.state, held.sharding, held.per_gpu, held.gathered_bytes
+    stage_factor = held.first_stage_factor
     layout = with_sharding(layout, sharding)
     micro_batch = micro_batch or job.batch.micro_batch
-    stage_factor = first_stage_parameter_factor(job.shape, layout.pipeline)
-    per_gpu = model_state_on_gpu(job.model, layout, state, job.offload, stage_factor)
     counting = ActivationCounting(settings.activation_convention, activation_element_bytes(job.model.precision))
     activations = _activations(job, layout, int(micro_batch) if micro_batch else None, counting)
-    gathered = 0.0
-    if sharding in PARAMETER_SHARDED:
-        gathered = _gathered(job.shape, sharding, state, settings.gathered_layers)
     buffers = _buffers(job, layout, state, per_gpu, settings)
     buckets = buffers.bucket_bytes if buffers else 0.0
     tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered + buckets
@@ -188,7 +187,7 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
         other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
         usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
         first_stage_factor=stage_factor, context_parallel=layout.context, activation_counting=counting,
-        communication=buffers, cuda_context_bytes=context)
+        communication=buffers, cuda_context_bytes=context, host=held.host)
 
 
 def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gpu: ModelStatePerGpu,
@@ -227,16 +226,6 @@ def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None,
     return counted_activation_bytes(counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
                                     layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches),
                                     context_parallel=layout.context)
-
-
-def _gathered(shape: ModelShape | None, sharding: str, state: StateBytesPerParam, gathered_layers: int) -> float:
-    """Returns the bytes of layers held unsharded under ZeRO-3 (per module) or FSDP (per decoder layer)."""
-    if shape is None or shape.vocab is None:
-        return 0.0
-    unit = "module" if sharding == "zero3" else "block"
-    largest = largest_layer_parameters(shape, unit)
-    return gathered_parameters_bytes(largest, bytes_per_param=state.weights_bytes_per_param,
-                                     prefetch_layers=gathered_layers - 1)
 
 
 def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,

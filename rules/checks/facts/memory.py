@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
@@ -15,19 +15,19 @@ from rules.checks.facts.model import (
     model_state_inputs,
     note_missing_formats,
 )
-from rules.checks.facts.pointers import PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
+from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.estimates import memory
 from rules.estimates.activations import ActivationSaving
 from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout import Layout, resized
 from rules.estimates.memory import MemorySettings, TrainingBatch, TrainingJob, TrainingMemory
-from rules.estimates.model_state import (
-    TrainedModel,
-    effective_sharding,
-    model_state_bytes_per_param,
-    model_state_on_gpu,
-)
+from rules.estimates.model_state import TrainedModel
+from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.training_state import TrainingModelState, host_holds_model_state, training_model_state
 from rules.units import bytes_to_gb, bytes_to_gib
+
+# The DeepSpeed ZeRO values of the policy (memory.deepspeed), named as DeepSpeed names them.
+_ZERO = "memory.deepspeed"
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,14 @@ def memory_settings(ctx: Context) -> MemorySettings:
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
                           gathered_layers=ctx.setting("memory.gathered_layers"),
                           activation_convention=ctx.setting("conventions.activations"),
-                          communication=CommunicationSettings(nccl_channels=ctx.setting("memory.nccl_channels")))
+                          communication=CommunicationSettings(nccl_channels=ctx.setting("memory.nccl_channels")),
+                          zero=ZeroSettings(
+                              additional_buffer_factor=ctx.setting(f"{_ZERO}.additional_buffer_factor"),
+                              stage3_prefetch_bucket_size=ctx.setting(f"{_ZERO}.stage3_prefetch_bucket_size"),
+                              stage3_max_live_parameters=ctx.setting(f"{_ZERO}.stage3_max_live_parameters"),
+                              stage3_param_persistence_threshold=ctx.setting(
+                                  f"{_ZERO}.stage3_param_persistence_threshold"),
+                              zero_init=ctx.setting(f"{_ZERO}.zero_init")))
 
 
 def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
@@ -103,8 +110,33 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
     if inputs is None:
         return None
     plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
+    submitted = sharding is None and gpus is None
     return memory.training_memory(inputs.job, plan, inputs.gpu_memory_gib, memory_settings(ctx),
-                                  sharding=sharding, micro_batch=micro_batch)
+                                  sharding=sharding, micro_batch=micro_batch,
+                                  model_state=model_state_estimate(ctx) if submitted else None)
+
+
+def model_state_estimate(ctx: Context) -> TrainingModelState | None:
+    """Returns the model state of the submitted layout on one GPU and on its host; None without its inputs.
+
+    Memoised: peak-memory's estimate and host-ram's host figure are this one estimate. It reads only what sizes
+    model state (the layout, the model's counts and formats, offload, and the architecture where given or where
+    the pipeline's first stage rests on it), so host-ram does not depend on the batch shape.
+    """
+    return ctx.memo("memory.model_state", _model_state_estimate)
+
+
+def _model_state_estimate(ctx: Context) -> TrainingModelState | None:
+    plan = layout(ctx)
+    parameters, precision, optimizer = model_state_inputs(ctx)
+    note_missing_formats(ctx, precision, optimizer)
+    if plan is None or parameters is None or precision is None or optimizer is None:
+        return None
+    given = all(ctx.get(f"{ARCHITECTURE}/{name}") is not None for name in ("layers", "hidden", "heads"))
+    shape = architecture(ctx) if given or plan.pipeline != 1 else None
+    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    return training_model_state(model, shape, ctx.get(f"{PARALLELISM}/offload", "none"), plan,
+                                memory_settings(ctx).state_settings)
 
 
 def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
@@ -187,19 +219,16 @@ def _search(ctx: Context, search: Callable[[TrainingJob, Layout, float, MemorySe
     return search(inputs.job, inputs.placement, inputs.gpu_memory_gib, memory_settings(ctx))
 
 
-def host_offload_bytes_per_gpu(ctx: Context) -> float | None:
-    """Returns the model state one rank offloads to host RAM (ZeRO-Offload / FSDP CPU offload), bytes; 0 if none."""
-    plan = layout(ctx)
-    offload = ctx.get(f"{PARALLELISM}/offload", "none")
-    if plan is None:
+def host_model_state(ctx: Context) -> HostModelState | None:
+    """Returns the model state one node's host holds (offload, DeepSpeed's start-up estimate); None if unknown.
+
+    The host half of :func:`model_state_estimate`, so that host-ram and peak-memory agree; nothing, without
+    reading the model, when nothing is offloaded and the convention counts no host state.
+    """
+    if layout(ctx) is None:
         return None
-    if offload == "none":
-        return 0.0
-    parameters, precision, optimizer = model_state_inputs(ctx)
-    if parameters is None or precision is None or optimizer is None:
-        return None
-    convention = ctx.setting("conventions.model_state_bytes")
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
-    placed = replace(plan, sharding=effective_sharding(plan.sharding, convention))
-    state = model_state_bytes_per_param(precision, optimizer, convention)
-    return model_state_on_gpu(model, placed, state, offload).host_offload_bytes
+    if not host_holds_model_state(ctx.setting("conventions.model_state_bytes"), ctx.get(f"{PARALLELISM}/offload",
+                                                                                          "none")):
+        return NO_HOST_MODEL_STATE
+    estimate = model_state_estimate(ctx)
+    return estimate.host if estimate is not None else None
