@@ -10,7 +10,6 @@ parsed form through :func:`parsed`.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,13 +37,13 @@ POWER_CSV = Artifact("/measurements/power_csv", "power-csv", "power-reading CSV"
 ARTIFACTS: tuple[Artifact, ...] = (TOPOLOGY, NCCL_TESTS, FIO, TORCH_MEMORY, SCALING_CSV, POWER_CSV)
 
 
-def parse(artifact: Artifact, value: str | dict[str, Any], collective: str | None = None) -> dict[str, Any]:
-    """Returns the parsed form of one artifact's value (docs/parsers.md); parsers.ParseError when it cannot be read.
+def parse(artifact: Artifact, text: str, collective: str | None = None) -> dict[str, Any]:
+    """Returns the parsed form of one artifact's text (docs/parsers.md); parsers.ParseError when it cannot be read.
 
-    ``value`` is the tool's text; fio's JSON may also be given as the object itself. ``collective`` names the
-    nccl-tests binary for output that does not. The result is the caller's own copy.
+    Every artifact is the tool's output as one string, fio's JSON included: as an object its hundreds of numbers
+    would each become an input of the record. ``collective`` names the nccl-tests binary for output that does
+    not. The result is the caller's own copy.
     """
-    text = json.dumps(value, indent=1) if isinstance(value, dict) else value
     return copy.deepcopy(_parse(artifact.kind, text, collective))
 
 
@@ -77,17 +76,15 @@ def artifact_problems(document: Any) -> list[Problem]:
     """Returns one problem per raw artifact of a schema-valid submission that its parser cannot read.
 
     The message is the parser's: the 1-based line of the text and what was expected there
-    (``line 16: expected the row for NIC6 (18 devices in the header), found end of input``). For fio JSON given
-    as an object the line is that of no text the user wrote, so only the expectation is kept.
+    (``line 16: expected the row for NIC6 (18 devices in the header), found end of input``).
     """
     problems = []
     for artifact in ARTIFACTS:
         for pointer, value, holder in located(document, artifact):
-            if not isinstance(value, str | dict):
+            if not isinstance(value, str):
                 continue  # the schema has already refused it
             try:
                 parse(artifact, value, holder.get("collective") if artifact is NCCL_TESTS else None)
             except parsers.ParseError as error:
-                words = error.detail if isinstance(value, dict) else str(error)
-                problems.append(Problem(pointer, f"{artifact.tool} output cannot be read: {words}"))
+                problems.append(Problem(pointer, f"{artifact.tool} output cannot be read: {error}"))
     return problems

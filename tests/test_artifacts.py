@@ -41,7 +41,7 @@ def test_every_kind_of_raw_artifact_is_accepted_where_the_schema_puts_it():
                   "compute_nics": ["mlx5_0", "mlx5_1"]},
         nccl_tests=[{"nodes": 2, "raw": sample("nccl/all_reduce_dgx_a100_2node_old_error_column.txt"),
                      "collective": "all_reduce"}],
-        fio=json.loads(FIO_TEXT[FIO_TEXT.index("{"):]),  # the JSON document without fio's signal line
+        fio=FIO_TEXT,
         peak_memory=[{"torch_memory": "max_memory_allocated: 1073741824\nmax_memory_reserved: 2147483648"}],
         scaling_csv="gpus,tokens_per_s\n8,80000\n16,150000\n",
         power_csv="timestamp,node,watts\n0,n1,9000\n1,n1,9100\n",
@@ -50,8 +50,13 @@ def test_every_kind_of_raw_artifact_is_accepted_where_the_schema_puts_it():
     assert validate_submission(submission) is None
 
 
-def test_fio_output_is_accepted_as_text_too():
-    assert validate_submission(with_measurements(fio=sample("fio/seq_rw_4k_fio3.33_interrupted.json"))) is None
+def test_fio_json_is_taken_as_the_text_fio_printed_not_as_an_object():
+    # as an object, each of fio's numbers would become an input of the record
+    document = json.loads(FIO_TEXT[FIO_TEXT.index("{"):])
+
+    [(pointer, message)] = problems(with_measurements(fio=document))
+
+    assert pointer == "/measurements/fio" and message.startswith("expected text, found object")
 
 
 def test_a_truncated_topology_matrix_is_refused_at_its_pointer_with_the_line():
@@ -97,11 +102,11 @@ def test_malformed_csvs_and_torch_output_name_their_line():
     assert all("line " in message for _, message in found)
 
 
-def test_fio_given_as_an_object_is_refused_without_a_line_number_of_text_nobody_wrote():
-    found = problems(with_measurements(fio={"fio version": "fio-3.33"}))
+def test_fio_text_that_is_not_fio_json_names_the_line():
+    found = problems(with_measurements(fio='{"fio version": "fio-3.33"}'))
 
-    assert found[0][0] == "/measurements/fio"
-    assert found[0][1].startswith("fio --output-format=json output cannot be read: expected")
+    assert found[0][0] == "/measurements/fio" and found[0][1].startswith(
+        "fio --output-format=json output cannot be read: line 1: expected")
 
 
 def test_terminal_escapes_in_a_pasted_matrix_are_refused_as_hidden_text():
