@@ -48,6 +48,10 @@ class InterconnectScaling(Check):
                 f"measured {evidence['tokens_per_s_per_gpu_at_largest']:,.0f} tokens/s per GPU at "
                 f"{evidence['measured_gpus']} GPUs against {evidence['tokens_per_s_per_gpu_at_base']:,.0f} at "
                 f"{evidence['base_gpus']}{reach}")
+            if evidence.get("measurement_source"):
+                evidence["detail"] += f" ({evidence['measurement_source']})"
+            if evidence.get("measurements_not_used"):
+                evidence["detail"] += f"; not used: {evidence['measurements_not_used']}"
         else:
             evidence["decided_by"] = "modelled"
             evidence["detail"] = _modelled_detail(evidence)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rules.artifacts import SCALING_CSV
 from rules.checks.base import Context
+from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
@@ -169,7 +171,7 @@ def applied_scaling(ctx: Context) -> Scaling | None:
     at_scale = {point.gpus: point for point in points or ()}
     if measured_at in at_scale and plan.gpus in at_scale:
         return _carried(at_scale[plan.gpus].efficiency, at_scale[measured_at].efficiency, Basis.MEASURED,
-                        f"measured ratio from {measured_at:,} to {plan.gpus:,} GPUs (measurements.scaling)", {})
+                        f"measured ratio from {measured_at:,} to {plan.gpus:,} GPUs ({_scaling_member(ctx)})", {})
     quoted = _modelled(ctx)
     if quoted is None:
         return None
@@ -265,7 +267,14 @@ def _modelled_evidence(ctx: Context, plan: Placement, found: _Modelled) -> dict[
 
 
 def _scaling_points(ctx: Context) -> tuple[list[ScalingPoint] | None, str]:
-    """Returns the measured scaling points (two or more GPU counts) with their efficiencies, or None and why not."""
+    """Returns the measured scaling points (two or more GPU counts) with their efficiencies, or None and why not.
+
+    From ``measurements.scaling_csv`` where given (the runs as exported, replacing the retyped
+    ``measurements.scaling``), else from ``measurements.scaling``.
+    """
+    parsed = read_artifact(ctx, SCALING_CSV)
+    if parsed is not None:
+        return scaling_estimates.measured_scaling([(p["gpus"], p["tokens_per_s"]) for p in parsed["points"]])
     points = []
     for index, _run in enumerate(ctx.inputs.get(SCALING_RUNS) or []):
         gpus = ctx.num(f"{SCALING_RUNS}/{index}/gpus")
@@ -289,4 +298,20 @@ def _measured_scaling(ctx: Context) -> tuple[Scaling | None, str]:
         "gpus": plan.gpus if plan else largest.gpus,
         "scaling_points": [{"gpus": p.gpus, "tokens_per_s": p.tokens_per_s, "efficiency": p.efficiency}
                            for p in measured],
+        **_scaling_source(ctx),
     }), ""
+
+
+def _scaling_member(ctx: Context) -> str:
+    """Returns the submission member the measured scaling points came from."""
+    return "measurements.scaling_csv" if ctx.get(SCALING_CSV.pointer) is not None else "measurements.scaling"
+
+
+def _scaling_source(ctx: Context) -> dict[str, Any]:
+    """Returns where the measured scaling points came from, and the retyped ones a CSV replaced."""
+    if ctx.get(SCALING_CSV.pointer) is None:
+        return {}
+    words = {"measurement_source": source(SCALING_CSV)}
+    if ctx.inputs.get(SCALING_RUNS):
+        words["measurements_not_used"] = "measurements.scaling: measurements.scaling_csv replaces it"
+    return words
