@@ -47,7 +47,7 @@ def parse(artifact: Artifact, text: str, collective: str | None = None) -> dict[
     return copy.deepcopy(_parse(artifact.kind, text, collective))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _parse(kind: str, text: str, collective: str | None) -> dict[str, Any]:
     # Several checks (and the layout search, layout after layout) read the same artifact in one evaluation.
     return parsers.parse(kind, text, **({"collective": collective} if collective else {}))
