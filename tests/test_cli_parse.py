@@ -126,3 +126,18 @@ def test_help_lists_the_kinds_and_the_exit_codes():
 
     assert code == 0
     assert "nvidia-smi topo -m" in out and "fio --output-format=json" in out and "Exit codes" in out
+
+
+def test_validate_refuses_a_submission_whose_pasted_matrix_is_cut_short(tmp_path: Path):
+    # Given the example submission with the Della matrix pasted up to its GPU0 row
+    submission = json.loads((Path(__file__).parent.parent / "examples" / "dgx-h100-70b-finetune.json").read_text())
+    matrix = (DATA / "topology" / "princeton_della_2x_a100_two_sockets.txt").read_text(encoding="utf-8")
+    submission["measurements"] = {"topology": {"nvidia_smi_topo_m": "\n".join(matrix.splitlines()[:4])}}
+    path = tmp_path / "submission.json"
+    path.write_text(json.dumps(submission), encoding="utf-8")
+
+    code, _, err = _run("validate", str(path))
+
+    assert code == 2
+    assert ("/measurements/topology/nvidia_smi_topo_m: nvidia-smi topo -m output cannot be read: line 5: expected the "
+            "row for GPU1 (4 devices in the header), found end of input") in err
