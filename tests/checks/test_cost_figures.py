@@ -16,6 +16,7 @@ from fixture_support import load_fixture
 
 from rules.compare import merge_patch
 from rules.evaluate import evaluate
+from rules.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 # 2 DGX H100 at 289,000, Llama 2 7B ZeRO-1 on 16 GPUs: 0.51 days expected (a fixture that passes).
@@ -107,3 +108,18 @@ def test_serving_cost_per_million_tokens_of_the_l40s_example_by_hand():
     # 6 rps × 256 output tokens × 86,400 s a day
     assert e["served_tokens_per_day"] == pytest.approx(6 * 256 * 86_400)
     assert e["cost_per_million_tokens_served"] == pytest.approx(per_day / (6 * 256 * 86_400 / 1e6))
+
+
+def test_a_policy_may_charge_the_facility_per_rack_month():
+    # Given a policy charging 2,500 per rack-month and the one-rack example (USD)
+    policy_document = json.loads((ROOT / "rules/data/policy.default.json").read_text())
+    policy_document["cost"]["facility_basis"] = "rack_month"
+    policy_document["cost"]["facility_per_rack_month"]["value"] = 2_500
+    policy = parse_policy(json.dumps(policy_document).encode(), "test:rack-month")
+    document = json.loads((ROOT / "examples/fail-70b-ddp-one-rack.json").read_text())
+
+    e = next(c for c in evaluate(document, policy)["checks"] if c["id"] == "time-to-result")["evidence"]
+
+    # Then the facility is 1 rack × 2,500 × run days / (365 / 12)
+    assert e["facility_basis"] == "rack_month"
+    assert e["cost_facility"] == pytest.approx(2_500 * e["run_days"] / DAYS_PER_MONTH)
