@@ -41,9 +41,10 @@ def _envelope_response(row: Addendum, status: int) -> Response:
     response = current_app.response_class(body, status=status, mimetype="application/json")
     response.headers["ETag"] = '"' + hashlib.sha256(body).hexdigest() + '"'
     response.headers["Record-Status"] = SIGNED
-    if status != 200 or request.method == "POST":
+    if request.method == "POST":
         response.headers["Location"] = _self(row)
-    return response.make_conditional(request) if request.method == "GET" else response
+        return response
+    return response.make_conditional(request)
 
 
 @bp.post("/records/<record_id>/addenda")

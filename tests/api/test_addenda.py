@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,9 @@ def test_an_addendum_served_over_http_and_read_back_by_json_verifies(app, client
     assert verified.exit_code == 0, verified.output
     assert verified.output.startswith(f"AS-BUILT ADDENDUM of record {record_id}")
     assert "NOT APPROVED" not in verified.output and "VALID" in verified.output
+    # the addendum without its envelope verifies as unsigned
+    bare = client.post("/api/v1/records/verify", data=json.dumps(envelope["record"])).get_json()
+    assert bare["ok"] is False and "unsigned as-built addendum" in bare["reasons"][0]
     # a changed figure breaks it
     envelope["record"]["estimates"][0]["measured"] = 999.0
     assert not verify_record(envelope, published_keys(client)).ok
@@ -158,6 +162,31 @@ def test_attaching_is_audited_and_the_same_body_again_changes_nothing(app, appro
     assert event.detail["addendum_id"] == addendum["addendum_id"] and event.detail["record_id"] == record_id
     assert event.before_state == event.after_state == "approved" and event.actor == reviewer.name
     assert event.detail["verdict"] == {"record": "pass", "as_built": "warn"}
+
+
+def test_the_same_body_attached_twice_at_once_issues_one_addendum(app, approved, as_role):
+    # Given a reviewer and an admin who send the same measurements at the same moment
+    record_id = approved["record_id"]
+    callers = [approved["reviewer"], as_role("admin")]
+    start = threading.Barrier(len(callers))
+    answers: list[Any] = []
+
+    def send(caller: Caller) -> None:
+        start.wait()
+        answers.append(attach(caller, record_id))
+
+    threads = [threading.Thread(target=send, args=(caller,)) for caller in callers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    # Then one addendum stands (whichever was stored first), and both answer with it
+    assert sorted(answer.status_code for answer in answers) == [200, 201]
+    assert answers[0].data == answers[1].data
+    with get_db(app).session() as session:
+        assert session.scalar(select(func.count()).select_from(Addendum)) == 1
+        assert audit.verify(session).ok
 
 
 def test_only_reviewers_and_admins_attach_and_never_whoever_sold_the_quote(app, client, approved, as_role):
