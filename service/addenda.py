@@ -186,6 +186,8 @@ def issue_or_find(db: Any, actor: Actor, prepared: Prepared, document: dict[str,
 def addenda_of(session: Session, actor: Actor, record_id: str) -> list[Addendum]:
     """Returns the addenda of every version of ``record_id``'s final record, oldest first (none for any other)."""
     record = record_store.visible_record(session, actor, record_id)
+    if record.kind != "final":
+        return []
     versions = select(Record.id).where(Record.submission_id == record.submission_id, Record.kind == "final")
     return list(session.exec(select(Addendum).where(col(Addendum.record_id).in_(versions))
                              .order_by(col(Addendum.created_at), col(Addendum.id))).all())

@@ -268,6 +268,7 @@ def test_addenda_of_every_version_are_listed_and_calibrated(app, approved, as_ro
     assert "checkpoint-bandwidth write_gbs" in first["estimators"]
     assert reviewer.get(first["links"]["self"]).status_code == 200
     assert reviewer.get(addenda_url(record_id)).get_json()["total"] == 2
+    assert reviewer.get(addenda_url(approved["view"]["evaluation"]["record_id"])).get_json()["total"] == 0
     # The calibration: write bandwidth measured twice, 25 and 36 GB/s against 32 estimated
     calibration = reviewer.get("/api/v1/calibration").get_json()
     assert calibration["addenda"] == 2
