@@ -13,7 +13,7 @@ from jsonschema.exceptions import ValidationError
 
 from schemas.problem import Problem
 
-SCHEMA_NAMES = ("submission", "policy", "record", "catalogue")
+SCHEMA_NAMES = ("submission", "policy", "record", "catalogue", "addendum")
 
 # A value quoted back in an error message is cut to this many characters, so a 10 MB string field
 # produces a short message rather than echoing itself.

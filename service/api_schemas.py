@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.addendum_schemas import ADDENDUM_COMPONENTS
 from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
 from service.search_schemas import SEARCH, SEARCH_LAYOUT
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
@@ -242,6 +243,9 @@ VERIFICATION: dict[str, Any] = {
                      "description": "whether the record's latest decision is an approval; false for an evaluation "
                                     "signed outside the workflow, whatever `ok` says of its signature; null "
                                     "when no record was found"},
+        "addendum_of": {"type": ["object", "null"], "properties": {"record_id": _NULLABLE_TEXT,
+                                                                   "digest": _NULLABLE_TEXT},
+                        "description": "for an as-built addendum, the record it names; null for anything else"},
         "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Verification"},
                   "description": "the verifications of a PDF's attachments"},
     },
@@ -327,4 +331,5 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "AuditLog": AUDIT_LOG,
     "Health": HEALTH,
     "SchemaIndex": SCHEMA_INDEX,
+    **ADDENDUM_COMPONENTS,
 }

@@ -277,3 +277,45 @@ class TaskRun(SQLModel, table=True):
     submission_id: str | None = Field(default=None, sa_column=Column(String(36), ForeignKey(SUBMISSION_FK),
                                                                     nullable=True))
     user_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("app_user.id"), nullable=True))
+
+
+class Addendum(SQLModel, table=True):
+    """A signed as-built addendum of an approved final record: acceptance measurements, every check re-decided.
+
+    Rows are never updated, and the record they name is never changed by them (service/addenda.py).
+    ``input_digest`` is the request body's digest: the same measurements and note attached to the same record
+    again find this row instead of issuing another.
+    """
+
+    __table_args__ = (UniqueConstraint("record_id", "input_digest"),)
+
+    id: str = Field(primary_key=True, max_length=36)
+    record_id: str = Field(foreign_key="record.id", max_length=36, index=True)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    input_digest: str = Field(max_length=DIGEST_LENGTH)
+    document: dict[str, Any] = Field(sa_type=JSON)
+    digest: str = Field(max_length=DIGEST_LENGTH)
+    envelope: dict[str, Any] = Field(sa_type=JSON)
+    verdict: str = Field(max_length=16)
+    actor: str = Field(max_length=200)
+    created_at: datetime
+
+
+class CalibrationPoint(SQLModel, table=True):
+    """One estimator's estimate and measurement in one addendum, stored when the addendum is issued.
+
+    GET /api/v1/calibration summarises them per estimator (rules.as_built.calibration).
+    """
+
+    __tablename__ = "calibration_point"
+    __table_args__ = (UniqueConstraint("addendum_id", "estimator"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    addendum_id: str = Field(foreign_key="addendum.id", max_length=36, index=True)
+    submission_id: str = Field(foreign_key=SUBMISSION_FK, max_length=36, index=True)
+    estimator: str = Field(max_length=64, index=True)
+    estimated: float
+    measured: float
+    ratio: float
+    optimistic: bool
+    created_at: datetime

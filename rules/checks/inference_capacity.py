@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
+from rules.checks.facts.cost import serving_cost, serving_cost_note
 from rules.checks.facts.pointers import INFERENCE, SLO
 from rules.checks.facts.serving import serving_memory
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
@@ -31,6 +32,7 @@ _MEASURED_BASIS = ("; measured: p95 TTFT and TPOT at batch {measured_batch} ({me
 _MEASURED_NONE_BASIS = ("; measured: {measured_points_used} of {measured_points} points of "
                         "measurements.serving_latency measure this replica, and they decide instead of the roofline")
 _BASIS = "{latency_basis}"
+_COST = "{serving_cost_note}"
 
 
 def _load_test(e: dict) -> str:
@@ -79,11 +81,11 @@ class InferenceCapacity(Check):
              _under_quoted_remedy),
         Rule(Status.WARN, "thin-margin", lambda m: m.spare_fraction < m.warn_spare_fraction,
              "{gpus_needed} of the {gpus_quoted} quoted GPUs are needed, leaving {spare_fraction:.0%} beyond the "
-             "plan (policy warns below {warn_spare_fraction:.0%}): " + _DEMAND + _BASIS,
+             "plan (policy warns below {warn_spare_fraction:.0%}): " + _DEMAND + _BASIS + _COST,
              _load_test),
     )
     passing = Passing("carries-peak", "{gpus_needed} of the {gpus_quoted} quoted GPUs carry the peak "
-                      "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS)
+                      "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS + _COST)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(INFERENCE) is None:
@@ -136,7 +138,9 @@ class InferenceCapacity(Check):
             "max_num_seqs": memory.engine.max_num_seqs,
             "batch": plan.batch, "batch_limit": batch_limit, "gpus_quoted": gpus_quoted,
             "decode_floor_ms_batch1": s_to_ms(floor_s), **efficiencies, "latency_from": MODELLED,
+            **serving_cost(ctx, group),
         }
+        evidence["serving_cost_note"] = serving_cost_note(evidence)
         if plan.points:
             evidence.update(ttft_ms_batch1=plan.points[0].ttft_ms, tpot_ms_batch1=plan.points[0].tpot_ms)
         if measured is not None and measured.decides:
