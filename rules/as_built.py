@@ -85,6 +85,8 @@ class Figure:
     estimate: Reading
     estimate_from: str  # RECORD: the approved record's evidence; AS_BUILT: the as-built evidence
     measured: Reading  # always read from the as-built evidence
+    # Other members that measure it: the raw tool output that replaces the retyped figure (rules/artifacts.py)
+    also: tuple[str, ...] = ()
 
     @property
     def estimator(self) -> str:
@@ -101,7 +103,7 @@ FIGURES: tuple[Figure, ...] = (
            Reading(PEAK_MEMORY, "estimated_total_gib"), AS_BUILT, Reading(PEAK_MEMORY, "measured_total_gib")),
     Figure(SCALING, "efficiency", "fraction", "/measurements/scaling", BELOW,
            Reading(SCALING, "efficiency", "decided_by", _is("modelled")), RECORD,
-           Reading(SCALING, "efficiency", "decided_by", _MEASURED_SCALING)),
+           Reading(SCALING, "efficiency", "decided_by", _MEASURED_SCALING), ("/measurements/scaling_csv",)),
     Figure(SCALING, "node_busbw_gbs", "GB/s", "/measurements/nccl_tests", BELOW,
            Reading(SCALING, "node_busbw_gbs", "intra_node_link", _not_starts("measured")), RECORD,
            Reading(SCALING, "node_busbw_gbs", "intra_node_link", _starts("measured"))),
@@ -110,13 +112,13 @@ FIGURES: tuple[Figure, ...] = (
            Reading(SCALING, "cluster_busbw_gbs", "busbw_bound_by", _is("measured"))),
     Figure(CHECKPOINT, "write_gbs", "GB/s", "/measurements/storage/write_gbs", BELOW,
            Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is("quoted")), RECORD,
-           Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is("measured"))),
+           Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is("measured")), ("/measurements/fio",)),
     Figure(DATA_FEED, "storage_read_gbs", "GB/s", "/measurements/storage/read_gbs", BELOW,
            Reading(DATA_FEED, "storage_read_gbs", "storage_read_from", _is("quoted")), RECORD,
            Reading(DATA_FEED, "storage_read_gbs", "storage_read_from", _is("measured"))),
     Figure(RACK_POWER, "site_kw", "kW", "/measurements/power", ABOVE,
            Reading(RACK_POWER, "site_kw", "draw_basis", _is("nameplate maximum")), RECORD,
-           Reading(RACK_POWER, "site_kw", "draw_basis", _is("measured sustained draw"))),
+           Reading(RACK_POWER, "site_kw", "draw_basis", _is("measured sustained draw")), ("/measurements/power_csv",)),
     Figure(RESTART, "restart_min", "min", "/measurements/restore_test", ABOVE,
            Reading(RESTART, "restart_min", "restart_from", _is_not("restore test")), RECORD,
            Reading(RESTART, "restart_min", "restart_from", _is("restore test"))),
@@ -124,7 +126,8 @@ FIGURES: tuple[Figure, ...] = (
     # data-parallel communication costs least (the scaling efficiency is its own figure above).
     Figure(TIME_TO_RESULT, "tokens_per_s_per_gpu", "tokens/s", "/measurements/scaling", BELOW,
            Reading(TIME_TO_RESULT, "tokens_per_s_per_gpu"), RECORD,
-           Reading(SCALING, "tokens_per_s_per_gpu_at_base", "decided_by", _MEASURED_SCALING)),
+           Reading(SCALING, "tokens_per_s_per_gpu_at_base", "decided_by", _MEASURED_SCALING),
+           ("/measurements/scaling_csv",)),
     # The roofline at the measured batch (inference-capacity reports both where measured latencies decide).
     Figure(SERVING, "ttft_ms", "ms", "/measurements/serving_latency", ABOVE,
            Reading(SERVING, "modelled_ttft_ms"), AS_BUILT, Reading(SERVING, "measured_ttft_ms")),
@@ -154,10 +157,11 @@ def _evidence(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {check["id"]: check.get("evidence") or {} for check in record.get("checks") or []}
 
 
-def _sources(evidence: Evidence, check_id: str, measurement: str) -> list[str]:
-    """Returns the inputs under ``measurement`` that the as-built check read (where the measured figure came from)."""
+def _sources(evidence: Evidence, check_id: str, measurements: tuple[str, ...]) -> list[str]:
+    """Returns the inputs under ``measurements`` that the as-built check read (where the measured figure came from)."""
     inputs = (evidence.get(check_id) or {}).get("inputs") or []
-    return [pointer for pointer in inputs if pointer == measurement or pointer.startswith(measurement + "/")]
+    return [pointer for pointer in inputs
+            if any(pointer == member or pointer.startswith(member + "/") for member in measurements)]
 
 
 def estimates(record: dict[str, Any], as_built: dict[str, Any]) -> list[dict[str, Any]]:
@@ -174,7 +178,8 @@ def estimates(record: dict[str, Any], as_built: dict[str, Any]) -> list[dict[str
                       "ratio": ratio(estimated, measured), "estimate_from": figure.estimate_from,
                       "optimistic": is_optimistic(figure, estimated, measured),
                       "optimistic_when": OPTIMISTIC_WORDS[figure.optimistic_when],
-                      "measured_from": _sources(measured_evidence, figure.measured.check_id, figure.measurement)
+                      "measured_from": _sources(measured_evidence, figure.measured.check_id,
+                                                (figure.measurement, *figure.also))
                       or [figure.measurement]})
     return pairs
 

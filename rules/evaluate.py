@@ -14,6 +14,7 @@ from typing import Any
 import rfc8785
 
 import schemas
+from rules.artifacts import artifact_problems
 from rules.catalogue import Catalogue, load_catalogue
 from rules.checks import CHECKS
 from rules.checks.base import Check, Context, Facts, Stage, Words
@@ -92,10 +93,11 @@ def _oversize_problems(raw: bytes | str) -> list[Problem]:
 def validate_submission(document: Any, origin: str = "submission") -> None:
     """Raises InvalidSubmission listing every schema problem of ``document``; returns None when valid.
 
-    Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema problems.
+    Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema problems; a
+    raw diagnostic in ``measurements`` that its parser cannot read (rules/artifacts.py) once the schema holds.
     """
     problems = (schemas.validate("submission", document) + hidden_text_problems(document)
-                or unrepresentable_numbers(document))
+                or unrepresentable_numbers(document) or artifact_problems(document))
     if problems:
         noun = "problem" if len(problems) == 1 else "problems"
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({len(problems)} {noun})",

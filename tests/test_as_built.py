@@ -62,6 +62,22 @@ def test_measured_storage_write_stands_beside_the_quoted_rate_times_the_write_ef
     assert row["as_built"]["evidence"]["storage_write_from"] == "measured"
 
 
+def test_the_raw_tool_output_that_replaces_a_retyped_figure_is_named_as_its_source():
+    # Given fio's JSON of a 12 GB/s write test and node power readings, pasted as the tools print them
+    fixtures = Path(__file__).resolve().parent / "checks"
+    fio = json.loads((fixtures / "checkpoint_bandwidth" / "pass_dgx_h100_llama3_70b_fio_write_12_gbs_four_hourly.json")
+                     .read_text())["patch"]["measurements"]["fio"]
+    power_csv = "timestamp,host,power_w\n0,dgx-01,9000\n60,dgx-01,9100\n120,dgx-02,8900\n"
+
+    comparison = as_built({"fio": fio, "power_csv": power_csv})
+
+    write = pair(comparison, "checkpoint-bandwidth write_gbs")
+    assert (write["measured"], write["measured_from"]) == (12.0, ["/measurements/fio"])
+    power = pair(comparison, "rack-power site_kw")
+    assert power["measured_from"] == ["/measurements/power_csv"]
+    assert power["measured"] == pytest.approx(NODES * 9.1)  # dgx-01's p95, the highest node's
+
+
 def test_sustained_power_stands_beside_the_nameplate_draw_and_is_not_optimistic_below_it():
     # DGX H100 nameplate maximum 10.2 kW per node (NVIDIA DGX H100 datasheet); 9 kW measured sustained
     comparison = as_built({"power": {"sustained_w_per_node": 9000}})

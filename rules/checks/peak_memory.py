@@ -5,7 +5,7 @@ from __future__ import annotations
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.memory import measured_peak_gib, memory_estimate, memory_evidence
+from rules.checks.facts.memory import measured_peak, memory_estimate, memory_evidence
 from rules.checks.facts.pointers import PARALLELISM, TRAINING
 from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
@@ -67,13 +67,14 @@ class PeakMemory(Check):
         evidence["offload"] = ctx.get(f"{PARALLELISM}/offload", "none")
         evidence["offload_note"] = _offload_note(evidence["offload"], evidence["host_offload_gib"])
         basis = Basis.ESTIMATED
-        measured = measured_peak_gib(ctx, estimate.micro_batch)
+        measured = measured_peak(ctx, estimate.micro_batch)
         if measured is not None:
             estimated_gib = evidence["total_gib"]
-            evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured,
-                            measured_to_estimated_ratio=fraction_of(measured, estimated_gib),
-                            total_gib=measured, decided_by="measured reserved",
-                            spare_fraction=spare_fraction(measured, evidence["usable_gib"]))
+            evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured.gib,
+                            measured_to_estimated_ratio=fraction_of(measured.gib, estimated_gib),
+                            total_gib=measured.gib, decided_by=f"measured {measured.figure}",
+                            spare_fraction=spare_fraction(measured.gib, evidence["usable_gib"]),
+                            measurement_source=measured.source)
             basis = Basis.MEASURED
         return Facts(evidence=evidence, basis=basis)
 

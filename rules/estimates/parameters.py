@@ -93,6 +93,13 @@ def parameter_mismatch_fraction(stated: float, from_architecture: float) -> floa
     return abs(stated - from_architecture) / from_architecture
 
 
+def decoder_layer_parameters(shape: ModelShape) -> int:
+    """Return the parameters of one decoder layer: attention, MLP and its two norms (:func:`transformer_parameters`'s
+    per-layer count; Meta-Llama-3-8B: 218,112,000)."""
+    modules, norm_params = _layer_parts(shape, _checked_head_dim(shape))
+    return sum(modules.values()) + 2 * norm_params
+
+
 def largest_layer_parameters(shape: ModelShape, unit: str = "module") -> int:
     """Return the parameters of the largest unit gathered at once (DeepSpeed stage3.py; PyTorch FSDP wrap).
 

@@ -17,6 +17,7 @@ from service.cli.common import EXIT_CODES
 COMMANDS = {
     "validate": "service.cli.evaluation:validate",
     "evaluate": "service.cli.evaluation:evaluate",
+    "parse": "service.cli.parse:parse",
     "search": "service.cli.search:search",
     "serve": "service.cli.server:serve",
     "db": "service.cli.server:db",

@@ -6,6 +6,7 @@ import pytest
 
 from rules.errors import InconsistentInput
 from rules.estimates.parameters import (
+    decoder_layer_parameters,
     first_stage_parameter_factor,
     largest_layer_parameters,
     megatron_most_loaded_shard_parameters,
@@ -39,6 +40,13 @@ def test_llama2_7b_parameters_match_hf_model_card():
 def test_llama3_8b_parameters_match_hf_model_card():
     # HF model card / safetensors metadata for meta-llama/Meta-Llama-3-8B: 8,030,261,248 parameters.
     assert transformer_parameters(LLAMA3_8B) == 8_030_261_248
+
+
+def test_a_llama3_8b_decoder_layer_is_the_model_card_count_less_embeddings_and_final_norm_over_32():
+    # (8,030,261,248 − 2 × 128,256 × 4,096 − 4,096) / 32 = 218,112,000; 70B: (70,553,706,496 − 2,101,346,304 −
+    # 8,192) / 80 = 855,654,400 (the by-hand per-layer figure below)
+    assert decoder_layer_parameters(LLAMA3_8B) == (8_030_261_248 - 2 * 128256 * 4096 - 4096) // 32 == 218_112_000
+    assert decoder_layer_parameters(LLAMA3_70B) == 855_654_400
 
 
 def test_llama2_13b_parameters_match_hf_model_card():

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from rules.artifacts import SCALING_CSV
 from rules.checks.base import Context
+from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
-from rules.checks.facts.pointers import FABRIC, NCCL_TESTS_RUNS, SCALING_RUNS, THROUGHPUT, TRAINING
+from rules.checks.facts.nccl_runs import measured_bandwidth_evidence, measured_runs
+from rules.checks.facts.pointers import FABRIC, SCALING_RUNS, THROUGHPUT, TRAINING
 from rules.checks.facts.throughput import throughput_facts
 from rules.errors import InconsistentInput
 from rules.estimates import batch, interconnect
@@ -20,7 +23,7 @@ from rules.estimates.communication import StepCommunication
 from rules.estimates.interconnect import Bandwidth, BusbwFractions, ComputeNetwork, IntraNodeLink
 from rules.estimates.layout import NotWholeReplicas, require_whole_replicas, resized
 from rules.estimates.model_state import TrainedModel
-from rules.estimates.nccl_tests import MeasuredBusbw, NcclTestsRun, measured_busbw
+from rules.estimates.nccl_tests import NOT_MEASURED
 from rules.estimates.scaling import ModelledStep, ScalingPoint
 from rules.status import Basis
 from rules.units import bytes_to_gb
@@ -58,32 +61,52 @@ def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
     plan = plan or layout(ctx)
     if plan is None:
         return None
-    measured = _nccl_tests(ctx, plan)
-    link = None
-    if measured.node_busbw_gbs is None:
-        nvlink = ctx.need(f"{plan.group}/gpu/nvlink_gbs")
-        if nvlink is None:
-            return None
-        link = IntraNodeLink(nvlink) if nvlink > 0 else IntraNodeLink(0.0, *_pcie_generation(ctx, plan.group))
-    network = None
-    if plan.nodes != 1 and measured.cluster_busbw_gbs is None:
-        compute_nics = nics(ctx, plan.group, "compute")
-        if compute_nics.nics <= 0:
-            ctx.reader.missing.append(f"{plan.group}/nics")
-            return None
-        network = ComputeNetwork(compute_nics.nics, compute_nics.gbps, ctx.num(f"{FABRIC}/link_gbps"),
-                                 ctx.num(f"{FABRIC}/oversubscription", 1.0))
+    measured = measured_runs(ctx, plan)
+    link = _intra_node_link(ctx, plan, needed=measured.node_busbw_gbs is None)
+    network = _compute_network(ctx, plan, needed=plan.nodes != 1 and measured.cluster_busbw_gbs is None)
+    if (link is None and measured.node_busbw_gbs is None) or (
+            plan.nodes != 1 and network is None and measured.cluster_busbw_gbs is None):
+        return None
     fractions = BusbwFractions(nvlink=ctx.setting("interconnect.nvlink_busbw_fraction"),
                                pcie=ctx.setting("interconnect.pcie_busbw_fraction"),
                                nic=ctx.setting("interconnect.nic_busbw_fraction"))
-    return interconnect.job_bandwidth(plan.nodes, plan.dp_ranks_per_node, plan.gpus_per_node, measured, link,
-                                      network, fractions)
+    links = interconnect.job_bandwidth(plan.nodes, plan.dp_ranks_per_node, plan.gpus_per_node, measured, link,
+                                       network, fractions)
+    if measured.measured and link is not None and (plan.nodes == 1 or network is not None):
+        estimate = interconnect.job_bandwidth(plan.nodes, plan.dp_ranks_per_node, plan.gpus_per_node, NOT_MEASURED,
+                                              link, network, fractions)
+        links = replace(links, estimate=estimate)
+    return links
+
+
+def _intra_node_link(ctx: Context, plan: Placement, needed: bool) -> IntraNodeLink | None:
+    """Returns how the node's GPUs reach each other; None (noted missing when ``needed``) without the NVLink figure."""
+    pointer = f"{plan.group}/gpu/nvlink_gbs"
+    nvlink = ctx.need(pointer) if needed else ctx.num(pointer)
+    if nvlink is None:
+        return None
+    return IntraNodeLink(nvlink) if nvlink > 0 else IntraNodeLink(0.0, *_pcie_generation(ctx, plan.group))
+
+
+def _compute_network(ctx: Context, plan: Placement, needed: bool) -> ComputeNetwork | None:
+    """Returns the node's compute NICs and fabric; None (noted missing when ``needed``) without compute NICs."""
+    if plan.nodes == 1:
+        return None
+    compute_nics = nics(ctx, plan.group, "compute")
+    if compute_nics.nics <= 0:
+        if needed:
+            ctx.reader.missing.append(f"{plan.group}/nics")
+        return None
+    return ComputeNetwork(compute_nics.nics, compute_nics.gbps, ctx.num(f"{FABRIC}/link_gbps"),
+                          ctx.num(f"{FABRIC}/oversubscription", 1.0))
 
 
 def bandwidth_evidence(links: Bandwidth) -> dict[str, Any]:
-    return {"node_busbw_gbs": links.node_busbw_gbs, "cluster_busbw_gbs": links.cluster_busbw_gbs,
-            "network_busbw_gbs": links.network_busbw_gbs, "busbw_bound_by": links.bound_by,
-            "intra_node_link": links.intra_node_link, "bandwidth_source": links.source, "nodes": links.nodes}
+    """Returns the job's bandwidths for the record, the nccl-tests runs and the nameplate estimate beside them."""
+    evidence = {"node_busbw_gbs": links.node_busbw_gbs, "cluster_busbw_gbs": links.cluster_busbw_gbs,
+                "network_busbw_gbs": links.network_busbw_gbs, "busbw_bound_by": links.bound_by,
+                "intra_node_link": links.intra_node_link, "bandwidth_source": links.source, "nodes": links.nodes}
+    return {**evidence, **measured_bandwidth_evidence(links)}
 
 
 def _pcie_generation(ctx: Context, group: str) -> tuple[int, str]:
@@ -94,16 +117,6 @@ def _pcie_generation(ctx: Context, group: str) -> tuple[int, str]:
         return int(spec["pcie_gen"]), f"catalogue {model}"
     return (interconnect.DEFAULT_PCIE_GENERATION,
             f"assumed Gen{interconnect.DEFAULT_PCIE_GENERATION}: GPU model not in the catalogue")
-
-
-def _nccl_tests(ctx: Context, plan: Placement) -> MeasuredBusbw:
-    """Returns what the recorded nccl-tests runs measured, inside a node and across the run nearest the job."""
-    runs = []
-    for index, _run in enumerate(ctx.inputs.get(NCCL_TESTS_RUNS) or []):
-        base = f"{NCCL_TESTS_RUNS}/{index}"
-        raw = ctx.get(f"{base}/raw", "")
-        runs.append(NcclTestsRun(base, int(ctx.num(f"{base}/nodes", 1)), raw))
-    return measured_busbw(runs, plan.nodes)
 
 
 @dataclass(frozen=True)
@@ -158,7 +171,7 @@ def applied_scaling(ctx: Context) -> Scaling | None:
     at_scale = {point.gpus: point for point in points or ()}
     if measured_at in at_scale and plan.gpus in at_scale:
         return _carried(at_scale[plan.gpus].efficiency, at_scale[measured_at].efficiency, Basis.MEASURED,
-                        f"measured ratio from {measured_at:,} to {plan.gpus:,} GPUs (measurements.scaling)", {})
+                        f"measured ratio from {measured_at:,} to {plan.gpus:,} GPUs ({_scaling_member(ctx)})", {})
     quoted = _modelled(ctx)
     if quoted is None:
         return None
@@ -254,7 +267,14 @@ def _modelled_evidence(ctx: Context, plan: Placement, found: _Modelled) -> dict[
 
 
 def _scaling_points(ctx: Context) -> tuple[list[ScalingPoint] | None, str]:
-    """Returns the measured scaling points (two or more GPU counts) with their efficiencies, or None and why not."""
+    """Returns the measured scaling points (two or more GPU counts) with their efficiencies, or None and why not.
+
+    From ``measurements.scaling_csv`` where given (the runs as exported, replacing the retyped
+    ``measurements.scaling``), else from ``measurements.scaling``.
+    """
+    parsed = read_artifact(ctx, SCALING_CSV)
+    if parsed is not None:
+        return scaling_estimates.measured_scaling([(p["gpus"], p["tokens_per_s"]) for p in parsed["points"]])
     points = []
     for index, _run in enumerate(ctx.inputs.get(SCALING_RUNS) or []):
         gpus = ctx.num(f"{SCALING_RUNS}/{index}/gpus")
@@ -278,4 +298,20 @@ def _measured_scaling(ctx: Context) -> tuple[Scaling | None, str]:
         "gpus": plan.gpus if plan else largest.gpus,
         "scaling_points": [{"gpus": p.gpus, "tokens_per_s": p.tokens_per_s, "efficiency": p.efficiency}
                            for p in measured],
+        **_scaling_source(ctx),
     }), ""
+
+
+def _scaling_member(ctx: Context) -> str:
+    """Returns the submission member the measured scaling points came from."""
+    return "measurements.scaling_csv" if ctx.get(SCALING_CSV.pointer) is not None else "measurements.scaling"
+
+
+def _scaling_source(ctx: Context) -> dict[str, Any]:
+    """Returns where the measured scaling points came from, and the retyped ones a CSV replaced."""
+    if ctx.get(SCALING_CSV.pointer) is None:
+        return {}
+    words = {"measurement_source": source(SCALING_CSV)}
+    if ctx.inputs.get(SCALING_RUNS):
+        words["measurements_not_used"] = "measurements.scaling: measurements.scaling_csv replaces it"
+    return words

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rules.artifacts import TORCH_MEMORY
 from rules.checks.base import Context
+from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import Placement, layout
 from rules.checks.facts.model import (
@@ -176,17 +178,46 @@ def _communication_evidence(estimate: TrainingMemory) -> dict[str, float | str]:
             "buffer_framework": buffers.framework}
 
 
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """A measured peak of GPU memory per GPU: the figure, which of PyTorch's peaks it is, and where it is from."""
+
+    gib: float
+    figure: str  # "reserved" (torch.cuda.max_memory_reserved) or "allocated" (max_memory_allocated)
+    source: str
+
+
 def measured_peak_gib(ctx: Context, micro_batch: int | None) -> float | None:
     """Returns the measured peak (reserved, else allocated) GiB per GPU at this micro-batch and the planned sequence.
 
     A run that names no micro-batch or sequence length matches any; peak-memory and gradient-accumulation
-    both read measurements through this one function.
+    both read measurements through :func:`measured_peak`.
+    """
+    found = measured_peak(ctx, micro_batch)
+    return found.gib if found else None
+
+
+def measured_peak(ctx: Context, micro_batch: int | None) -> MeasuredPeak | None:
+    """Returns the measured peak of the first run at this micro-batch and the planned sequence; None if none.
+
+    A run's ``torch_memory`` (PyTorch's own output, parsed by parsers.torch_memory) replaces its retyped
+    ``reserved_gib`` / ``allocated_gib``; the reserved peak is taken where given (the caching allocator holds it),
+    else the allocated one.
     """
     sequence_length = ctx.inputs.get(f"{TRAINING}/sequence_length")
     for index, run in enumerate(ctx.inputs.get(PEAK_MEMORY_RUNS) or []):
         if run.get("micro_batch") in (None, micro_batch) and run.get("sequence_length") in (None, sequence_length):
             base = f"{PEAK_MEMORY_RUNS}/{index}"
-            return ctx.num(f"{base}/reserved_gib") or ctx.num(f"{base}/allocated_gib")
+            parsed = read_artifact(ctx, TORCH_MEMORY, f"{base}/torch_memory")
+            if parsed is not None:
+                where = source(TORCH_MEMORY, f"{base}/torch_memory")
+                if parsed["max_reserved_gib"] is not None:
+                    return MeasuredPeak(parsed["max_reserved_gib"], "reserved", f"max_memory_reserved, {where}")
+                return MeasuredPeak(parsed["max_allocated_gib"], "allocated", f"max_memory_allocated, {where}")
+            reserved = ctx.num(f"{base}/reserved_gib")
+            if reserved:
+                return MeasuredPeak(reserved, "reserved", f"{base}/reserved_gib")
+            return MeasuredPeak(ctx.num(f"{base}/allocated_gib"), "allocated", f"{base}/allocated_gib")
     return None
 
 
