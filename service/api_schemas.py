@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
+from service.export_schemas import CHECK_LIST, CSV, JUNIT_XML, SARIF_LOG
 from service.search_schemas import SEARCH, SEARCH_LAYOUT
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
 
@@ -327,4 +328,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "AuditLog": AUDIT_LOG,
     "Health": HEALTH,
     "SchemaIndex": SCHEMA_INDEX,
+    "CheckList": CHECK_LIST,
+    "SarifLog": SARIF_LOG,
+    "JUnitXml": JUNIT_XML,
+    "Csv": CSV,
 }

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from xml.etree import ElementTree
 
-import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -21,10 +20,10 @@ from service.cli import main
 from service.exports.positions import Positions, resolve
 from service.exports.tables import cell, csv_text
 from tests.checks.fixture_support import load_fixture
+from tests.sarif_support import sarif_problems
 
 ROOT = Path(__file__).parent.parent
 FAILING_EXAMPLE = ROOT / "examples" / "fail-70b-ddp-one-rack.json"
-SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif" / "sarif-schema-2.1.0.json").read_text())
 INSUFFICIENT = ROOT / "tests" / "checks" / "inference_memory" / "insufficient_data_8b_without_architecture.json"
 
 
@@ -36,12 +35,6 @@ def _evaluate(path: Path | str, fmt: str) -> tuple[int, str]:
 
 def _record(path: Path | str) -> dict:
     return json.loads(_evaluate(path, "json")[1])
-
-
-def sarif_problems(log: dict) -> list[str]:
-    """Returns every way ``log`` breaks the SARIF 2.1.0 schema (formats checked too)."""
-    validator = jsonschema.Draft4Validator(SARIF_SCHEMA, format_checker=jsonschema.FormatChecker())
-    return [f"{error.json_path}: {error.message}" for error in validator.iter_errors(log)]
 
 
 @pytest.fixture(scope="module")
