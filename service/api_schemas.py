@@ -12,6 +12,7 @@ from typing import Any
 from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
 from service.export_schemas import CHECK_LIST, CSV, JUNIT_XML, SARIF_LOG
 from service.search_schemas import SEARCH, SEARCH_LAYOUT
+from service.webhook_schemas import WEBHOOK_COMPONENTS
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
 
 _TEXT = {"type": "string"}
@@ -332,4 +333,5 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "SarifLog": SARIF_LOG,
     "JUnitXml": JUNIT_XML,
     "Csv": CSV,
+    **WEBHOOK_COMPONENTS,
 }

@@ -47,6 +47,8 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "approve": frozenset({Role.APPROVER, Role.ADMIN}),
     # Linking a purchase order re-issues the signed record: those accountable for the purchase decision.
     "link-purchase-order": frozenset({Role.APPROVER, Role.ADMIN}),
+    # Webhooks make the service send requests to URLs of the caller's choosing (SSRF): admins only.
+    "manage-webhooks": frozenset({Role.ADMIN}),
 }
 # Posting a decision at all; the action in the body then needs its own permission above.
 PERMISSIONS["decide"] = PERMISSIONS["approve"] | PERMISSIONS["reject"] | PERMISSIONS["request-changes"]
@@ -221,7 +223,7 @@ def current_actor() -> Actor:
 # How Forbidden names each action.
 ACTION_WORDS = {"read": "read", "submit": "submit quotes", "revise": "revise quotes", "waive": "waive checks",
                 "request-changes": "request changes", "reject": "reject quotes", "approve": "approve quotes",
-                "link-purchase-order": "link purchase orders to records",
+                "link-purchase-order": "link purchase orders to records", "manage-webhooks": "manage webhooks",
                 "decide": "post decisions (approve, reject, request-changes)"}
 
 
