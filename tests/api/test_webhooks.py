@@ -28,7 +28,7 @@ PO = {"po_number": "PO-2026/0042", "system": "SAP S/4HANA"}
 def receiver() -> Any:
     receiver = Receiver().start()
     yield receiver
-    if receiver._server is not None:
+    if receiver.running:
         receiver.stop()
 
 

@@ -63,6 +63,10 @@ class Receiver:
         self._thread.start()
         return self
 
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
     def stop(self) -> None:
         """Takes the receiver down: its port refuses connections until ``start`` brings it back."""
         assert self._server is not None and self._thread is not None
