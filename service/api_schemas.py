@@ -11,7 +11,9 @@ from typing import Any
 
 from service.addendum_schemas import ADDENDUM_COMPONENTS
 from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
+from service.export_schemas import CHECK_LIST, CSV, JUNIT_XML, SARIF_LOG
 from service.search_schemas import SEARCH, SEARCH_LAYOUT
+from service.webhook_schemas import WEBHOOK_COMPONENTS
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
 
 _TEXT = {"type": "string"}
@@ -332,4 +334,9 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "Health": HEALTH,
     "SchemaIndex": SCHEMA_INDEX,
     **ADDENDUM_COMPONENTS,
+    "CheckList": CHECK_LIST,
+    "SarifLog": SARIF_LOG,
+    "JUnitXml": JUNIT_XML,
+    "Csv": CSV,
+    **WEBHOOK_COMPONENTS,
 }

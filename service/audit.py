@@ -22,7 +22,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
 from service.models import AuditChainHead, AuditEvent
-from service.signals import audit_anchored
+from service.signals import audit_anchored, audit_appended
 
 GENESIS_HASH = "0" * 64
 HEAD_ID = 1
@@ -96,6 +96,7 @@ def append(session: Session, *, action: str, actor: Actor | None, occurred_at: d
     session.add(event)
     session.add(head)
     session.flush()
+    audit_appended.send(session, event=event)
     return event
 
 

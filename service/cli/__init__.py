@@ -24,6 +24,7 @@ COMMANDS = {
     "user": "service.cli.accounts:user",
     "token": "service.cli.accounts:token",
     "audit": "service.cli.audit:audit",
+    "webhook": "service.cli.webhooks:webhook",
     # signed records
     "verify": "service.record.cli:verify",
     "sign": "service.record.cli:sign",
