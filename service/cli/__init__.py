@@ -18,6 +18,7 @@ COMMANDS = {
     "validate": "service.cli.evaluation:validate",
     "evaluate": "service.cli.evaluation:evaluate",
     "search": "service.cli.search:search",
+    "remedies": "service.cli.remedies:remedies",
     "serve": "service.cli.server:serve",
     "db": "service.cli.server:db",
     "user": "service.cli.accounts:user",
