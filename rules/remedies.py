@@ -36,7 +36,7 @@ import rfc8785
 from rules.catalogue import Catalogue, load_catalogue
 from rules.errors import InvalidSubmission
 from rules.estimates.remedy_sizing import added_cost, cost_difference
-from rules.evaluate import engine_version, evaluate, submission_digest
+from rules.evaluate import engine_version, evaluate, submission_digest, verdict_of
 from rules.policy import Policy, default_policy
 from rules.remedy_changes import QUOTE, WORKLOAD, Change, Situation, apply_edits, diff_patch, problems_of, situation
 from rules.remedy_quote import QUOTE_CHANGES
@@ -281,7 +281,7 @@ def search_remedies(submission: dict[str, Any], policy: Policy | None = None, *,
         "submission_digest": submission_digest(submission),
         "engine_version": engine_version(),
         "policy": {"id": identity["id"], "version": identity["version"], "digest": identity["digest"]},
-        "verdict": record["verdict"],
+        "verdict": verdict_of([c.get("original_status") or c["status"] for c in record["checks"]]),
         "problems": [{"id": c["id"], "status": status, "rule": c["rule"]} for c in record["checks"]
                      if (status := search.base.problems.get(c["id"]))],
         "ranked_by": _RANKED_BY[basis],

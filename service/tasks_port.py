@@ -21,6 +21,7 @@ COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON
 COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, document], ...])
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
+FIND_REMEDIES = "quotecheck.find_remedies"  # (submission JSON text)
 
 EXTENSION = "quotecheck.task_queue"
 
