@@ -7,6 +7,7 @@ merge_patch of the remedy's patch, never against literals.
 from __future__ import annotations
 
 import json
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -185,8 +186,27 @@ def test_the_openapi_document_describes_the_remedies(client):
     read = paths["/api/v1/submissions/{submission_id}/remedies"]["get"]
     revise = paths["/api/v1/submissions/{submission_id}/remedies/{remedy}/revision"]["post"]
 
-    assert read["responses"]["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Remedies"}
-    assert read["responses"]["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Task"}
+    def schema(status: str) -> dict[str, Any]:
+        return read["responses"][status]["content"]["application/json"]["schema"]
+
+    assert schema("200") == {"$ref": "#/components/schemas/Remedies"}
+    assert schema("202") == {"$ref": "#/components/schemas/Task"}
     assert revise["x-roles"] == ["admin", "submitter"]
     assert {"401", "403", "404", "412", "428"} <= set(revise["responses"])
-    assert {"$ref": "#/components/schemas/Remedies"} in _components(client)["schemas"]["Task"]["properties"]["result"]["anyOf"]
+    task = _components(client)["schemas"]["Task"]
+    assert {"$ref": "#/components/schemas/Remedies"} in task["properties"]["result"]["anyOf"]
+
+
+def test_the_signed_pdf_shows_the_remedies(as_role, tmp_path):
+    submitter, approver = as_role("submitter"), as_role("approver")
+    view = waive_all(as_role("reviewer"), _submit(submitter, _document()))
+    decided = approver.post(url(view["id"], "decisions"), json={"action": "approve"}, if_match=view["etag"])
+    pdf = tmp_path / "record.pdf"
+    pdf.write_bytes(approver.get(f"/api/v1/records/{decided.get_json()['final_record_id']}.pdf").data)
+
+    text = " ".join(subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                                   check=True).stdout.split())
+
+    # (table cells wrap, so only words that fit one line are looked for)
+    assert "Remedies" in text and _expected()["remedies"][0]["id"] in text
+    assert "legacy-rack-7" in text and "unpriced" in text and "rack-power" in text
