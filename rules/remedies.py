@@ -34,7 +34,7 @@ from typing import Any
 import rfc8785
 
 from rules.catalogue import Catalogue, load_catalogue
-from rules.errors import InvalidSubmission
+from rules.errors import InconsistentInput, InvalidSubmission
 from rules.estimates.remedy_sizing import added_cost, cost_difference
 from rules.evaluate import engine_version, evaluate, submission_digest, verdict_of
 from rules.policy import Policy, default_policy
@@ -85,7 +85,11 @@ def proposed_changes(s: Situation) -> list[Change]:
     """Returns every change the failing and warning checks of ``s`` propose, workload changes first, each once."""
     changes: dict[str, Change] = {}
     for propose in (*WORKLOAD_CHANGES, *QUOTE_CHANGES):
-        for change in propose(s):
+        try:
+            proposed = propose(s)
+        except InconsistentInput:  # the evidence cannot size this change (an estimator refused it): none proposed
+            continue
+        for change in proposed:
             changes.setdefault(change.key, change)
     return list(changes.values())
 
@@ -204,9 +208,11 @@ def _remedy(trial: Trial, base: Trial, basis: str) -> dict[str, Any]:
     unpriced = [change.unpriced for change in trial.changes if change.price is None]
     priced = added_cost([change.price for change in trial.changes if change.price is not None])
     timing, before = _timing(trial.record), _timing(base.record)
+    if basis == COST_PER_RUN and _number(timing.get(COST_PER_RUN)) is None:
+        unpriced.append("its evaluation gives no cost_per_run")
     if unpriced:
         cost = None
-    elif basis == COST_PER_RUN and _number(timing.get(COST_PER_RUN)) is not None:
+    elif basis == COST_PER_RUN:
         cost = cost_difference(timing[COST_PER_RUN], before[COST_PER_RUN])
     else:
         cost = priced

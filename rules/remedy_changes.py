@@ -21,6 +21,9 @@ from rules.policy import Policy
 
 WORKLOAD, QUOTE = "workload", "quote"
 PROBLEM_STATUSES = ("fail", "warn")
+# Rules that only restate that other checks lack inputs, by check (see problems_of).
+NOT_REMEDIABLE = {"training-objective": ("other-checks-lack-inputs",)}
+INCONSISTENT = "inconsistent"  # the rule of a check whose inputs contradict each other (rules/evaluate.py)
 
 
 @dataclass(frozen=True)
@@ -52,9 +55,13 @@ class Situation:
     best_layout: dict[str, Any] | None = None  # the layout search's best, for the submission as submitted only
 
     def open(self, check_id: str, *rules: str) -> bool:
-        """Returns True when ``check_id`` fails or warns (by one of ``rules``, when named)."""
+        """Returns True when ``check_id`` fails or warns (by one of ``rules``, when named).
+
+        A check whose inputs contradict each other (rule ``inconsistent``) has no evidence to size a change from.
+        """
         check = self.checks.get(check_id)
-        return check is not None and _status(check) in PROBLEM_STATUSES and (not rules or check["rule"] in rules)
+        return check is not None and _status(check) in PROBLEM_STATUSES and check["rule"] != INCONSISTENT and (
+            not rules or check["rule"] in rules)
 
     def evidence(self, check_id: str) -> dict[str, Any]:
         check = self.checks.get(check_id)
@@ -96,8 +103,13 @@ def _status(check: dict[str, Any]) -> str:
 
 
 def problems_of(record: dict[str, Any]) -> dict[str, str]:
-    """Returns the checks of ``record`` that fail or warn, with their status (original status where waived)."""
-    return {c["id"]: _status(c) for c in record["checks"] if _status(c) in PROBLEM_STATUSES}
+    """Returns the checks of ``record`` that fail or warn, with their status (original status where waived).
+
+    A warning that only restates that other checks lack inputs (NOT_REMEDIABLE) is left out: no change to the
+    quote or the workload supplies a missing input, and the checks lacking it say so themselves.
+    """
+    return {c["id"]: _status(c) for c in record["checks"]
+            if _status(c) in PROBLEM_STATUSES and c["rule"] not in NOT_REMEDIABLE.get(c["id"], ())}
 
 
 def _tokens(pointer: str) -> list[str]:

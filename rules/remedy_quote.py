@@ -166,6 +166,23 @@ def _node_counts(s: Situation, index: int, nodes: int) -> list[int]:
     return [nodes] if whole in (None, nodes) else [nodes, whole]
 
 
+def _whole_batch_node_counts(s: Situation, index: int) -> list[Change]:
+    """Returns the nearest node counts below and above the quoted one on which the global batch splits whole."""
+    split = s.evidence("gradient-accumulation")
+    per_node, current = s.get(node_group_pointer(index, "gpu/count")), s.get(node_group_pointer(index, "count"))
+    gpus = s.get(f"{TRAINING}/gpus") or s.evidence("time-to-result").get("gpus")
+    if not (per_node and current and gpus and split.get("data_parallel")):
+        return []
+    args = (int(per_node), int(gpus), int(split["data_parallel"]), int(split["global_batch"]),
+            int(split["micro_batch"]))
+    reason = (f"global batch {split['global_batch']} splits into whole rounds of micro-batch {split['micro_batch']} "
+              "there")
+    counts = [sizing.nodes_dividing_batch_below(int(current) - 1, *args) if current > 1 else None,
+              sizing.nodes_dividing_batch(int(current) + 1, *args)]
+    return [change for nodes in counts if nodes for change in _node_change(s, index, nodes, reason,
+                                                                           ("gradient-accumulation",))]
+
+
 def node_count_changes(s: Situation) -> list[Change]:
     """Returns the node count time-to-result needs for its window (or no more than it needs), and the serving
     node count inference-capacity needs with the policy's spare share."""
@@ -182,6 +199,8 @@ def node_count_changes(s: Situation) -> list[Change]:
         nodes = sizing.nodes_for_window(current, timing["window_fraction"], target)
         changes += _node_change(s, index, nodes, f"the run takes {timing['window_fraction']:.0%} of its window; "
                                                  f"at most {target:.0%} leaves slack", ("time-to-result",))
+    if index is not None and s.open("gradient-accumulation", "not-a-whole-number"):
+        changes += _whole_batch_node_counts(s, index)
     serving = s.evidence("inference-capacity")
     index = s.group_of(serving.get("group_name")) if serving.get("group_name") else s.serving_group()
     if index is not None and s.open("inference-capacity", "under-quoted", "thin-margin"):

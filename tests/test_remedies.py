@@ -160,3 +160,56 @@ def test_the_diff_patch_of_a_changed_copy_turns_the_original_into_it() -> None:
     assert original == _document(FAILING)  # neither input is changed
     untouched = copy.deepcopy(original)
     assert diff_patch(original, untouched) == {}
+
+
+def _small_budget_policy(evaluations: int):
+    from rules.policy import parse_policy
+
+    document = json.loads((ROOT / "rules" / "data" / "policy.default.json").read_text())
+    document["remedies"]["max_evaluations"] = evaluations
+    return parse_policy(json.dumps(document).encode(), "test: small remedies budget")
+
+
+def test_every_fixture_and_example_can_be_searched_and_each_remedy_gets_its_verdict() -> None:
+    # The changes are proposed from whatever evidence a check gives: every fixture of every rule, with a small
+    # budget, is searched without an error, and what is listed is what the evaluation of the patch says.
+    from tests.checks.fixture_support import fixture_paths, load_fixture
+
+    policy = _small_budget_policy(4)
+    documents = [load_fixture(path) for path in fixture_paths()]
+    documents += [_document(path) for path in sorted((ROOT / "examples").glob("*.json"))]
+    found = 0
+    for document in documents:
+        result = search_remedies(document, policy)
+        assert result["evaluations"] <= 4
+        for remedy in [*result["remedies"], *result["partial"]]:
+            assert evaluate(merge_patch(document, remedy["patch"]), policy)["verdict"] == remedy["verdict"]
+        found += len(result["remedies"])
+    assert found >= 20  # rack, storage, host RAM, sharding, interval, node count and layout remedies among them
+
+
+def test_with_cost_per_run_in_the_evidence_the_added_cost_is_its_difference() -> None:
+    # Given evaluations whose time-to-result evidence carries a full cost per run (the cost model's figure)
+    from rules.remedies import COST_PER_RUN, Trial, _remedy
+    from rules.remedy_changes import WORKLOAD, Change
+
+    def record(cost: float | None, sharding: str) -> dict[str, Any]:
+        evidence = {"days": 2.0, **({COST_PER_RUN: cost} if cost is not None else {})}
+        return {"verdict": "pass", "summary": {}, "checks": [
+            {"id": "time-to-result", "status": "pass", "rule": "within-window", "evidence": evidence},
+            {"id": "sharding", "status": "fail" if sharding == "ddp" else "pass", "rule": "x", "evidence": {}}]}
+
+    base_document = {"workload": {"training": {"parallelism": {"sharding": "ddp"}}}}
+    change = Change("sharding=zero3", WORKLOAD, "shard with zero3", (("/workload/training/parallelism/sharding",
+                                                                      "zero3"),), ("sharding",))
+    base = Trial((), base_document, record(1000.0, "ddp"))
+    document = apply_edits(base_document, change.edits)
+
+    # When a workload change makes the run cheaper per run
+    remedy = _remedy(Trial((change,), document, record(800.0, "zero3")), base, COST_PER_RUN)
+
+    # Then its added cost is the change in cost per run (negative: it saves), though it adds nothing to the quote
+    assert remedy["added_cost"] == -200.0 and remedy["priced_cost"] == 0.0 and remedy["fixes"] == ["sharding"]
+    # and an evaluation without the figure leaves the cost unknown, saying why
+    unknown = _remedy(Trial((change,), document, record(None, "zero3")), base, COST_PER_RUN)
+    assert unknown["added_cost"] is None and unknown["unpriced"] == ["its evaluation gives no cost_per_run"]

@@ -238,3 +238,18 @@ def nodes_dividing_batch(min_nodes: int, gpus_per_node: int, gpus: int, data_par
             return nodes
         nodes += 1
     return None
+
+
+def nodes_dividing_batch_below(max_nodes: int, gpus_per_node: int, gpus: int, data_parallel: int,
+                               global_batch: int, micro_batch: int) -> int | None:
+    """Returns the most nodes, at most ``max_nodes``, on which the global batch splits into whole micro-batch
+    rounds (as :func:`nodes_dividing_batch` counts them); None when not even one replica's nodes do."""
+    for name, value in (("max_nodes", max_nodes), ("gpus_per_node", gpus_per_node), ("gpus", gpus),
+                        ("data_parallel", data_parallel), ("global_batch", global_batch), ("micro_batch", micro_batch)):
+        require_positive_int(name, value)
+    replica = gpus // data_parallel
+    for nodes in range(max_nodes, 0, -1):
+        ranks, rest = divmod(nodes * gpus_per_node, replica)
+        if ranks and not rest and global_batch % (micro_batch * ranks) == 0:
+            return nodes
+    return None

@@ -106,3 +106,11 @@ def test_prices_and_cost_differences():
     assert sizing.rack_draw_kw(2, DGX_H100_KW) == pytest.approx(20.4)
     assert sizing.gpus_on(4, 8) == 32
     assert sizing.whole_minutes(785.71) == 786
+
+
+def test_nodes_dividing_batch_below_finds_the_previous_count_with_whole_rounds():
+    # Global batch 512 on 3 DGX A100 (24 ranks) is 21.3 rounds; 2 nodes (16 ranks) split it into 32.
+    assert sizing.nodes_dividing_batch_below(2, 8, 24, 24, 512, 1) == 2
+    assert sizing.nodes_dividing_batch(4, 8, 24, 24, 512, 1) == 4
+    # One node of 8 GPUs in tensor 16 replicas holds no whole replica: none below 2 nodes splits anything.
+    assert sizing.nodes_dividing_batch_below(1, 8, 32, 2, 64, 1) is None
