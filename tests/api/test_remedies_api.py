@@ -210,3 +210,17 @@ def test_the_signed_pdf_shows_the_remedies(as_role, tmp_path):
     # (table cells wrap, so only words that fit one line are looked for)
     assert "Remedies" in text and _expected()["remedies"][0]["id"] in text
     assert "legacy-rack-7" in text and "unpriced" in text and "rack-power" in text
+
+
+def test_a_revision_from_a_remedy_searches_them_when_no_search_has_finished(app, as_role):
+    # Given a submission whose remedies nobody has asked for yet
+    submitter = as_role("submitter")
+    view = _submit(submitter, _document())
+
+    # When its submitter revises it by the best remedy straight away
+    response = submitter.post(url(view["id"], "remedies", "0", "revision"), if_match=view["etag"])
+
+    # Then the remedies are searched in the request, and the best one is applied
+    assert response.status_code == 201, response.get_json()
+    assert response.get_json()["remedy"]["id"] == _expected()["remedies"][0]["id"]
+    assert _events(app, "remedies.requested") == []
