@@ -16,6 +16,7 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from rules.evaluate import submission_digest
+from rules.remedies import with_remedies
 from service import audit, evaluation, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
@@ -230,8 +231,11 @@ def remember_idempotency_key(session: Session, actor: Actor, key: str, request_d
 
 
 def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, Any], record: dict[str, Any],
-           now: datetime) -> dict[str, Any]:
-    """Returns the diff of a new revision's evaluation against the previous one, after storing both."""
+           now: datetime, origin: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Returns the diff of a new revision's evaluation against the previous one, after storing both.
+
+    ``origin``: where the revision came from (a remedy: its id and changes), added to the audit event's detail.
+    """
     submission = snap.submission
     workflow.check_transition(submission.state, Event.REVISE)
     if actor.role != "admin" and actor.user_id != snap.submitter_user:
@@ -250,7 +254,7 @@ def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, A
     session.flush()
     audit.append(session, action="revision.created", actor=actor, occurred_at=now, submission_id=submission.id,
                  input_digest=revision.digest, before_state=submission.state, after_state=State.REVISED,
-                 detail={"revision": number}, **engine_policy(record))
+                 detail={"revision": number, **(origin or {})}, **engine_policy(record))
     _store_evaluation(session, submission.id, revision, record, now)
     _evaluation_event(session, actor, submission.id, State.REVISED, record, number, now)
     new_digests = {c["id"]: workflow.result_digest(c) for c in record["checks"]}
@@ -368,7 +372,10 @@ def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decisi
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
     # The record procurement receives carries the layout search: the best layout of the quoted GPUs beside the
     # submitted one (advice; the check results and their digests are the evaluation's, unchanged).
-    document = evaluation.with_search(session, current_document(session, snap.submission.id), document)
+    submitted = current_document(session, snap.submission.id)
+    document = evaluation.with_search(session, submitted, document)
+    # ... and, where a check failed or warned, the remedies: the changes that would make every check pass.
+    document = with_remedies(document, evaluation.remedies(session, submitted, document))
     document["issue"] = 1
     document["audit_anchor"] = audit.anchor(session).as_record_member()
     return store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)

@@ -22,6 +22,7 @@ COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, d
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
 DELIVER_WEBHOOKS = "quotecheck.deliver_webhooks"  # (): sends the webhook deliveries due now (service/webhooks.py)
+FIND_REMEDIES = "quotecheck.find_remedies"  # (submission JSON text)
 
 EXTENSION = "quotecheck.task_queue"
 

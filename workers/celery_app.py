@@ -17,6 +17,7 @@ from celery import Celery, Task
 from flask import Flask
 
 # Registers the shared tasks on every Celery app, this module's included.
+import workers.remedy_tasks  # noqa: F401
 import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
 import workers.webhook_tasks  # noqa: F401

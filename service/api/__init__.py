@@ -12,6 +12,7 @@ from service.api import (
     keys,
     meta,
     records,
+    remedies,
     reviews,
     searches,
     submissions,
@@ -31,6 +32,6 @@ def refuse_nul_in_path() -> None:
 def init_app(app: Flask) -> None:
     """Registers every blueprint of the API."""
     app.before_request(refuse_nul_in_path)
-    for blueprint in (submissions.bp, reviews.bp, records.bp, addenda.bp, comparisons.bp, searches.bp, tasks.bp,
-                      keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp):
+    for blueprint in (submissions.bp, reviews.bp, records.bp, addenda.bp, comparisons.bp, searches.bp, remedies.bp,
+                      tasks.bp, keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp):
         app.register_blueprint(blueprint)

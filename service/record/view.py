@@ -245,6 +245,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "supersedes": record.get("supersedes"),
         "checks": checks,
         "layout_search": record.get("layout_search"),
+        "remedies": record.get("remedies"),
         "appendix": _appendix_text(appendix),
         "references": references,
     }
