@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import string
 import threading
 from dataclasses import replace
@@ -10,8 +9,6 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib import metadata
 from typing import Any
-
-import rfc8785
 
 import schemas
 from rules.catalogue import Catalogue, load_catalogue
@@ -22,6 +19,7 @@ from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Prob
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
+from schemas.canonical_json import digest_of
 from schemas.json_reader import (
     MAX_JSON_BYTES,
     JsonError,
@@ -104,7 +102,7 @@ def validate_submission(document: Any, origin: str = "submission") -> None:
 
 def submission_digest(document: dict[str, Any]) -> str:
     """Returns ``sha256:<hex>`` of the RFC 8785 canonical form of a submission."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+    return digest_of(document)
 
 
 def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import rfc8785
 from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
+from schemas.canonical_json import canonical_json
 from service.models import AuditChainHead, AuditEvent
 from service.signals import audit_anchored
 
@@ -72,7 +72,7 @@ def canonical_event(event: AuditEvent) -> dict[str, Any]:
 
 def event_hash(event: AuditEvent) -> str:
     """Returns the hex SHA-256 of the canonical serialisation of ``event``."""
-    return hashlib.sha256(rfc8785.dumps(canonical_event(event))).hexdigest()
+    return hashlib.sha256(canonical_json(canonical_event(event))).hexdigest()
 
 
 def append(session: Session, *, action: str, actor: Actor | None, occurred_at: datetime,
