@@ -11,6 +11,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
+from schemas.limits import CountLimits, count_message
 from schemas.problem import Problem
 
 SCHEMA_NAMES = ("submission", "policy", "record", "catalogue")
@@ -37,8 +38,27 @@ def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=FormatChecker())
 
 
-def validate(name: str, document: Any) -> list[Problem]:
-    """Returns the problems of ``document`` against schema ``name``, most specific first; [] if valid."""
+@cache
+def count_limits(name: str) -> CountLimits:
+    """Returns the count limits (maxItems, maxProperties) of schema ``name``, checked before its full validation."""
+    return CountLimits(load_schema(name))
+
+
+def count_problems(name: str, document: Any) -> list[Problem]:
+    """Returns the problems of each array or object of ``document`` beyond its count limit in schema ``name``.
+
+    Cheap whatever the document holds (schemas/limits.py): a refusal for an oversized list never validates
+    its items. The problems are worded and located as ``validate`` words and locates them.
+    """
+    return count_limits(name).check(document)
+
+
+def validate(name: str, document: Any, *, at_most: int | None = None) -> list[Problem]:
+    """Returns the problems of ``document`` against schema ``name``, sorted by pointer; [] if valid.
+
+    ``at_most``: validation stops once that many distinct problems are found (those are returned), so the
+    cost of a refusal is bounded.
+    """
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []
     for error in validator(name).iter_errors(document):
@@ -48,6 +68,9 @@ def validate(name: str, document: Any) -> list[Problem]:
             if key not in seen:
                 seen.add(key)
                 problems.append(problem)
+        if at_most is not None and len(problems) >= at_most:
+            del problems[at_most:]
+            break
     problems.sort(key=lambda p: p.pointer)
     return problems
 
@@ -105,12 +128,8 @@ def _describe(error: ValidationError) -> Problem:
         return Problem(pointer, f"{_quote(found)} is not one of {', '.join(map(str, expected))}")
     if kind == "const":
         return Problem(pointer, f"must be {_quote(expected)}, found {_quote(found)}")
-    if kind in ("maxItems", "minItems"):
-        word = "at most" if kind == "maxItems" else "at least"
-        return Problem(pointer, f"must have {word} {expected} items, found {len(found)}")
-    if kind in ("minProperties", "maxProperties"):
-        word = "at least" if kind == "minProperties" else "at most"
-        return Problem(pointer, f"must have {word} {expected} fields, found {len(found)}")
+    if kind in ("maxItems", "minItems", "minProperties", "maxProperties"):
+        return Problem(pointer, count_message(kind, expected, len(found)))
     if kind == "pattern":
         return Problem(pointer, f"{_quote(found)} does not match the pattern {expected}")
     if kind == "format":

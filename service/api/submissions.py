@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, request, url_for
@@ -11,7 +12,7 @@ from sqlalchemy import or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from rules.evaluate import validate_submission
+from rules.evaluate import check_counts, validate_submission
 from service import audit, store, verdicts
 from service.auth import current_actor, require
 from service.db import get_db
@@ -36,7 +37,8 @@ MAX_PAGE = 1_000_000
 FILTERS = ("state", "verdict", "effective_verdict", "vendor")
 
 # The body of a submission or a revision: the contract schema, checked as the engine checks it.
-SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=validate_submission)
+SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=partial(validate_submission, counted=True),
+                       precheck=check_counts)
 
 LIST_QUERY = Query({"type": "object", "properties": {
     "state": {"description": "only submissions in this state", "enum": list(State)},
