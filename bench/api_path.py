@@ -6,8 +6,8 @@ deploy/gunicorn.conf.py, on a fresh PostgreSQL database (127.0.0.1:5432, databas
 the API tests use), loaded by ``wrk`` at 16 and 32 connections for BENCH_WRK_S seconds (default 10).
 ``evaluation``: in-process evaluation of each example against jsonschema's validation of the same document
 (a reused validator), the largest document the schema admits likewise, and the refusal of one with 1,024
-node groups against a valid example's evaluation. Medians over repeats; the figures are ratios measured in
-the same run, so a loaded machine shifts both sides.
+node groups against a valid example's evaluation. Medians over repeats (BENCH_WRK_REPEATS alternating wrk
+runs, default 3); the figures are ratios measured in the same run, so a loaded machine shifts both sides.
 """
 
 from __future__ import annotations
@@ -278,26 +278,36 @@ def _submitter_token(database_url: str, instance: Path) -> str:
     return token
 
 
-def _measure(database_url: str, seconds: float) -> dict[str, dict[int, dict[str, float]]]:
-    """Returns wrk's figures per server ("service", "bare") and connection count, one server at a time."""
-    results = {}
+Runs = dict[str, dict[int, list[dict[str, float]]]]
+
+
+def _measure(database_url: str, seconds: float, repeats: int) -> Runs:
+    """Returns wrk's figures per server ("service", "bare"), connection count and repeat.
+
+    Both servers run at once (an idle sync worker costs nothing) and the runs alternate, service then bare,
+    so that a change in the machine's load between runs reaches both sides of each ratio alike.
+    """
+    runs: Runs = {"service": {c: [] for c in CONNECTIONS}, "bare": {c: [] for c in CONNECTIONS}}
     with tempfile.TemporaryDirectory() as folder:
         instance = Path(folder) / "instance"
         script = Path(folder) / "post.lua"
         script.write_text(_WRK_SCRIPT)
         env = {"BENCH_BODY": str(API_EXAMPLE), "BENCH_TOKEN": _submitter_token(database_url, instance)}
-        served = {"service": ("service.wsgi:app", {"QUOTECHECK_DATABASE_URL": database_url,
-                                                    "QUOTECHECK_INSTANCE_PATH": str(instance)}),
-                  "bare": ("bench.api_path:bare_app()", {})}
-        for label, (target, server_env) in served.items():
-            with gunicorn(target, server_env, Path(folder) / f"{label}.log") as url:
+        service_env = {"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(instance)}
+        with gunicorn("service.wsgi:app", service_env, Path(folder) / "service.log") as service, \
+                gunicorn("bench.api_path:bare_app()", {}, Path(folder) / "bare.log") as bare:
+            urls = {"service": service, "bare": bare}
+            for url in urls.values():
                 wrk(url, CONNECTIONS[0], min(2.0, seconds), script, env)  # every worker warm
-                results[label] = {c: wrk(url, c, seconds, script, env) for c in CONNECTIONS}
-    return results
+            for connections in CONNECTIONS:
+                for _ in range(repeats):
+                    for label, url in urls.items():
+                        runs[label][connections].append(wrk(url, connections, seconds, script, env))
+    return runs
 
 
 def bench_api() -> list[bool]:
-    """Measures POST /api/v1/submissions and the bare endpoint with wrk, one server after the other, in this run."""
+    """Measures POST /api/v1/submissions and the bare endpoint with wrk, alternating, in this run (medians)."""
     missed = [False] * (2 * len(CONNECTIONS))
     if shutil.which("wrk") is None:
         print("wrk is not installed (Debian: apt-get install wrk): the API targets are not measured")
@@ -309,22 +319,28 @@ def bench_api() -> list[bool]:
               "the API targets are not measured")
         return missed
     seconds = float(os.environ.get("BENCH_WRK_S", "10"))
+    repeats = int(os.environ.get("BENCH_WRK_REPEATS", "3"))
     load = os.getloadavg()
-    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; wrk runs of {seconds:g} s; "
-          f"body {API_EXAMPLE.name}; gunicorn -c deploy/gunicorn.conf.py")
+    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before; {repeats} × wrk runs "
+          f"of {seconds:g} s per server and connection count, alternating; body {API_EXAMPLE.name}; "
+          "gunicorn -c deploy/gunicorn.conf.py")
     with postgres_database() as database_url:
-        results = _measure(database_url, seconds)
+        runs = _measure(database_url, seconds, repeats)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} after (the bench itself loads the CPUs)")
     verdicts = []
     for connections in CONNECTIONS:
-        service, bare = results["service"][connections], results["bare"][connections]
+        service, bare = runs["service"][connections], runs["bare"][connections]
         for label, figures in (("POST /api/v1/submissions", service), ("bare parse + validate", bare)):
-            print(f"{connections:3d} connections, {label:25}: {figures['rps']:8.1f} req/s, "
-                  f"p50 {figures['p50_ms']:7.1f} ms, p99 {figures['p99_ms']:7.1f} ms, "
-                  f"{int(figures['requests']):,} requests, {int(figures['failed'])} failed")
-        ratio = service["rps"] / bare["rps"]
-        spread = service["p99_ms"] / service["p50_ms"]
-        met = ratio >= API_RATIO_TARGET and not service["failed"]
-        print(f"    throughput ratio {ratio:.3f} (target ≥ {API_RATIO_TARGET:g}, {'met' if met else 'MISSED'}); "
-              f"p99 / p50 {spread:.2f} ({verdict(spread, P99_OVER_P50_TARGET)})")
+            middle = {key: statistics.median(run[key] for run in figures) for key in ("rps", "p50_ms", "p99_ms")}
+            each = ", ".join(f"{run['rps']:.0f}" for run in figures)
+            print(f"{connections:3d} connections, {label:25}: median {middle['rps']:8.1f} req/s ({each}), "
+                  f"p50 {middle['p50_ms']:7.1f} ms, "
+                  f"p99 {middle['p99_ms']:7.1f} ms, {sum(int(run['failed']) for run in figures)} failed")
+        ratio = statistics.median(s["rps"] / b["rps"] for s, b in zip(service, bare, strict=True))
+        spread = statistics.median(run["p99_ms"] / run["p50_ms"] for run in service)
+        met = ratio >= API_RATIO_TARGET and not any(run["failed"] for run in service)
+        print(f"    throughput ratio {ratio:.3f} (median of the alternating pairs; target ≥ {API_RATIO_TARGET:g}, "
+              f"{'met' if met else 'MISSED'}); p99 / p50 {spread:.2f} ({verdict(spread, P99_OVER_P50_TARGET)})")
         verdicts += [met, spread <= P99_OVER_P50_TARGET]
     return verdicts
