@@ -35,6 +35,7 @@ TIME_TO_RESULT = "time-to-result"
 _TIMING = ("days", "days_p50", "days_p90", "window_probability", "tokens_per_s_per_gpu", "throughput_from",
            "cost_per_day")
 _TOP_SHOWN = 5
+_RECOMPUTE = {"none": "no recompute", "selective": "selective recompute", "full": "full recompute"}
 
 
 def layout_patch(submission: dict[str, Any], layout: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -148,6 +149,6 @@ def describe_layout(layout: dict[str, Any]) -> str:
     """Returns a searched layout in one phrase: degrees, micro-batch, recompute, sharding, precision, step."""
     virtual = f" (×{layout['virtual_stages']} virtual)" if layout["virtual_stages"] > 1 else ""
     return (f"t{layout['tensor']} × p{layout['pipeline']}{virtual} × c{layout['context']} × d{layout['data']}, "
-            f"micro-batch {layout['micro_batch']}, {layout['recompute']} recompute, {layout['sharding']}, "
+            f"micro-batch {layout['micro_batch']}, {_RECOMPUTE[layout['recompute']]}, {layout['sharding']}, "
             f"{layout['precision']}: {layout['step_s']:.2f} s a step, {layout['tokens_per_s_per_gpu']:,.0f} "
             f"tokens/s per GPU, MFU {layout['mfu']:.1%}")

@@ -5,7 +5,8 @@ are compared by what their hardware can do rather than by the layout each vendor
 A quote the search cannot lay out (no layout fits, or the step-time model lacks an input) is compared as
 submitted, and its row says so. Rows are ranked by modelled days to result (the simulated median, then the
 90th percentile, where the evaluation has them; the expected days otherwise), then by the quote total;
-a quote whose days are unknown ranks after every quote whose days are known.
+a quote whose days are unknown (no GPU count of it fits one step in memory) ranks after every quote whose
+days are known.
 
 "The same workload" is the same job: the model, the tokens to train on, the sequence length, the global
 batch and the completion window for training; the model, traffic and latency targets for serving. The
@@ -98,6 +99,10 @@ def quote_row(name: str, document: dict[str, Any], policy: Policy, now: datetime
         note = f"compared as submitted: {reason}"
     at_best = evaluate(merge_patch(document, layout_patch(document, best)[0]), policy, now=now) if best else evaluated
     timing = _timing(at_best)
+    if timing.get("no_gpu_count_fits"):
+        # Days to result of a job that cannot take one step are what it would take were it to fit: no figure to
+        # rank a quote by, so it ranks after every quote whose days are known.
+        timing = {name: value for name, value in timing.items() if name not in ("days", "days_p50", "days_p90")}
     quote = document.get("quote", {})
     return {
         "name": name,

@@ -11,6 +11,7 @@ from importlib import metadata
 from typing import Any
 
 import schemas
+from rules.artifacts import artifact_problems
 from rules.catalogue import Catalogue, load_catalogue
 from rules.checks import CHECKS
 from rules.checks.base import Check, Context, Facts, Stage, Words
@@ -119,14 +120,15 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     document beyond them is refused for those alone. Validation stops after MAX_LISTED_PROBLEMS + 1
     problems, so a refusal costs little whatever the document holds; the detail says when more are not
     listed. Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema
-    problems.
+    problems; a raw diagnostic in ``measurements`` that its parser cannot read (rules/artifacts.py) once the
+    schema holds.
     """
     if not counted:
         check_counts(document, origin)
     problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1)
     complete = len(problems) <= MAX_LISTED_PROBLEMS
     problems = (problems + (hidden_text_problems(document) if complete else [])
-                or unrepresentable_numbers(document))
+                or unrepresentable_numbers(document) or artifact_problems(document))
     if problems:
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({_counted(problems, complete)})",
                                 problems[:MAX_LISTED_PROBLEMS])

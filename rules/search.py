@@ -24,9 +24,11 @@ import rfc8785
 
 from rules.checks import CHECKS
 from rules.checks.base import Context
+from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.step_model import StepInputs, step_inputs
 from rules.errors import InconsistentInput
+from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout_search import (
     LayoutSearch,
     MemoryConvention,
@@ -88,18 +90,25 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     ctx = Context(inputs, policy, {}, CHECKS[0])
     if ctx.get("/workload/training") is None:
         raise NothingToSearch("the submission has no training workload to lay out")
-    found = step_inputs(ctx)
+    try:
+        found = step_inputs(ctx)
+    except InconsistentInput as error:  # a layout no framework runs (a GPU count t × p × c does not divide)
+        raise NothingToSearch(f"the submitted layout cannot run: {error}") from None
     if found is None:
         raise NothingToSearch("the step-time model needs the architecture (layers, hidden, heads, vocab), the "
                               "sequence length, global batch, a catalogued GPU with compute NICs, and a batch "
                               "that divides over the submitted layout")
-    memory_gib = ctx.num(f"{layout(ctx).group}/gpu/memory_gib")
+    group = layout(ctx).group
+    memory_gib = ctx.num(f"{group}/gpu/memory_gib")
     if memory_gib is None:
         raise NothingToSearch("the quoted GPU's memory_gib is not known")
     convention = MemoryConvention(optimizer=ctx.get("/workload/training/optimizer", "adamw"),
                                   convention=policy.value("conventions.model_state_bytes"),
-                                  gathered_layers=policy.value("memory.gathered_layers"))
-    return found, memory_budget_bytes(memory_gib, policy.value("memory")), convention
+                                  gathered_layers=policy.value("memory.gathered_layers"),
+                                  activations=policy.value("conventions.activations"),
+                                  communication=CommunicationSettings(policy.value("memory.nccl_channels")))
+    context_gib = training_cuda_context(ctx, group).gib  # what peak-memory counts for this GPU
+    return found, memory_budget_bytes(memory_gib, policy.value("memory"), context_gib), convention
 
 
 def search_chunk(submission: dict[str, Any], space: SearchSpace, policy: Policy | None = None,

@@ -27,7 +27,7 @@ try:  # optional: without it every document is validated by jsonschema alone
 except ImportError:  # pragma: no cover - depends on the installation
     jsonschema_rs = None
 
-SCHEMA_NAMES = ("submission", "policy", "record", "catalogue")
+SCHEMA_NAMES = ("submission", "policy", "record", "catalogue", "addendum")
 
 # A value quoted back in an error message is cut to this many characters, so a 10 MB string field
 # produces a short message rather than echoing itself.

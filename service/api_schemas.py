@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.addendum_schemas import ADDENDUM_COMPONENTS
 from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
+from service.export_schemas import CHECK_LIST, CSV, JUNIT_XML, SARIF_LOG
 from service.search_schemas import SEARCH, SEARCH_LAYOUT
+from service.webhook_schemas import WEBHOOK_COMPONENTS
 from service.workflow import MIN_JUSTIFICATION, State, WaiverState
 
 _TEXT = {"type": "string"}
@@ -242,6 +245,9 @@ VERIFICATION: dict[str, Any] = {
                      "description": "whether the record's latest decision is an approval; false for an evaluation "
                                     "signed outside the workflow, whatever `ok` says of its signature; null "
                                     "when no record was found"},
+        "addendum_of": {"type": ["object", "null"], "properties": {"record_id": _NULLABLE_TEXT,
+                                                                   "digest": _NULLABLE_TEXT},
+                        "description": "for an as-built addendum, the record it names; null for anything else"},
         "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Verification"},
                   "description": "the verifications of a PDF's attachments"},
     },
@@ -327,4 +333,10 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "AuditLog": AUDIT_LOG,
     "Health": HEALTH,
     "SchemaIndex": SCHEMA_INDEX,
+    **ADDENDUM_COMPONENTS,
+    "CheckList": CHECK_LIST,
+    "SarifLog": SARIF_LOG,
+    "JUnitXml": JUNIT_XML,
+    "Csv": CSV,
+    **WEBHOOK_COMPONENTS,
 }

@@ -22,7 +22,7 @@ from sqlmodel import Session, col, func, select
 
 from schemas.canonical_json import canonical_json
 from service.models import AuditChainHead, AuditEvent
-from service.signals import audit_anchored
+from service.signals import audit_anchored, audit_appended
 
 GENESIS_HASH = "0" * 64
 HEAD_ID = 1
@@ -133,6 +133,8 @@ def append_all(session: Session, entries: list[Entry]) -> list[AuditEvent]:
                     .execution_options(synchronize_session=False))
     session.add_all(events)
     session.flush()
+    for event in events:
+        audit_appended.send(session, event=event)
     return events
 
 

@@ -47,6 +47,10 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "approve": frozenset({Role.APPROVER, Role.ADMIN}),
     # Linking a purchase order re-issues the signed record: those accountable for the purchase decision.
     "link-purchase-order": frozenset({Role.APPROVER, Role.ADMIN}),
+    # Attaching acceptance measurements re-decides the checks on measured evidence: those who judge the checks.
+    "attach-as-built": frozenset({Role.REVIEWER, Role.ADMIN}),
+    # Webhooks make the service send requests to URLs of the caller's choosing (SSRF): admins only.
+    "manage-webhooks": frozenset({Role.ADMIN}),
 }
 # Posting a decision at all; the action in the body then needs its own permission above.
 PERMISSIONS["decide"] = PERMISSIONS["approve"] | PERMISSIONS["reject"] | PERMISSIONS["request-changes"]
@@ -222,6 +226,7 @@ def current_actor() -> Actor:
 ACTION_WORDS = {"read": "read", "submit": "submit quotes", "revise": "revise quotes", "waive": "waive checks",
                 "request-changes": "request changes", "reject": "reject quotes", "approve": "approve quotes",
                 "link-purchase-order": "link purchase orders to records",
+                "attach-as-built": "attach as-built measurements to records", "manage-webhooks": "manage webhooks",
                 "decide": "post decisions (approve, reject, request-changes)"}
 
 

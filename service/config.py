@@ -73,6 +73,14 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_LIFETIME_DAYS": DEFAULT_TOKEN_LIFETIME_DAYS,
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
+    # Webhooks (service/webhooks.py, docs/webhooks.md): how long one attempt waits for the receiver's answer,
+    # how many attempts a delivery gets before it is marked failed, the backoff between them (doubling from
+    # the base, at most the max), and how often the workers' beat drains the outbox for retries.
+    "WEBHOOK_TIMEOUT_S": 10,
+    "WEBHOOK_MAX_ATTEMPTS": 10,
+    "WEBHOOK_BACKOFF_BASE_S": 30,
+    "WEBHOOK_BACKOFF_MAX_S": 3600,
+    "WEBHOOK_DRAIN_INTERVAL_S": 30,
 }
 
 

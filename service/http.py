@@ -45,3 +45,25 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response
+
+
+def negotiated_format(requested: str | None, offered: dict[str, str]) -> str:
+    """Returns the format a request asks for among ``offered`` (format name → media type, the first the default).
+
+    The ``format`` query parameter (``requested``, already validated) decides; without it, the Accept header's
+    best match among the offered media types; without a match (no Accept, ``*/*``, or nothing offered), the
+    first format.
+    """
+    if requested:
+        return requested
+    by_type = {media.split(";")[0].strip(): name for name, media in offered.items()}
+    best = request.accept_mimetypes.best_match(list(by_type))
+    return by_type[best] if best else next(iter(offered))
+
+
+def text_response(body: str, media_type: str, headers: dict[str, str] | None = None) -> Response:
+    """Returns a 200 response of ``body`` (UTF-8) as ``media_type``, with optional extra headers."""
+    response = current_app.response_class(body.encode("utf-8"), status=200, content_type=media_type)
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response

@@ -45,14 +45,16 @@ def operation(*, tag: str, responses: dict[int, tuple[str | None, ...]] | None =
               if_match: bool = False, idempotency_key: bool = False,
               response_headers: dict[int, tuple[str, ...]] | None = None,
               media_type: str = "application/json",
-              request_content: dict[str, str] | None = None) -> Callable[[F], F]:
+              request_content: dict[str, str] | None = None,
+              alternatives: dict[int, dict[str, str]] | None = None) -> Callable[[F], F]:
     """Returns a decorator that records a view's OpenAPI metadata on it.
 
     The schema half of each ``responses`` entry names a component (see service.api_schemas.COMPONENTS, or
     ``<Name>Document`` for a contract schema); an entry's optional third item is its media type when it
     differs from ``media_type``. A JSON body is declared with ``@accepts`` (service/inputs.py), not here;
     ``request_content`` maps media types to components for a body that is not (only) JSON, which the view
-    reads as bytes, so it gets no 400 or 415 from JSON parsing.
+    reads as bytes, so it gets no 400 or 415 from JSON parsing. ``alternatives`` adds, per status, further
+    media types of the same response (``{200: {"text/csv": "Csv"}}``: the view negotiates them).
     """
 
     def decorate(view: F) -> F:
@@ -60,7 +62,7 @@ def operation(*, tag: str, responses: dict[int, tuple[str | None, ...]] | None =
         meta.update(tag=tag, responses=responses or {200: ("OK", None)}, errors=errors,
                     parameters=parameters, if_match=if_match, idempotency_key=idempotency_key,
                     response_headers=response_headers or {}, media_type=media_type,
-                    request_content=request_content or {})
+                    request_content=request_content or {}, alternatives=alternatives or {})
         view.openapi = meta  # type: ignore[attr-defined]
         return view
 
@@ -171,6 +173,8 @@ def _operation(endpoint: str, view: Callable[..., Any], path_parameters: list[di
         if component:
             media_type = media[0] if media else meta.get("media_type", "application/json")
             response["content"] = {media_type: {"schema": _ref(component)}}
+        for media, alternative in meta.get("alternatives", {}).get(status, {}).items():
+            response.setdefault("content", {})[media] = {"schema": _ref(alternative)}
         headers = meta.get("response_headers", {}).get(status, ())
         if headers:
             response["headers"] = {name: {"schema": {"type": "string"}, **_header_description(name)}
@@ -187,7 +191,8 @@ HEADER_DESCRIPTIONS = {
     "Record-Status": "`signed`: an approved record, issued signed; `draft`: not approved (an evaluation record, "
                      "or the record of a rejected quote), unsigned",
     "Link": "RFC 5829 version links of a final record: `latest-version`, `predecessor-version`, "
-            "`successor-version` (each purchase order linked issues a new version)",
+            "`successor-version` (each purchase order linked issues a new version); of a list as CSV, its "
+            "`next` and `prev` pages (RFC 8288)",
     "Content-Disposition": "a file name for the download",
     "Preference-Applied": "`respond-async` when the request's `Prefer: respond-async` was honoured (RFC 7240)",
 }

@@ -13,3 +13,8 @@ before_compare_and_set = _signals.signal("before-compare-and-set")
 # record will carry, before that transaction appends the event that issues the record. The concurrency test
 # of the anchor uses it to write another event in that window.
 audit_anchored = _signals.signal("audit-anchored")
+
+# Sent by ``audit.append`` with the session as sender and the ``event`` just appended (flushed, not committed).
+# service/webhooks.py writes the outbox rows of the events it reports here, so they commit or roll back with
+# the audit event itself (a transactional outbox).
+audit_appended = _signals.signal("audit-appended")

@@ -21,6 +21,7 @@ COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON
 COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, document], ...])
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
+DELIVER_WEBHOOKS = "quotecheck.deliver_webhooks"  # (): sends the webhook deliveries due now (service/webhooks.py)
 
 EXTENSION = "quotecheck.task_queue"
 

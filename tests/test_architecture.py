@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("rules", "schemas", "service", "workers", "parsers", "bench")
 
 # Which of our packages each package may not import: `workers` import `service` and `rules`; `service`
-# imports `rules` and `schemas`; `rules` imports `schemas`; `schemas` imports nothing of ours.
+# imports `rules` and `schemas`; `rules` imports `schemas` and `parsers` (rules/artifacts.py reads the raw
+# diagnostics of a submission with them, the code `quotecheck parse` runs); `schemas` imports nothing of ours;
+# `parsers` (standard library only) imports nothing of ours either, so it sits below `rules` as a leaf.
 FORBIDDEN = {
     "parsers": {"rules", "service", "workers", "schemas"},
     "rules": {"service", "workers"},

@@ -72,3 +72,14 @@ def test_the_table_ends_with_the_search_and_a_serving_quote_has_none(tmp_path: P
 
     assert "layout_search" not in _record(str(SERVING))
     assert "layout_search" not in _record(str(EXAMPLE), "--no-search")
+
+
+def test_the_best_layout_of_every_training_example_fits_memory_in_the_full_evaluation_too() -> None:
+    """The search's memory model and peak-memory agree: what the search ranks as fitting, the check lets fit."""
+    for path in sorted((ROOT / "examples").glob("*.json")):
+        record = _record(str(path))
+        if "layout_search" not in record:
+            continue
+        rows = {row["id"]: row for row in record["layout_search"]["checks"]}
+        assert rows["peak-memory"]["best"]["status"] in ("pass", "warn"), (path.name, rows["peak-memory"])
+        assert record["layout_search"]["best"]["step_s"] <= record["layout_search"]["submitted"]["step_s"]

@@ -35,3 +35,18 @@ def test_a_submission_without_a_training_workload_has_nothing_to_search():
     submission = json.loads((EXAMPLE.parent / "l40s-8b-serving.json").read_text())
     with pytest.raises(NothingToSearch, match="no training workload"):
         search_submission(submission)
+
+
+def test_the_submitted_layout_carries_the_submitted_context_parallel_degree():
+    # 1,024 H200 at TP 8 × PP 4 × CP 2 leave 1,024 / 64 = 16 data-parallel ranks.
+    submission = json.loads(EXAMPLE.read_text())
+    submission["workload"]["training"]["parallelism"]["context"] = 2
+    submitted = merge_chunks(submission, [])["submitted"]
+    assert (submitted["tensor"], submitted["pipeline"], submitted["context"], submitted["data"]) == (8, 4, 2, 16)
+
+
+def test_a_gpu_count_the_layout_does_not_divide_has_nothing_to_search():
+    submission = json.loads(EXAMPLE.read_text())
+    submission["workload"]["training"]["parallelism"]["context"] = 3
+    with pytest.raises(NothingToSearch, match="not a whole number of model replicas"):
+        merge_chunks(submission, [])

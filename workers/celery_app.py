@@ -19,6 +19,7 @@ from flask import Flask
 # Registers the shared tasks on every Celery app, this module's included.
 import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
+import workers.webhook_tasks  # noqa: F401
 from service import tasks_port
 
 EXTENSION = "celery"
@@ -52,6 +53,10 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         # record itself (killed at the hard time limit) is still stored, for GET /api/v1/tasks/{id} to find.
         "task_store_errors_even_if_ignored": True,
         "broker_connection_retry_on_startup": True,
+        # Celery beat drains the webhook outbox this often: the retries of deliveries that failed (the first
+        # attempt is sent right after the commit that wrote it).
+        "beat_schedule": {"quotecheck-deliver-webhooks": {"task": tasks_port.DELIVER_WEBHOOKS,
+                                                          "schedule": config["WEBHOOK_DRAIN_INTERVAL_S"]}},
     }
     if broker:
         if backend is None and str(broker).startswith(REDIS_SCHEMES):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout
-from rules.checks.facts.memory import host_offload_bytes_per_gpu
+from rules.checks.facts.memory import host_model_state
 from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
 from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates import host_memory
@@ -12,8 +12,9 @@ from rules.status import Status
 from rules.units import bytes_to_gib
 
 _NEED = ("{required_gib:,.0f} GiB per node (dataloader workers {dataloader_workers_gib:,.0f} = {gpus_on_node} GPUs × "
-         "{workers_per_gpu:g} workers × {worker_rss_gib:g} GiB, pinned buffers {pinned_buffers_gib:,.0f}, offloaded "
-         "model state {offload_gib:,.0f}, checkpoint staging {checkpoint_staging_gib:,.0f}, OS {os_reserve_gib:g})")
+         "{workers_per_gpu:g} workers × {worker_rss_gib:g} GiB, pinned buffers {pinned_buffers_gib:,.0f}, model state "
+         "on the host {offload_gib:,.0f} ({offload_basis}), checkpoint staging {checkpoint_staging_gib:,.0f}, "
+         "OS {os_reserve_gib:g})")
 _RATIO = ("{host_to_gpu_memory_ratio:.2f}× the node's {gpu_memory_per_node_gib:,.0f} GiB of GPU memory")
 
 
@@ -54,14 +55,14 @@ class HostRam(Check):
         workers_per_gpu = ctx.need(f"{DATALOADER}/workers_per_gpu")
         worker_rss_gib = ctx.need(f"{DATALOADER}/worker_rss_gib")
         pinned_gib = ctx.need(f"{DATALOADER}/pinned_gib_per_gpu")
-        offload_per_gpu = host_offload_bytes_per_gpu(ctx)
+        held = host_model_state(ctx)
         size = checkpoint_size_facts(ctx)
-        if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, offload_per_gpu, size):
+        if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, held, size):
             return ctx.insufficient("host RAM cannot be sized")
         os_reserve_gib = ctx.setting("host_ram.os_reserve_gib")
         node = host_memory.training_node_host_ram(
             plan, host_gib, gpu_gib, host_memory.Dataloader(int(workers_per_gpu), worker_rss_gib, pinned_gib),
-            os_reserve_gib, offload_per_gpu, size.total_bytes)
+            os_reserve_gib, held.total_bytes, size.total_bytes)
         need = node.need
         evidence = {
             "required_gib": need.total_gib,
@@ -70,6 +71,10 @@ class HostRam(Check):
             "dataloader_workers_gib": bytes_to_gib(need.dataloader_workers_bytes),
             "pinned_buffers_gib": bytes_to_gib(need.pinned_buffers_bytes),
             "offload_gib": bytes_to_gib(need.offload_bytes),
+            "offload_state_gib": bytes_to_gib(held.state_bytes),
+            "offload_buffers_gib": bytes_to_gib(held.buffer_bytes),
+            "offload_basis": held.basis,
+            "additional_buffer_factor": ctx.setting("memory.deepspeed.additional_buffer_factor"),
             "checkpoint_staging_gib": bytes_to_gib(need.checkpoint_staging_bytes),
             "os_reserve_gib": os_reserve_gib,
             "gpus_on_node": plan.gpus_on_node,

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
+from rules.checks.facts.cost import serving_cost, serving_cost_note
 from rules.checks.facts.pointers import INFERENCE, SLO
 from rules.checks.facts.serving import serving_memory
+from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
 from rules.estimates import inference, inference_latency
 from rules.estimates.inference import Requests, Slo, Traffic
 from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel
-from rules.status import Status
+from rules.status import Basis, Status
 from rules.units import s_to_ms
 
 # Settings of the roofline model; the record's message names them because they are assumptions.
@@ -18,10 +20,34 @@ EFFICIENCIES = ("prefill_flops_efficiency", "decode_hbm_efficiency", "decode_flo
 _DEMAND = ("{rps:g} rps × peak factor {peak_factor:g} = {peak_rps:g} rps, plus {headroom:.0%} headroom, at "
            "{rps_per_replica:.2f} rps per replica of {tensor_parallel} × {gpu_model} (batch {batch}, "
            "TTFT {ttft_ms:.0f} ms ≤ {ttft_slo_ms:g}, TPOT {tpot_ms:.1f} ms ≤ {tpot_slo_ms:g}; {batch_limit})")
-_BASIS = ("; estimated on the roofline with efficiencies from the policy: prefill {prefill_flops_efficiency:.0%} of "
-          "peak FLOP/s, decode {decode_hbm_efficiency:.0%} of HBM bandwidth and {decode_flops_efficiency:.0%} of "
-          "peak FLOP/s (decode floor at batch 1, the weights read once at the datasheet bandwidth: "
-          "{decode_floor_ms_batch1:.1f} ms)")
+# Where the latencies came from, filled into every message as {latency_basis}.
+_MODELLED_BASIS = ("; estimated on the roofline with efficiencies from the policy: prefill "
+                   "{prefill_flops_efficiency:.0%} of peak FLOP/s, decode {decode_hbm_efficiency:.0%} of HBM bandwidth "
+                   "and {decode_flops_efficiency:.0%} of peak FLOP/s (decode floor at batch 1, the weights read once "
+                   "at the datasheet bandwidth: {decode_floor_ms_batch1:.1f} ms)")
+_MEASURED_BASIS = ("; measured: p95 TTFT and TPOT at batch {measured_batch} ({measured_points_used} of "
+                   "{measured_points} points of measurements.serving_latency measure this replica), where the "
+                   "roofline with the policy's efficiencies gives TTFT {modelled_ttft_ms:.0f} ms and TPOT "
+                   "{modelled_tpot_ms:.1f} ms at that batch")
+_MEASURED_NONE_BASIS = ("; measured: {measured_points_used} of {measured_points} points of "
+                        "measurements.serving_latency measure this replica, and they decide instead of the roofline")
+_BASIS = "{latency_basis}"
+_COST = "{serving_cost_note}"
+
+
+def _load_test(e: dict) -> str:
+    if e["latency_from"] == MODELLED:
+        return ("The estimate rests on assumed efficiencies: load-test one replica at the planned batch and "
+                "prompt/output lengths before buying, or quote a few more GPUs.")
+    return ("The plan rests on the measured latencies: quote a few more GPUs, or confirm the measurement at the "
+            "planned prompt and output lengths.")
+
+
+def _under_quoted_remedy(e: dict) -> str:
+    advice = ("a load test at the planned batch replaces these estimates" if e["latency_from"] == MODELLED else
+              "the measured latencies decide, so only faster replicas or more of them close the gap")
+    return (f"Quote at least {e['gpus_needed']} GPUs for serving, or lower the peak factor or headroom only if the "
+            f"traffic forecast supports it; {advice}.")
 
 
 class InferenceCapacity(Check):
@@ -29,11 +55,21 @@ class InferenceCapacity(Check):
     title = "Plan for peak traffic"
     plan_item = "7. Plan for peak traffic"
     plan_source = CAPACITY_PLANNING_GUIDE
-    thresholds = {"min_slo_batch": "inference.min_slo_batch",
+    thresholds = {"min_measured_to_floor_ratio": "inference.min_measured_to_floor_ratio",
+                  "min_slo_batch": "inference.min_slo_batch",
                   "warn_spare_fraction": "inference.warn_spare_fraction"}
     headline = ("{gpus_needed} of {gpus_quoted} GPUs needed; TTFT {ttft_ms:.0f} ms, TPOT {tpot_ms:.1f} ms "
                 "at batch {batch}")
     rules = (
+        Rule(Status.FAIL, "latency-beyond-floor", lambda m: m.measured_to_floor_ratio < m.min_measured_to_floor_ratio,
+             "a measured latency is faster than the quoted GPUs can physically serve this model: "
+             "{latency_floor_finding}, {measured_to_floor_ratio:.0%} of that floor (the floor counts every byte and "
+             "FLOP at 100 % of the datasheet; the check fails below {min_measured_to_floor_ratio:.0%} of it), so the "
+             "measurement does not describe the served model on these GPUs",
+             "Check the benchmark behind {latency_floor_figure} at batch {latency_floor_batch}: the model, its "
+             "precision and tensor parallelism and the GPU model must be those submitted, figures p95 in ms per "
+             "request (TPOT excluding the first token), measured without speculative decoding or prefix-cache "
+             "hits (both beat a floor of one token per step and a full prefill); then submit the corrected points."),
         Rule(Status.FAIL, "slo-unreachable", lambda m: m.batch < m.min_slo_batch,
              "no batch of at least {min_slo_batch} meets TTFT ≤ {ttft_slo_ms:g} ms and TPOT ≤ {tpot_slo_ms:g} ms on "
              "a replica of {tensor_parallel} × {gpu_model}: {batch_limit}" + _BASIS,
@@ -42,16 +78,14 @@ class InferenceCapacity(Check):
         Rule(Status.FAIL, "under-quoted", lambda m: m.gpus_needed > m.gpus_quoted,
              "{gpus_needed} GPUs needed ({replicas_needed} replicas × tp {tensor_parallel}) but node group "
              "{group_name} has {gpus_quoted}, {shortfall_gpus} short: " + _DEMAND + _BASIS,
-             "Quote at least {gpus_needed} GPUs for serving, or lower the peak factor or headroom only if the "
-             "traffic forecast supports it; a load test at the planned batch replaces these estimates."),
+             _under_quoted_remedy),
         Rule(Status.WARN, "thin-margin", lambda m: m.spare_fraction < m.warn_spare_fraction,
              "{gpus_needed} of the {gpus_quoted} quoted GPUs are needed, leaving {spare_fraction:.0%} beyond the "
-             "plan (policy warns below {warn_spare_fraction:.0%}): " + _DEMAND + _BASIS,
-             "The estimate rests on assumed efficiencies: load-test one replica at the planned batch and "
-             "prompt/output lengths before buying, or quote a few more GPUs."),
+             "plan (policy warns below {warn_spare_fraction:.0%}): " + _DEMAND + _BASIS + _COST,
+             _load_test),
     )
     passing = Passing("carries-peak", "{gpus_needed} of the {gpus_quoted} quoted GPUs carry the peak "
-                      "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS)
+                      "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS + _COST)
 
     def gather(self, ctx: Context) -> Facts:
         if ctx.get(INFERENCE) is None:
@@ -81,11 +115,12 @@ class InferenceCapacity(Check):
         roofline = Roofline(hbm_efficiency=efficiencies["decode_hbm_efficiency"],
                             flops_efficiency=efficiencies["decode_flops_efficiency"],
                             prefill_flops_efficiency=efficiencies["prefill_flops_efficiency"])
+        requests = Requests(int(prompt_tokens), int(output_tokens), memory.context_tokens)
+        traffic, slo = Traffic(rps, peak_factor, headroom), Slo(ttft_slo_ms, tpot_slo_ms)
         try:
-            plan = inference.serving_plan(
-                served, gpu, memory.engine, Requests(int(prompt_tokens), int(output_tokens), memory.context_tokens),
-                Traffic(rps, peak_factor, headroom), Slo(ttft_slo_ms, tpot_slo_ms), roofline)
+            plan = inference.serving_plan(served, gpu, memory.engine, requests, traffic, slo, roofline)
             floor_s = inference_latency.decode_floor_s(served, gpu)
+            measured = measured_serving(ctx, memory, served, gpu, roofline, requests, traffic, slo)
         except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
             return ctx.insufficient(f"the serving estimate rejects the inputs: {error}")
         gpus_quoted = memory.hardware.gpus
@@ -102,17 +137,33 @@ class InferenceCapacity(Check):
             "max_concurrent_sequences": plan.concurrency.max_sequences,
             "max_num_seqs": memory.engine.max_num_seqs,
             "batch": plan.batch, "batch_limit": batch_limit, "gpus_quoted": gpus_quoted,
-            "decode_floor_ms_batch1": s_to_ms(floor_s), **efficiencies,
+            "decode_floor_ms_batch1": s_to_ms(floor_s), **efficiencies, "latency_from": MODELLED,
+            **serving_cost(ctx, group),
         }
+        evidence["serving_cost_note"] = serving_cost_note(evidence)
         if plan.points:
             evidence.update(ttft_ms_batch1=plan.points[0].ttft_ms, tpot_ms_batch1=plan.points[0].tpot_ms)
-        if plan.feasible and plan.replicas is not None and plan.gpus_needed is not None:
-            chosen = plan.chosen_point
-            margin = inference.quoted_capacity(plan.gpus_needed, gpus_quoted)
-            evidence.update(
-                ttft_ms=plan.ttft_ms, tpot_ms=plan.tpot_ms, memory_bound=chosen.memory_bound,
-                rps_per_replica=plan.rps_per_replica, peak_rps=plan.replicas.peak_rps,
-                peak_replicas=plan.replicas.peak_replicas, spare_replicas=plan.replicas.spare_replicas,
-                replicas_needed=plan.replicas_needed, gpus_needed=plan.gpus_needed,
-                shortfall_gpus=margin.shortfall_gpus, spare_fraction=margin.spare_fraction)
-        return Facts(evidence=evidence)
+        if measured is not None and measured.decides:
+            evidence.update(measured.capacity_evidence(gpus_quoted))
+            basis = _MEASURED_BASIS if "measured_batch" in evidence else _MEASURED_NONE_BASIS
+        else:
+            basis = _MODELLED_BASIS
+            if plan.feasible and plan.replicas is not None and plan.gpus_needed is not None:
+                chosen = plan.chosen_point
+                margin = inference.quoted_capacity(plan.gpus_needed, gpus_quoted)
+                evidence.update(
+                    ttft_ms=plan.ttft_ms, tpot_ms=plan.tpot_ms, memory_bound=chosen.memory_bound,
+                    rps_per_replica=plan.rps_per_replica, peak_rps=plan.replicas.peak_rps,
+                    peak_replicas=plan.replicas.peak_replicas, spare_replicas=plan.replicas.spare_replicas,
+                    replicas_needed=plan.replicas_needed, gpus_needed=plan.gpus_needed,
+                    shortfall_gpus=margin.shortfall_gpus, spare_fraction=margin.spare_fraction)
+        if measured is None:
+            # Without measured points the floor rule has nothing to judge.
+            evidence["latency_basis"] = basis.format(**evidence)
+            return Facts(evidence=evidence, unjudged=frozenset({"measured_to_floor_ratio"}))
+        evidence.update(measured.floor_evidence())
+        if not measured.decides:
+            evidence["measured_points_unused"] = measured.unused_note(replica.tensor_parallel, int(prompt_tokens))
+            basis = _MODELLED_BASIS + "; {measured_points_unused}"
+        evidence["latency_basis"] = basis.format(**evidence)
+        return Facts(evidence=evidence, basis=Basis.MEASURED if measured.decides else Basis.ESTIMATED)

@@ -48,6 +48,10 @@ class InterconnectScaling(Check):
                 f"measured {evidence['tokens_per_s_per_gpu_at_largest']:,.0f} tokens/s per GPU at "
                 f"{evidence['measured_gpus']} GPUs against {evidence['tokens_per_s_per_gpu_at_base']:,.0f} at "
                 f"{evidence['base_gpus']}{reach}")
+            if evidence.get("measurement_source"):
+                evidence["detail"] += f" ({evidence['measurement_source']})"
+            if evidence.get("measurements_not_used"):
+                evidence["detail"] += f"; not used: {evidence['measurements_not_used']}"
         else:
             evidence["decided_by"] = "modelled"
             evidence["detail"] = _modelled_detail(evidence)
@@ -59,6 +63,9 @@ class InterconnectScaling(Check):
 def _modelled_detail(e: dict) -> str:
     network = (f", network tier {e['network_busbw_gbs']:.0f} GB/s" if e.get("network_busbw_gbs") is not None else "")
     bound = "measured" if e["busbw_bound_by"] == "measured" else f"bound by the {e['busbw_bound_by']} tier"
+    if e.get("estimated_cluster_busbw_gbs") is not None:
+        bound += (f"; nameplates would give {e['estimated_node_busbw_gbs']:.0f} GB/s in a node and "
+                  f"{e['estimated_cluster_busbw_gbs']:.0f} GB/s across the job")
     return (f"modelled step on {e['gpus']} GPUs ({e['nodes']} nodes): compute {e['compute_s_per_step']:.2f} s, "
             f"{e['sharding']} communication {e['communication_s_per_step']:.2f} s ({e['comm_gb_per_step']:,.1f} GB per "
             f"GPU per optimizer step of {e['accumulation_steps']} micro-batches), {e['overlap_fraction']:.0%} of "

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
-from rules.checks.facts.memory import measured_peak_gib, memory_estimate, memory_evidence
-from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.gpu_context import training_cuda_context
+from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import measured_peak, memory_estimate, memory_evidence
+from rules.checks.facts.pointers import PARALLELISM, TRAINING
 from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
 
@@ -12,8 +14,9 @@ from rules.status import Basis, Status
 SEED_RULE_BYTES_PER_PARAM = 12
 
 _WHY = ("model state {model_state_bytes_per_param:g} B/param under the {convention} convention "
-        "({model_state_total_gb:,.1f} GB for the model, {model_state_gb_per_gpu:,.3f} GB per GPU under {sharding})"
-        "{seed_note}")
+        "({model_state_total_gb:,.1f} GB for the model, {model_state_gb_per_gpu:,.3f} GB per GPU under {sharding}), "
+        "activations under the {activation_convention} convention at {activation_bytes_per_element:g} B per element"
+        "{offload_note}{seed_note}")
 
 
 class PeakMemory(Check):
@@ -44,8 +47,12 @@ class PeakMemory(Check):
         estimate = memory_estimate(ctx)
         if estimate is None:
             return ctx.insufficient("model state cannot be sized")
+        counting = estimate.activation_counting
         evidence = {**memory_evidence(estimate), "sharding": estimate.sharding, "convention": estimate.convention,
-                    "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM}
+                    "activation_convention": counting.convention,
+                    "activation_bytes_per_element": counting.element_bytes,
+                    "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM,
+                    "cuda_context_source": training_cuda_context(ctx, layout(ctx).group).source}
         missing_shape = list(ctx.missing)
         if estimate.activations_bytes is None:
             # Model state alone already decides a failure; otherwise the activations are needed.
@@ -57,16 +64,26 @@ class PeakMemory(Check):
             evidence["decided_by"] = "model state alone (a lower bound)"
         evidence["seed_note"] = _seed_note(estimate.state.total_bytes_per_param,
                                            estimate.state.master_weights_bytes_per_param)
+        evidence["offload"] = ctx.get(f"{PARALLELISM}/offload", "none")
+        evidence["offload_note"] = _offload_note(evidence["offload"], evidence["host_offload_gib"])
         basis = Basis.ESTIMATED
-        measured = measured_peak_gib(ctx, estimate.micro_batch)
+        measured = measured_peak(ctx, estimate.micro_batch)
         if measured is not None:
             estimated_gib = evidence["total_gib"]
-            evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured,
-                            measured_to_estimated_ratio=fraction_of(measured, estimated_gib),
-                            total_gib=measured, decided_by="measured reserved",
-                            spare_fraction=spare_fraction(measured, evidence["usable_gib"]))
+            evidence.update(estimated_total_gib=estimated_gib, measured_total_gib=measured.gib,
+                            measured_to_estimated_ratio=fraction_of(measured.gib, estimated_gib),
+                            total_gib=measured.gib, decided_by=f"measured {measured.figure}",
+                            spare_fraction=spare_fraction(measured.gib, evidence["usable_gib"]),
+                            measurement_source=measured.source)
             basis = Basis.MEASURED
         return Facts(evidence=evidence, basis=basis)
+
+
+def _offload_note(offload: str, host_offload_gib: float) -> str:
+    if host_offload_gib <= 0:
+        return ""
+    return (f"; offload {offload} keeps {host_offload_gib:,.1f} GiB of each rank's model state in host memory "
+            "(host-ram sizes the node)")
 
 
 def _seed_note(bytes_per_param: float, master_bytes: float) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.pointers import RACKS
-from rules.checks.facts.racks import quoted_site, sustained_w_per_node
+from rules.checks.facts.racks import measured_draw, quoted_site
 from rules.estimates.site_power import SitePower, SizedRack, site_power
 from rules.status import Basis, Status
 
@@ -49,7 +49,8 @@ class RackPower(Check):
         if facility is None:
             return ctx.insufficient("rack power needs every node's maximum power and every rack's PDUs")
         sized = site_power(facility, ctx.threshold("continuous_load_fraction"))
-        measured = sustained_w_per_node(ctx) is not None
+        draw = measured_draw(ctx)
+        measured = draw.w_per_node is not None
         evidence: dict[str, Any] = {
             "racks": [_row(rack) for rack in sized.sized],
             "site_kw": sized.site_kw,
@@ -63,6 +64,15 @@ class RackPower(Check):
             "draw_basis": "measured sustained draw" if measured else "nameplate maximum",
             **_worst(sized.worst),
         }
+        if draw.not_used:
+            evidence["power_measurement_not_used"] = draw.not_used
+        if draw.statistic:
+            evidence["sustained_statistic"] = draw.statistic
+        if measured:
+            nameplate = site_power(quoted_site(ctx, measured=False), ctx.threshold("continuous_load_fraction"))
+            evidence.update(measurement_source=draw.source, measured_w_per_node=draw.w_per_node,
+                            nameplate_site_kw=nameplate.site_kw,
+                            nameplate_worst_draw_kw=_worst(nameplate.worst)["worst_draw_kw"])
         return Facts(evidence=evidence, basis=Basis.MEASURED if measured else Basis.ESTIMATED)
 
 

@@ -83,6 +83,7 @@ class Sharding(Check):
             "leanest_total_gib": leanest.total_gib or 0.0,
             "why": _why(chosen, recommended, compared.comfortable, ctx.threshold("comfortable_headroom_fraction")),
             "data_parallel": plan.data_parallel,
+            "context_parallel": plan.context,
             "accumulation_steps": split.steps,
             "aggressiveness_order": ", ".join(SHARDING_ORDER),
         })

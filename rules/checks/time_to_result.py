@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import applied_scaling
+from rules.checks.facts.cost import cost_note, rent_note, training_cost
 from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
 from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
 from rules.checks.facts.throughput import throughput_facts
-from rules.estimates import cost
+from rules.estimates.queue import NOT_SHARED
 from rules.status import Basis, Status
 
 _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "
         "{efficiency:.1%} scaling efficiency ({efficiency_basis}) = {compute_days:.2f} days without failures; goodput "
         "{goodput:.1%} (job MTBF {cluster_mtbf_h:.1f} h, checkpoint every {interval_min:g} min, save {save_s:.0f} s, "
-        "restart {restart_min:g} min); simulated with failures: {simulated_days_text}; ")
+        "restart {restart_min:g} min); simulated with failures: {simulated_days_text}; {queue_note}")
 _WHY = (_RUN + "the window needs {gpus_needed} GPUs ({memory_need} for memory, {throughput_need} for throughput); "
         "{cost_note}")
 
@@ -119,17 +120,18 @@ class TimeToResult(Check):
             "simulated_days_text": _simulated_days_text(simulated),
             "no_gpu_count_fits": plan.gpus_needed is None,
             "oversize_ratio": plan.oversize_ratio,
-            "efficiency": scaled.efficiency,
-            "efficiency_basis": scaled.basis.value,
+            **scaled.schedule_evidence(),
             "memory_need": plan.memory_min_gpus or ("none fits" if plan.gpus_needed is None else "not estimated"),
-            "throughput_need": plan.throughput_min_gpus or "none (goodput 0)",
+            "throughput_need": plan.throughput_min_gpus or (
+                "none (the queue wait fills the window)" if plan.run_window_days <= 0 else "none (goodput 0)"),
             "currency": currency,
             "quote_total": price.total,
             "quote_total_from": price.from_,
             "training_nodes_cost": price.training_nodes,
-            "cost_per_day": cost.cost_per_day(price.total, plan.days) if price.total is not None else None,
+            **training_cost(ctx, run, simulated.job),
         }
         evidence["cost_note"] = _cost_note(evidence, price.unpriced_line_items)
+        evidence["queue_note"] = _queue_note(evidence)
         evidence.update(activation_checkpointing=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
                         training_precision=ctx.get(f"{TRAINING}/precision", "bf16-mixed"),
                         modelled_tokens_per_s_per_gpu_text=_modelled_text(evidence))
@@ -161,8 +163,15 @@ def _modelled_text(e: dict) -> str:
 
 def _cost_note(e: dict, unpriced: int) -> str:
     if e["quote_total"] is None:
-        return "the quote carries no prices"
+        return f"the quote carries no prices; {rent_note(e)}"
     unit = f"{e['currency']} " if e["currency"] else ""
     gaps = f", {unpriced} line items unpriced" if unpriced else ""
-    return (f"quote total {unit}{e['quote_total']:,.0f} (from its {e['quote_total_from']}{gaps}), "
-            f"{unit}{e['cost_per_day']:,.0f} per expected run day (capital only, no amortisation)")
+    return f"quote total {unit}{e['quote_total']:,.0f} (from its {e['quote_total_from']}{gaps}); {cost_note(e)}"
+
+
+def _queue_note(e: dict) -> str:
+    """Returns the queue wait, in words, for a shared cluster; nothing when the cluster is not shared."""
+    if e["queue_basis"] == NOT_SHARED:
+        return ""
+    return (f"shared cluster: {e['queue_wait_days']:,.2f} days' wait in its queue ({e['queue_basis']}) before "
+            f"{e['run_days']:,.2f} days of run, {e['days']:,.2f} days to result; ")

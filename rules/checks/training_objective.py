@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rules.checks.base import Check, Context, Facts, Passing, Rule
+from rules.checks.facts.model import PARAMETERS, architecture_words, counted_architecture
 from rules.checks.facts.pointers import TRAINING
+from rules.estimates.parameters import parameter_mismatch_fraction, transformer_parameters
 from rules.status import Status
 
 # The plan item asks to "document the model, trainable parameter set, optimizer, sequence length,
@@ -28,12 +32,22 @@ class TrainingObjective(Check):
     title = "Define the training objective"
     plan_item = "Define the training objective"
     headline = "{defined_count}/{required_count} plan inputs; {checks_lacking_inputs} checks lack inputs"
+    thresholds = {"max_parameter_mismatch_fraction": "training_objective.max_parameter_mismatch_fraction"}
     gathers_last = True
     rules = (
         Rule(Status.FAIL, "objective-undefined", lambda m: m.missing_count > 0,
              "the training objective is not fully defined; missing: {missing_list}",
              "State {missing_list} in /workload/training: the memory, throughput and schedule checks "
              "rest on them."),
+        # Declared before the other warning: a count that contradicts the architecture misstates every
+        # model-state figure, which matters more than checks waiting for inputs.
+        Rule(Status.WARN, "parameters-disagree-with-architecture",
+             lambda m: m.parameter_mismatch_fraction > m.max_parameter_mismatch_fraction,
+             "parameters {parameters:,.0f} given, but the architecture ({architecture}) has "
+             "{parameters_from_architecture:,.0f}: {parameter_mismatch_fraction:.1%} apart, more than the "
+             "{max_parameter_mismatch_fraction:.0%} the policy tolerates",
+             "Correct /workload/training/model/parameters or the architecture: the model state (from the "
+             "parameters) and the activations and gathered layers (from the architecture) must describe one model."),
         Rule(Status.WARN, "other-checks-lack-inputs", lambda m: m.checks_lacking_inputs > 0,
              _DEFINED + "; but {checks_lacking_inputs} checks still lack inputs: {lacking_list}",
              "Add the inputs listed for each check; until then those checks cannot pass."),
@@ -50,7 +64,9 @@ class TrainingObjective(Check):
         missing = [p for p in required if ctx.get(p) is None]
         lacking = {check: pointers for check, pointers in ctx.peer_missing.items() if pointers}
         parameters = ctx.num(f"{TRAINING}/model/parameters", 0)
-        return Facts(evidence={
+        counted, unjudged = _parameter_count(ctx)
+        return Facts(unjudged=unjudged, evidence={
+            **counted,
             "objective": ctx.get(f"{TRAINING}/objective", "unspecified objective"),
             "model_name": ctx.get(f"{TRAINING}/model/name", "the model"),
             "parameters": parameters,
@@ -69,3 +85,20 @@ class TrainingObjective(Check):
             "lacking_list": "; ".join(f"{check} needs {', '.join(pointers)}" for check, pointers in lacking.items()),
             "missing_by_check": lacking,
         })
+
+
+def _parameter_count(ctx: Context) -> tuple[dict[str, Any], frozenset[str]]:
+    """Returns the architecture's parameter count and its distance from the stated count, where both are known.
+
+    Without a stated count or a fully stated architecture there is nothing to compare: the mismatch is then
+    declared unjudged, so that the rule comparing it neither fires nor is left undecided.
+    """
+    shape = counted_architecture(ctx)
+    if shape is None:
+        return {}, frozenset({"parameter_mismatch_fraction"})
+    counted = transformer_parameters(shape)
+    evidence: dict[str, Any] = {"parameters_from_architecture": counted, "architecture": architecture_words(shape)}
+    stated = ctx.num(PARAMETERS)
+    if stated is None:
+        return evidence, frozenset({"parameter_mismatch_fraction"})
+    return {**evidence, "parameter_mismatch_fraction": parameter_mismatch_fraction(stated, counted)}, frozenset()

@@ -1,8 +1,11 @@
 """Activation-memory estimators: what one GPU stores for the backward pass, per layer and per pipeline stage.
 
-Pure functions only: 16-bit activations and 1-byte dropout masks as in Korthikanti et al.; every choice that
-changes the count (recomputation, sequence parallelism, FlashAttention, GQA, SwiGLU, dropout, logits
-precision) is an input. Results are bytes, never GiB; callers convert.
+Pure functions only: 16-bit activations and 1-byte dropout masks as in Korthikanti et al. unless
+``element_bytes`` says the stored activations are wider (4 in fp32 training); every choice that changes the
+count (recomputation, sequence parallelism, FlashAttention, GQA, SwiGLU, dropout, activation and logits
+precision) is an input. This is the ``physical`` activation convention, what the backward pass keeps;
+``rules/estimates/activation_conventions.py`` adds Megatron-LM's count. Results are bytes, never GiB;
+callers convert.
 
 Sources (cited again where used):
 - Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models", 2022,
@@ -65,11 +68,11 @@ def kv_head_count(shape: ModelShape) -> int:
 
 
 def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
-                               tensor_parallel: int = 1) -> float:
+                               tensor_parallel: int = 1, *, element_bytes: float = 2) -> float:
     """Return activation bytes one GPU stores for one transformer layer (Korthikanti arXiv 2205.05198 Table 2).
 
-    16-bit activations, 1-byte dropout masks. With ffn_hidden = 4h, kv_heads = heads, gelu and dropout
-    this equals Table 2 exactly (s sequence, b micro-batch, h hidden, a heads, t tensor parallel):
+    16-bit activations (``element_bytes`` = 2), 1-byte dropout masks. With ffn_hidden = 4h, kv_heads = heads,
+    gelu and dropout this equals Table 2 exactly (s sequence, b micro-batch, h hidden, a heads, t tensor parallel):
     none sbh(34 + 5as/h); TP sbh(10 + 24/t + 5as/(ht)); TP+SP sbh(34/t + 5as/(ht));
     TP + selective sbh(10 + 24/t); TP+SP+selective sbh·34/t; full recompute 2sbh (÷t with SP).
     Generalised term by term (see the comments): GQA scales the stored K and V by kv_heads/heads
@@ -78,6 +81,11 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     Llama pre-training) drops the masks; flash attention (Dao et al. 2022) drops the 5as²b terms and
     keeps only the fp32 softmax log-sum-exp, 4·a·s·b/t bytes. Selective recompute drops the whole
     core-attention term (s² terms or log-sum-exp). head_dim is taken as hidden/heads.
+
+    ``element_bytes`` e is the width of every stored activation tensor, the paper's 2 bytes: each 2-byte
+    term of Table 2 becomes e bytes (fp32 training keeps e = 4: the layer runs in fp32, so its inputs,
+    outputs and softmax are fp32); the dropout masks stay 1 byte (PyTorch keeps them as bool/uint8) and
+    FlashAttention's log-sum-exp stays fp32. Table 2 at e = 4, no parallelism: sbh(66 + 9as/h).
     """
     require_positive_ints(
         sequence_length=batch.sequence_length,
@@ -91,6 +99,7 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     require_bool("dropout", shape.dropout)
     require_choice("recompute", saving.recompute, RECOMPUTE_MODES)
     require_choice("mlp", shape.mlp, MLP_KINDS)
+    require_positive("element_bytes", element_bytes)
     if shape.ffn_hidden is not None:
         require_positive_int("ffn_hidden", shape.ffn_hidden)
     g = kv_head_count(shape)
@@ -98,7 +107,7 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     sequence_parallel, recompute, flash_attention = saving.sequence_parallel, saving.recompute, saving.flash_attention
     dropout, mlp = shape.dropout, shape.mlp
 
-    s, b, h, a, t = sequence_length, micro_batch, hidden, heads, tensor_parallel
+    s, b, h, a, t, e = sequence_length, micro_batch, hidden, heads, tensor_parallel, element_bytes
     f = shape.ffn_hidden_size
     sbh = s * b * h
     # Sequence parallelism splits the otherwise replicated (non-tensor-parallel) region along the sequence.
@@ -106,7 +115,7 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
 
     if recompute == "full":
         # Korthikanti §5 / Table 2: only the layer input (2sbh) is kept; the rest is recomputed.
-        return 2 * sbh / outside_divisor
+        return e * sbh / outside_divisor
 
     # Terms outside the tensor-parallel region: replicated on every TP rank unless sequence parallel.
     outside = 0.0
@@ -114,41 +123,44 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     inside = 0.0
 
     # --- Attention block: 11sbh + 5as²b in the paper (§4.1) ---------------------------------------
-    outside += 2 * sbh  # shared input of the Q, K, V projections (layernorm output), 2sbh
-    inside += 2 * sbh / t  # Q for QKᵀ, 2sbh
-    kv_bytes_per_rank = 2 * s * b * (h / a) * max(g / t, 1)  # one of K or V, 2sbh·(kv_heads/heads)
+    outside += e * sbh  # shared input of the Q, K, V projections (layernorm output), 2sbh
+    inside += e * sbh / t  # Q for QKᵀ, 2sbh
+    kv_bytes_per_rank = e * s * b * (h / a) * max(g / t, 1)  # one of K or V, 2sbh·(kv_heads/heads)
     inside += kv_bytes_per_rank  # K for QKᵀ
     inside += kv_bytes_per_rank  # V for the attention-over-values matmul
-    inside += 2 * sbh / t  # input of the output projection, 2sbh
+    inside += e * sbh / t  # input of the output projection, 2sbh
     if dropout:
         outside += sbh  # dropout mask after the output projection, sbh (1 byte)
 
     # Core attention, the 5as²b of the paper: softmax output 2as²b, its dropout mask as²b, the dropout
-    # output 2as²b. Without dropout the softmax output feeds the values matmul directly: 2as²b.
+    # output 2as²b. Without dropout the softmax output feeds the values matmul directly: 2as²b. (At e bytes:
+    # (2e + 1)as²b and e·as²b.)
     if recompute == "selective":
         core = 0.0  # Korthikanti §4.2.2: QKᵀ, softmax, dropout and attention over V are recomputed
     elif flash_attention:
         core = 4 * a * s * b / t  # FlashAttention keeps only fp32 log-sum-exp per head and position
     else:
-        core = (5 if dropout else 2) * a * s * s * b / t
+        core = ((2 * e + 1) if dropout else e) * a * s * s * b / t
 
     # --- MLP block: 19sbh in the paper (§4.1) -----------------------------------------------------
-    outside += 2 * sbh  # input of the first linear layer, 2sbh
+    outside += e * sbh  # input of the first linear layer, 2sbh
     if mlp == "gelu":
-        inside += 2 * 2 * s * b * f / t  # GeLU input and GeLU output (second linear input): 8sbh at 4h
+        inside += 2 * e * s * b * f / t  # GeLU input and GeLU output (second linear input): 8sbh at 4h
     else:
-        inside += 3 * 2 * s * b * f / t  # SwiGLU: gate, up, and activated product (down-proj input)
+        inside += 3 * e * s * b * f / t  # SwiGLU: gate, up, and activated product (down-proj input)
     if dropout:
         outside += sbh  # dropout mask after the second linear layer, sbh
 
     # --- Layer norms: 4sbh (two norms, each stores its 2sbh input) ---------------------------------
-    outside += 2 * 2 * sbh
+    outside += 2 * e * sbh
 
     return outside / outside_divisor + inside + core
 
+
 def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
                              tensor_parallel: int = 1, pipeline: PipelineSchedule = PipelineSchedule(), *,
-                             include_embedding: bool = True, logits_bytes_per_element: float = 4) -> float:
+                             include_embedding: bool = True, logits_bytes_per_element: float = 4,
+                             context_parallel: int = 1, element_bytes: float = 2) -> float:
     """Return activation bytes on the first pipeline stage's GPU (Korthikanti arXiv 2205.05198 §4.2.3, §4.3).
 
     1F1B: the first stage holds p in-flight micro-batches of ceil(L/p) layers, i.e. L layers' worth when
@@ -158,15 +170,25 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     in-flight micro-batch, the input token ids 8sb and the embedding dropout mask sbh (§4.3 and Megatron
     compute_activation_memory), ÷t with sequence parallelism. With p = 1 and the shape's ``vocab`` known
     the first stage is also the last and the output layer's buffers (``logits_bytes``) are added; for p > 1
-    the last stage's logits are the caller's to evaluate with ``logits_bytes``.
+    the last stage's logits are the caller's to evaluate with ``logits_bytes``. ``element_bytes`` is the width
+    of the stored activations (:func:`activation_bytes_per_layer`); token ids and masks keep theirs.
+
+    ``context_parallel`` c divides the whole by c: context parallelism "partitions the network inputs and all
+    activations along sequence dimension" and "the activation memory footprint per GPU is also CP times
+    smaller" (Megatron-LM ``docs/source/api-guide/context_parallel.rst``), so each rank stores its s/c tokens
+    of every per-token activation above; the s² scores of attention without FlashAttention become its s/c
+    queries against all s keys, also ÷c. Neglected: the K/V chunks in flight in the ring exchange (each rank
+    "only stores the KV of a sequence chunk in forward and gathers KV again in backward", so the other ranks'
+    K/V are transient, one layer at a time) and the ring's receive buffers.
     """
     require_positive_int("layers", shape.layers)
     require_positive_int("pipeline_parallel", pipeline.stages)
     require_positive_int("virtual_stages", pipeline.virtual_stages)
     require_bool("include_embedding", include_embedding)
+    require_positive_int("context_parallel", context_parallel)
     if pipeline.micro_batches is not None:
         require_positive_int("micro_batches", pipeline.micro_batches)
-    per_layer = activation_bytes_per_layer(shape, batch, saving, tensor_parallel)
+    per_layer = activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
     p, v, micro_batches = pipeline.stages, pipeline.virtual_stages, pipeline.micro_batches
     layers_on_stage = math.ceil(shape.layers / p)
     in_flight: float = p if micro_batches is None else min(p, micro_batches)
@@ -190,8 +212,9 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
             tensor_parallel=tensor_parallel,
             sequence_parallel=saving.sequence_parallel,
             logits_bytes_per_element=logits_bytes_per_element,
+            element_bytes=element_bytes,
         )
-    return total
+    return total / context_parallel
 
 
 def logits_bytes(
@@ -202,6 +225,7 @@ def logits_bytes(
     tensor_parallel: int = 1,
     sequence_parallel: bool = False,
     logits_bytes_per_element: float = 4,
+    element_bytes: float = 2,
 ) -> float:
     """Return output-layer activation bytes per GPU: 4sbh + 4sbV (Korthikanti arXiv 2205.05198 §4.3).
 
@@ -212,6 +236,7 @@ def logits_bytes(
     The logits are split over TP ranks (vocab-parallel cross entropy); the 4sbh hidden-state terms are
     split only with sequence parallelism. ``logits_bytes_per_element`` is 4 (fp32) by default;
     Megatron's compute_activation_memory_without_sp counts 2-byte logits and a single 2sbh input.
+    ``element_bytes`` is the width of the two hidden-state inputs (2; 4 in fp32 training).
     """
     require_positive_ints(
         sequence_length=sequence_length,
@@ -222,8 +247,9 @@ def logits_bytes(
     )
     require_bool("sequence_parallel", sequence_parallel)
     require_positive("logits_bytes_per_element", logits_bytes_per_element)
+    require_positive("element_bytes", element_bytes)
     s, b, t = sequence_length, micro_batch, tensor_parallel
-    hidden_state_bytes = 2 * 2 * s * b * hidden  # final-norm input + output-projection input
+    hidden_state_bytes = 2 * element_bytes * s * b * hidden  # final-norm input + output-projection input
     fp32_logits = logits_bytes_per_element * s * b * vocab / t
     return hidden_state_bytes / (t if sequence_parallel else 1) + fp32_logits
 

@@ -113,6 +113,17 @@ class Accumulation:
         return max(1, math.ceil(self.split.accumulation_steps))
 
 
+def per_rank_global_batch(split: Accumulation, data_parallel: int) -> int:
+    """Returns the global batch that keeps each rank's batch of ``split`` on ``data_parallel`` ranks (weak scaling).
+
+    micro-batch × accumulation steps × data_parallel: the batch identity of :func:`batch_split` (DeepSpeed
+    ``_batch_assertion``) with the per-rank work held fixed, the fixed per-GPU batch at which
+    ``rules.estimates.scaling.scaling_efficiency`` defines weak-scaling efficiency.
+    """
+    require_positive_int("data_parallel", data_parallel)
+    return split.micro_batch * split.steps * data_parallel
+
+
 def accumulation(global_batch: int, micro_batch: int, data_parallel: int) -> Accumulation:
     """Returns the split of ``global_batch`` into ``micro_batch``-sized micro-batches on the data-parallel ranks.
 

@@ -151,12 +151,14 @@ def step_communication(model: TrainedModel, layout: Layout, accumulation_steps: 
 
     :func:`communication_bytes_per_step` in the weights' precision (2 bytes for bf16/fp16 training, as the
     model-state convention counts them); with tensor or pipeline parallelism each data-parallel group
-    communicates one model-parallel shard, parameters / (t × p). Tensor- and pipeline-parallel traffic
-    (activations) is not counted. InconsistentInput for a layout the estimator refuses (fsdp-hybrid over part
-    of a node).
+    communicates one model-parallel shard, parameters / (t × p), over the data × context ranks that hold it
+    (context-parallel ranks reduce their gradients together, Megatron-LM
+    ``get_data_parallel_group(with_context_parallel=True)``). Tensor-, pipeline- and context-parallel traffic
+    (activations, the K/V ring) is not counted. InconsistentInput for a layout the estimator refuses
+    (fsdp-hybrid over part of a node).
     """
     state = model_state_bytes_per_param(model.precision, model.optimizer, convention)
     return communication_bytes_per_step(
-        sharding or layout.sharding, model.parameters / layout.model_parallel, layout.data_parallel,
+        sharding or layout.sharding, model.parameters / layout.model_parallel, layout.shard_ranks,
         layout.dp_ranks_per_node, bytes_per_element=state.weights_bytes_per_param,
         accumulation_steps=accumulation_steps, trainable_parameters=model.trainable_parameters / layout.model_parallel)

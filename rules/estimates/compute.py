@@ -22,10 +22,10 @@ import math
 from dataclasses import dataclass
 
 from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
+from rules.units import TFLOPS
 
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
 SECONDS_PER_DAY = 86_400.0
-_TERA = 10**12  # FLOP/s in a TFLOP/s
 
 # Forward-pass equivalents per token for the parameter (dense) FLOPs: forward 1 + backward 2,
 # plus one more forward when every layer is recomputed.
@@ -130,13 +130,14 @@ def tokens_time_s(tokens: float, tokens_per_s_per_gpu: float, gpus: int, scaling
     Source: step 3 of the capacity-planning guide
     ("GPU Capacity Planning for AI Training & Serving"): training time = tokens /
     (tokens/s per GPU × GPUs); ``scaling_efficiency`` (0, 1] discounts a per-GPU rate that excludes the
-    communication of a larger job (see ``rules.estimates.interconnect.scaling_efficiency``). Used for one
-    optimizer step (its tokens) as well as for a whole run (dataset tokens × epochs).
+    communication of a larger job (see ``rules.estimates.scaling.scaling_efficiency``); it exceeds 1 when a rate
+    measured on more GPUs is carried to fewer (``rules.estimates.scaling.extrapolated_efficiency``). Used for
+    one optimizer step (its tokens) as well as for a whole run (dataset tokens × epochs).
     """
     require_positive("tokens", tokens)
     require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
     require_positive_int("gpus", gpus)
-    require_fraction("scaling_efficiency", scaling_efficiency)
+    require_positive("scaling_efficiency", scaling_efficiency)
     return tokens / (tokens_per_s_per_gpu * gpus * scaling_efficiency)
 
 
@@ -175,7 +176,7 @@ def throughput_from_mfu(mfu: float, peak_tflops: float, parameters: float, layer
     """
     require_positive("peak_tflops", peak_tflops)
     flops = training_flops_per_token(parameters, "none", layers, sequence_length, hidden)
-    return MfuThroughput(tokens_per_s_from_mfu(mfu, peak_tflops * _TERA, flops), flops)
+    return MfuThroughput(tokens_per_s_from_mfu(mfu, peak_tflops * TFLOPS, flops), flops)
 
 
 def run_flops(parameters: float, tokens: float, recompute: str, layers: int | None = None,
@@ -223,7 +224,8 @@ def throughput_min_gpus(
 
     Give the work either as ``total_flops`` with ``achieved_flops_per_gpu`` (FLOP/s) or as ``tokens``
     with ``tokens_per_s_per_gpu``, not both. ``scaling_efficiency`` (0, 1] discounts a per-GPU rate
-    measured at a smaller scale (use 1 when the rate was measured at the target scale);
+    measured at a smaller scale (use 1 when the rate was measured at the target scale; above 1 carries a rate
+    measured on more GPUs to fewer, ``rules.estimates.scaling.extrapolated_efficiency``);
     ``goodput`` (0, 1] is the fraction of wall time doing useful work after checkpoints, failures and
     restarts (see ``rules.estimates.reliability.job_goodput``).
     Source: step 3 of the capacity-planning guide
@@ -231,7 +233,7 @@ def throughput_min_gpus(
     tokens / (tokens/s per GPU × GPUs); Narayanan et al. 2021 (arXiv 2104.04473) §5.1 for the FLOPs form.
     """
     require_positive("window_s", window_s)
-    require_fraction("scaling_efficiency", scaling_efficiency)
+    require_positive("scaling_efficiency", scaling_efficiency)
     require_fraction("goodput", goodput)
     flops_form = total_flops is not None or achieved_flops_per_gpu is not None
     tokens_form = tokens is not None or tokens_per_s_per_gpu is not None
@@ -279,7 +281,7 @@ def hardware_tflops_per_gpu(tokens_per_s_per_gpu: float, hardware_flops_per_toke
     """
     require_positive("tokens_per_s_per_gpu", tokens_per_s_per_gpu)
     require_positive("hardware_flops_per_token", hardware_flops_per_token)
-    return tokens_per_s_per_gpu * hardware_flops_per_token / _TERA
+    return tokens_per_s_per_gpu * hardware_flops_per_token / TFLOPS
 
 
 def tokens_per_s_from_hardware_tflops(hardware_tflops: float, hardware_flops_per_token: float) -> float:
@@ -290,4 +292,4 @@ def tokens_per_s_from_hardware_tflops(hardware_tflops: float, hardware_flops_per
     """
     require_positive("hardware_tflops", hardware_tflops)
     require_positive("hardware_flops_per_token", hardware_flops_per_token)
-    return hardware_tflops * _TERA / hardware_flops_per_token
+    return hardware_tflops * TFLOPS / hardware_flops_per_token

@@ -27,7 +27,7 @@ class HostMemory:
     dataloader_workers_bytes: float  # GPUs × workers per GPU × worker RSS
     trainer_processes_bytes: float  # GPUs × RSS of each training (rank) process
     pinned_buffers_bytes: float  # GPUs × page-locked staging buffers per GPU
-    offload_bytes: float  # optimizer state / parameters offloaded to CPU (ZeRO-Offload, FSDP CPUOffload)
+    offload_bytes: float  # model state on the host with its buffers (ZeRO-Offload, ZeRO-Infinity, FSDP CPUOffload)
     checkpoint_staging_bytes: float  # CPU copy of this node's checkpoint shard (asynchronous saves)
     os_reserve_bytes: float  # OS, page cache floor, daemons, margin for a process restart
     total_bytes: float
@@ -62,8 +62,8 @@ def host_memory_per_node(
       host-to-device copy (torch.utils.data docs, "Memory Pinning"); with prefetching that is
       ``prefetch_factor × num_workers`` batches per GPU (see :func:`dataloader_prefetch_bytes_per_gpu`),
       plus NCCL/GPUDirect staging. Page-locked memory cannot be swapped.
-    * Offload: model states moved to CPU (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840; see
-      :func:`offload_bytes_per_node`).
+    * Offload: model states moved to CPU with their pinned buffers and staging copies (ZeRO-Offload, Ren
+      et al. 2021, arXiv 2101.06840; rules/estimates/offload.py, :func:`offload_bytes_per_node`).
     * Checkpoint staging: asynchronous checkpointing first copies the state dict to CPU buffers,
       raising CPU memory by the checkpoint size per rank × ranks (PyTorch "Asynchronous Saving with
       Distributed Checkpoint (DCP)" recipe), i.e. a copy of this node's shard of the checkpoint.
@@ -174,19 +174,21 @@ class NodeHostRam:
 
 
 def training_node_host_ram(layout: Layout, host_memory_gib: float, gpu_memory_gib: float, dataloader: Dataloader,
-                           os_reserve_gib: float, offload_bytes_per_gpu: float,
+                           os_reserve_gib: float, model_state_bytes_per_node: float,
                            checkpoint_bytes: float) -> NodeHostRam:
     """Returns one node's host RAM need (:func:`host_memory_per_node`) for a job on ``layout``.
 
-    The job's GPUs on the node each run the dataloader's workers and pinned buffers and offload their
-    model-state shard; asynchronous checkpointing stages the node's share of the checkpoint
+    The job's GPUs on the node each run the dataloader's workers and pinned buffers; the node's host holds
+    ``model_state_bytes_per_node`` of model state (its ranks' offloaded shards and their buffers,
+    :func:`rules.estimates.training_state.training_model_state`); asynchronous checkpointing stages the
+    node's share of the checkpoint
     (:func:`checkpoint_staging_bytes_per_node`). The ratio to the node's GPU memory is the rule of thumb
     :func:`host_to_gpu_memory_ratio` reports.
     """
     gpus_on_node = layout.gpus_on_node
     need = host_memory_per_node(
         gpus_on_node, dataloader.workers_per_gpu, dataloader.worker_rss_gib * GIB, dataloader.pinned_gib_per_gpu * GIB,
-        os_reserve_gib * GIB, offload_bytes_per_node=offload_bytes_per_gpu * gpus_on_node,
+        os_reserve_gib * GIB, offload_bytes_per_node=model_state_bytes_per_node,
         checkpoint_staging_bytes_per_node=checkpoint_staging_bytes_per_node(checkpoint_bytes, layout.nodes))
     gpu_memory_per_node_gib = gpu_memory_gib * layout.gpus_per_node
     return NodeHostRam(need=need, gpu_memory_per_node_gib=gpu_memory_per_node_gib,

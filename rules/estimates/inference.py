@@ -26,8 +26,8 @@ from rules.estimates._args import (
 from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel, decode_step, prefill_time_s
 from rules.estimates.inference_memory import ConcurrencyBudget, ServingEngine, max_concurrent_sequences
 from rules.estimates.ratios import spare_fraction
+from rules.units import TB
 
-_TERA = 1e12
 # Relative slack so that float noise (100 × 3 × 1.2 / 15 = 24.000000000000004) does not add a replica.
 _CEIL_SLACK = 1e-9
 
@@ -152,6 +152,32 @@ class ServingPlan:
 
 
 
+@dataclass(frozen=True)
+class ModelledLatency:
+    """The roofline's TTFT and TPOT of one replica running ``batch`` sequences (see :func:`serving_plan`)."""
+
+    batch: int
+    ttft_s: float  # prefill of the batch's prompts, at least one weight read
+    tpot_s: float  # decode step at the batch's average context
+    memory_bound: bool  # whether the decode step is bandwidth-bound
+
+
+def modelled_latency(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline: Roofline,
+                     batch: int) -> ModelledLatency:
+    """Returns the roofline's TTFT and TPOT at ``batch`` (steps 2 and 3 of :func:`serving_plan`).
+
+    TTFT = max(:func:`prefill_time_s` of ``batch`` prompts, the weights read once at the roofline's HBM share);
+    TPOT = :func:`decode_step` at the average context prompt + output // 2.
+    """
+    tp = model.tensor_parallel
+    weight_read_s = model.weight_bytes / tp / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
+    prefill_s = prefill_time_s(model.parameters, requests.prompt_tokens, batch, tp, gpu.bf16_tflops,
+                               roofline.prefill_efficiency)
+    step = decode_step(model, gpu, roofline, batch, requests.prompt_tokens + requests.output_tokens // 2)
+    return ModelledLatency(batch=batch, ttft_s=max(prefill_s, weight_read_s), tpot_s=step.step_time_s,
+                           memory_bound=step.memory_bound)
+
+
 def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, requests: Requests, traffic: Traffic,
                  slo: Slo, roofline: Roofline) -> ServingPlan:
     """Return the serving plan of one model on replicas of tp GPUs: best batch, rps, replicas, GPUs.
@@ -209,24 +235,18 @@ def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, reques
         context_tokens,
         block_size_tokens=engine.block_size_tokens,
     )
-    weight_read_s = model.weight_bytes / tp / (gpu.hbm_tbs * _TERA * roofline.hbm_efficiency)
-    average_context = prompt_tokens + output_tokens // 2
-
     points: list[BatchPoint] = []
     for batch in range(1, min(concurrency.max_sequences, max_num_seqs) + 1):
-        prefill_s = prefill_time_s(model.parameters, prompt_tokens, batch, tp, gpu.bf16_tflops,
-                                   prefill_flops_efficiency)
-        ttft_s = max(prefill_s, weight_read_s)
-        step = decode_step(model, gpu, roofline, batch, average_context)
-        ttft_ms = ttft_s * 1e3
-        tpot_ms = step.step_time_s * 1e3
+        latency = modelled_latency(model, gpu, requests, roofline, batch)
+        ttft_ms = latency.ttft_s * 1e3
+        tpot_ms = latency.tpot_s * 1e3
         points.append(
             BatchPoint(
                 batch=batch,
                 ttft_ms=ttft_ms,
                 tpot_ms=tpot_ms,
-                rps_per_replica=requests_per_s_per_replica(batch, ttft_s, output_tokens, step.step_time_s),
-                memory_bound=step.memory_bound,
+                rps_per_replica=requests_per_s_per_replica(batch, latency.ttft_s, output_tokens, latency.tpot_s),
+                memory_bound=latency.memory_bound,
                 meets_slo=ttft_ms <= ttft_ms_p95 and tpot_ms <= tpot_ms_p95,
             )
         )

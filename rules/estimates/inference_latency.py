@@ -8,21 +8,28 @@ Sources:
 - Kaplan et al. 2020, "Scaling Laws for Neural Language Models", Table 1: forward pass ≈ 2N FLOPs per
   token (the attention term 2·n_layer·n_ctx·d_attn is left out).
 - Williams, Waterman and Patterson 2009, "Roofline: an insightful visual performance model", CACM 52(4).
+- Pope et al. 2022, "Efficiently Scaling Transformer Inference" (arXiv 2211.05102), section 2 (inference
+  cost trade-offs): at small batch a decode step is bound by loading the weights and the KV cache from HBM,
+  so its time is at least the bytes read over the memory bandwidth.
+- Dense tensor-core peaks by operand width: NVIDIA A100 Tensor Core GPU Architecture whitepaper (BF16 312,
+  INT8 624, INT4 1,248 dense TOPS); NVIDIA H100 Tensor Core GPU datasheet, H100 SXM (BF16 989, FP8 1,979,
+  INT8 1,979 dense); NVIDIA DGX B200 datasheet, 8 GPUs (FP8 72 PFLOPS and FP4 144 PFLOPS with sparsity:
+  4.5 and 9 PFLOPS dense per GPU against BF16 2.25).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rules.estimates._args import (
+    require_choice,
     require_fraction,
     require_non_negative,
     require_non_negative_int,
     require_positive,
     require_positive_int,
 )
-
-_TERA = 1e12
+from rules.units import TB, TFLOPS
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ def prefill_time_s(
     require_positive("bf16_tflops", bf16_tflops)
     require_fraction("efficiency", efficiency)
     flops = 2.0 * parameters * prompt_tokens * batch
-    return flops / (tp * bf16_tflops * _TERA * efficiency)
+    return flops / (tp * bf16_tflops * TFLOPS * efficiency)
 
 
 
@@ -117,8 +124,8 @@ def decode_step(model: ServedModel, gpu: GpuSpec, roofline: Roofline, batch: int
 
     tp = model.tensor_parallel
     bytes_read = model.weight_bytes / tp + batch * context_tokens * model.kv_bytes_per_token_per_gpu
-    memory_time = bytes_read / (gpu.hbm_tbs * _TERA * roofline.hbm_efficiency)
-    compute_time = 2.0 * model.parameters * batch / (tp * gpu.bf16_tflops * _TERA * roofline.flops_efficiency)
+    memory_time = bytes_read / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
+    compute_time = 2.0 * model.parameters * batch / (tp * gpu.bf16_tflops * TFLOPS * roofline.flops_efficiency)
     return DecodeStep(
         memory_time_s=memory_time,
         compute_time_s=compute_time,
@@ -137,10 +144,84 @@ def decode_step_time_s(model: ServedModel, gpu: GpuSpec, roofline: Roofline, bat
     return decode_step(model, gpu, roofline, batch, context_tokens).step_time_s
 
 
-def decode_floor_s(model: ServedModel, gpu: GpuSpec) -> float:
-    """Returns the bandwidth floor of one decode step: the weights streamed once at the full datasheet rate.
+# The fastest dense tensor-core rate a GEMM on weights of each precision can run at, over the dense BF16 rate:
+# 8-bit operands run at 2× (A100 INT8 624 / 312; H100 FP8 and INT8 1,979 / 989), 4-bit at 4× (A100 INT4
+# 1,248 / 312; B200 FP4 9 / 2.25 PFLOPS). 16- and 32-bit weights run at most at the BF16 rate.
+DENSE_PEAK_OVER_BF16: dict[str, float] = {"fp32": 1.0, "bf16": 1.0, "fp16": 1.0, "fp8": 2.0, "int8": 2.0,
+                                          "int4": 4.0}
 
-    :func:`decode_step` at batch 1, no KV cache and efficiencies of 1 (Williams et al. 2009): no decode step of
-    this replica can be faster, whatever the batch.
+
+def floor_peak_tflops(bf16_tflops: float, weight_precision: str) -> float:
+    """Returns the fastest dense rate one GPU could run GEMMs on weights of ``weight_precision`` at, TFLOP/s.
+
+    The dense BF16 peak times :data:`DENSE_PEAK_OVER_BF16` (the datasheets in the module docstring): a floor on
+    prefill time must allow the lowest-precision arithmetic the weights permit (fp8 weights on an H100 can run
+    FP8 GEMMs at twice the BF16 rate), or an honest measurement of a quantised model would beat it.
     """
-    return decode_step_time_s(replace(model, kv_bytes_per_token_per_gpu=0), gpu, Roofline(1.0, 1.0), 1, 0)
+    require_positive("bf16_tflops", bf16_tflops)
+    key = require_choice("weight precision", weight_precision, DENSE_PEAK_OVER_BF16, ignore_case=True)
+    return bf16_tflops * DENSE_PEAK_OVER_BF16[key]
+
+
+@dataclass(frozen=True)
+class DecodeFloor:
+    """The least one decode step of a replica can take: the bytes each GPU must read at its full HBM bandwidth."""
+
+    weight_bytes_per_gpu: float  # the GPU's shard of the weights: weight_bytes / tp
+    kv_bytes_per_gpu: float  # the batch's KV cache on the GPU: batch × context × KV bytes per token per GPU
+    bytes_read_per_gpu: float  # the two together
+    step_time_s: float  # bytes read / datasheet HBM bandwidth
+
+
+def decode_floor(model: ServedModel, gpu: GpuSpec, batch: int = 1, context_tokens: int = 0) -> DecodeFloor:
+    """Returns the bandwidth floor of a decode step of ``batch`` sequences holding ``context_tokens`` each.
+
+    Each step produces one token per sequence, and to do so every GPU of the replica reads its shard of the
+    weights (``weight_bytes`` / tp) and the KV cache of every sequence of the batch (batch × context × KV
+    bytes per token per GPU) from HBM (Pope et al. 2022, section 2); at the datasheet bandwidth and 100 %
+    efficiency that takes (weight_bytes / tp + batch × context × kv) / hbm (Williams et al. 2009, the memory
+    roof: :func:`decode_step` with efficiencies of 1, memory term only). No decode step of this replica is
+    faster, so a measured time per output token below it is not physical (unless a step yields several
+    tokens, as with speculative decoding). Llama-2-70B in bf16 (140 GB) at tp 8 on H100 SXM (3.35 TB/s):
+    17.5 GB / 3.35e12 B/s = 5.2 ms at batch 1 before any KV cache.
+    """
+    step = decode_step(model, gpu, Roofline(1.0, 1.0), batch, context_tokens)
+    return DecodeFloor(weight_bytes_per_gpu=model.weight_bytes / model.tensor_parallel,
+                       kv_bytes_per_gpu=batch * context_tokens * model.kv_bytes_per_token_per_gpu,
+                       bytes_read_per_gpu=step.bytes_read_per_gpu, step_time_s=step.memory_time_s)
+
+
+def decode_floor_s(model: ServedModel, gpu: GpuSpec, batch: int = 1, context_tokens: int = 0) -> float:
+    """Returns the seconds of :func:`decode_floor`: by default batch 1 and no KV cache, the weights read once.
+
+    No decode step of this replica can be faster, whatever the batch (Williams et al. 2009).
+    """
+    return decode_floor(model, gpu, batch, context_tokens).step_time_s
+
+
+@dataclass(frozen=True)
+class PrefillFloor:
+    """The least time to first token of one request: its prompt's FLOPs at full peak, and one read of the weights."""
+
+    compute_s: float  # 2·N·prompt_tokens / (tp × peak)
+    weight_read_s: float  # weight_bytes / tp / HBM bandwidth
+    time_s: float  # the larger of the two
+    compute_bound: bool
+
+
+def prefill_floor(model: ServedModel, gpu: GpuSpec, prompt_tokens: int, peak_tflops: float) -> PrefillFloor:
+    """Returns the floor of a request's time to first token: its prefill at 100 % of peak, at least one weight read.
+
+    The first token comes out of the forward pass over the prompt, which performs 2·N·prompt_tokens FLOPs
+    (Kaplan et al. 2020, Table 1) and reads every GPU's weight shard once; at the full dense peak and the full
+    HBM bandwidth (Williams et al. 2009: both roofs at efficiency 1) it takes at least the larger of
+    2·N·prompt_tokens / (tp × peak) (:func:`prefill_time_s`, one prompt, efficiency 1) and :func:`decode_floor_s`.
+    ``peak_tflops`` is one GPU's fastest dense rate for the weights (:func:`floor_peak_tflops`). A time to first
+    token below it is not physical (unless part of the prompt came from a prefix cache and was not recomputed).
+    Llama-2-70B (N = 70e9), 1,024 tokens on 8 H100 SXM at 989 TFLOP/s: 1.43e14 / 7.91e15 = 18.1 ms of compute,
+    above the 5.2 ms weight read.
+    """
+    compute_s = prefill_time_s(model.parameters, prompt_tokens, 1, model.tensor_parallel, peak_tflops, 1.0)
+    weight_read_s = decode_floor_s(model, gpu)
+    return PrefillFloor(compute_s=compute_s, weight_read_s=weight_read_s, time_s=max(compute_s, weight_read_s),
+                        compute_bound=compute_s >= weight_read_s)

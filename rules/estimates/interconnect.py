@@ -23,7 +23,7 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
-from rules.estimates.nccl_tests import MeasuredBusbw
+from rules.estimates.nccl_tests import NOT_MEASURED, MeasuredBusbw
 
 COLLECTIVES: tuple[str, ...] = (
     "all-reduce",
@@ -272,6 +272,8 @@ class Bandwidth:
     intra_node_link: str
     source: str  # what the figures rest on, in words
     nodes: int
+    measured: MeasuredBusbw = NOT_MEASURED  # the nccl-tests runs the figures rest on, where they do
+    estimate: Bandwidth | None = None  # the same job's bandwidths from nameplates, where a measurement replaced them
 
 
 def job_bandwidth(nodes: int, dp_ranks_per_node: int, gpus_per_node: int, measured: MeasuredBusbw,
@@ -288,7 +290,7 @@ def job_bandwidth(nodes: int, dp_ranks_per_node: int, gpus_per_node: int, measur
     notes = list(measured.notes)
     if measured.node_busbw_gbs is not None:
         node, described = measured.node_busbw_gbs, "measured on one node (nccl-tests)"
-        sources = ["intra-node busbw measured by nccl-tests"]
+        sources = [f"intra-node busbw measured by nccl-tests{_read_at(measured)}"]
     elif link is None:
         raise ValueError("the intra-node link is needed without a single-node nccl-tests measurement")
     elif link.nvlink_gbs > 0:
@@ -300,15 +302,15 @@ def job_bandwidth(nodes: int, dp_ranks_per_node: int, gpus_per_node: int, measur
         described = f"PCIe Gen{link.pcie_generation} x16, no NVLink ({link.pcie_generation_from})"
         sources = ["PCIe x16 per direction × interconnect.pcie_busbw_fraction"]
     if nodes == 1:
-        return Bandwidth(node, node, None, "node", described, "; ".join(sources + notes), 1)
+        return Bandwidth(node, node, None, "node", described, "; ".join(sources + notes), 1, measured)
     share = group_nic_share(dp_ranks_per_node, gpus_per_node)
     shared = "" if share == 1 else f", {share:.3g} of it per data-parallel group (tensor parallelism fills the node)"
     if measured.cluster_busbw_gbs is not None:
         busbw = measured.cluster_busbw_gbs
         busbw = min(node, busbw * share) if share < 1 else busbw
         sources.append(f"cross-node busbw measured by nccl-tests on {measured.cluster_nodes} nodes (the job spans "
-                       f"{nodes}){shared}")
-        return Bandwidth(node, busbw, busbw, "measured", described, "; ".join(sources + notes), nodes)
+                       f"{nodes}){_read_at(measured)}{shared}")
+        return Bandwidth(node, busbw, busbw, "measured", described, "; ".join(sources + notes), nodes, measured)
     if network is None:
         raise ValueError("the compute network is needed without a multi-node nccl-tests measurement")
     per_nic_gbps = network.gbps / network.nics
@@ -320,4 +322,12 @@ def job_bandwidth(nodes: int, dp_ranks_per_node: int, gpus_per_node: int, measur
     sources.append(f"{network.nics:g} compute NICs per node at {per_nic_gbps:g} Gb/s × "
                    f"interconnect.nic_busbw_fraction, fabric oversubscription {oversubscription:g}:1{shared}")
     return Bandwidth(node, tiers.busbw_gbs, tiers.network_busbw_gbs, tiers.bound_by, described,
-                     "; ".join(sources + notes), nodes)
+                     "; ".join(sources + notes), nodes, measured)
+
+
+def _read_at(measured: MeasuredBusbw) -> str:
+    """Returns, in words, the message size the measured busbw was read at ("" for each run's peak)."""
+    if measured.message is None:
+        return ""
+    return f" at {measured.message.size_bytes / 1e6:,.0f} MB per gradient collective ({measured.message.set_by})"
+

@@ -1,9 +1,15 @@
-"""How a training job's GPUs are split: data × tensor × pipeline parallelism, and how state is sharded.
+"""How a training job's GPUs are split: data × tensor × pipeline × context parallelism, and how state is sharded.
 
-The data-parallel size is what remains of the GPUs once tensor and pipeline parallelism have taken theirs
-(Megatron-LM ``megatron/core/parallel_state.py``, ``initialize_model_parallel``: data_parallel_size =
-world_size // (tensor_model_parallel_size × pipeline_model_parallel_size)); Megatron-LM orders ranks
-tensor-first, so a node holds whole tensor-parallel groups and its remaining GPUs are data-parallel ranks.
+The data-parallel size is what remains of the GPUs once tensor, pipeline and context parallelism have taken
+theirs (Megatron-LM ``megatron/core/parallel_state.py``, ``initialize_model_parallel``: data_parallel_size =
+world_size // (tensor_model_parallel_size × pipeline_model_parallel_size × context_parallel_size), after
+raising "world_size (…) is not divisible by …" when it does not divide). Megatron-LM orders ranks tensor,
+context, data, pipeline (fastest first), so a node holds whole tensor-parallel groups and its remaining GPUs
+are context- and data-parallel ranks. Context-parallel ranks hold the same parameters and see different
+tokens of the same sequences, so gradients are reduced, and ZeRO / the distributed optimizer shard state,
+over the data × context ranks (Megatron-LM ``megatron/core/optimizer/__init__.py``, ``get_megatron_optimizer``:
+``data_parallel_group=get_data_parallel_group(with_context_parallel=True)``; ``DistributedDataParallel``
+reduces gradients over the same group).
 """
 
 from __future__ import annotations
@@ -11,7 +17,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from rules.errors import InconsistentInput
 from rules.estimates._args import require_positive_int
+
+
+class NotWholeReplicas(InconsistentInput):
+    """A GPU count that is not a whole number of model replicas (tensor × pipeline × context GPUs each)."""
 
 
 @dataclass(frozen=True)
@@ -23,14 +34,28 @@ class Layout:
     nodes: int  # whole nodes the GPUs occupy
     tensor: int
     pipeline: int
-    data_parallel: int
+    data_parallel: int  # replicas that see different sequences: gpus / (tensor × pipeline × context)
     sharding: str  # ddp, zero1, zero2, zero3, fsdp-full or fsdp-hybrid
     shard_group: int | None  # ranks one fsdp-hybrid shard spans; None for the other shardings
+    context: int = 1  # context-parallel degree: each sequence's tokens split over this many ranks
 
     @property
     def model_parallel(self) -> int:
-        """Returns the GPUs one model replica spans: tensor × pipeline."""
+        """Returns the ranks the parameters are split over: tensor × pipeline (context ranks hold the same shard)."""
         return self.tensor * self.pipeline
+
+    @property
+    def replica_gpus(self) -> int:
+        """Returns the GPUs one data-parallel replica spans: tensor × pipeline × context."""
+        return self.tensor * self.pipeline * self.context
+
+    @property
+    def shard_ranks(self) -> int:
+        """Returns the ranks that hold the same parameter shard: data × context (Megatron's dp-cp group).
+
+        Gradients are reduced, and ZeRO / FSDP / the distributed optimizer shard model state, over them.
+        """
+        return self.data_parallel * self.context
 
     @property
     def gpus_on_node(self) -> int:
@@ -39,60 +64,83 @@ class Layout:
 
     @property
     def dp_ranks_per_node(self) -> int:
-        """Returns the data-parallel ranks sharing a node (tensor parallelism innermost, as Megatron-LM orders)."""
-        return max(1, min(self.data_parallel, self.gpus_per_node // self.tensor))
+        """Returns the ranks of one gradient-reduction (data × context) group sharing a node.
+
+        Tensor parallelism is innermost, as Megatron-LM orders ranks, so a node holds gpus_per_node / tensor
+        of them.
+        """
+        return max(1, min(self.shard_ranks, self.gpus_per_node // self.tensor))
 
     @property
     def whole_unit_gpus(self) -> int:
-        """Returns the step in which the job can grow: whole nodes and whole model replicas, lcm(node, t × p)."""
-        return math.lcm(self.gpus_per_node, self.model_parallel)
+        """Returns the step in which the job can grow: whole nodes and whole model replicas, lcm(node, t × p × c)."""
+        return math.lcm(self.gpus_per_node, self.replica_gpus)
 
 
-def hybrid_shard_group(data_parallel: int, gpus_per_node: int, tensor: int) -> int:
-    """Returns FSDP HYBRID_SHARD's default shard group: the data-parallel ranks of one node.
+def hybrid_shard_group(shard_ranks: int, gpus_per_node: int, tensor: int) -> int:
+    """Returns FSDP HYBRID_SHARD's default shard group: the data × context ranks of one node.
 
     PyTorch FSDP (ShardingStrategy.HYBRID_SHARD) shards within a node and replicates across nodes; the
-    group must divide the data-parallel size, so it is the largest common divisor of the two.
+    group must divide the ranks that hold the same parameters, so it is the largest common divisor of the two.
     """
-    return math.gcd(data_parallel, max(1, gpus_per_node // tensor))
+    return math.gcd(shard_ranks, max(1, gpus_per_node // tensor))
+
+
+def require_whole_replicas(gpus: int, tensor: int, pipeline: int, context: int) -> None:
+    """Raises NotWholeReplicas unless ``gpus`` is a whole number (≥ 1) of tensor × pipeline × context replicas.
+
+    Megatron-LM ``initialize_model_parallel`` refuses the same layout: "world_size (…) is not divisible by
+    tensor_model_parallel_size (…) x pipeline_model_parallel_size (…) x context_parallel_size (…)".
+    """
+    for name, degree in (("gpus", gpus), ("tensor", tensor), ("pipeline", pipeline), ("context", context)):
+        require_positive_int(name, degree)
+    replica = tensor * pipeline * context
+    if gpus % replica:
+        raise NotWholeReplicas(
+            f"{gpus} GPUs are not a whole number of model replicas of tensor {tensor} × pipeline {pipeline} × "
+            f"context {context} = {replica} GPUs; Megatron-LM refuses a world size that tensor × pipeline × "
+            f"context does not divide")
 
 
 def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, tensor: int = 1, pipeline: int = 1,
-                    sharding: str = "ddp", shard_group: int | None = None) -> Layout:
+                    sharding: str = "ddp", shard_group: int | None = None, context: int = 1) -> Layout:
     """Returns the layout of a job on ``gpus`` GPUs (all ``gpus_per_node × nodes_quoted`` when None).
 
-    data_parallel = gpus // (tensor × pipeline), at least 1 (Megatron-LM parallel_state); the nodes are
-    the whole nodes the GPUs fill; fsdp-hybrid without a stated shard group shards over one node's
-    data-parallel ranks (:func:`hybrid_shard_group`).
+    data_parallel = gpus / (tensor × pipeline × context) (Megatron-LM parallel_state; NotWholeReplicas when
+    it does not divide, :func:`require_whole_replicas`); the nodes are the whole nodes the GPUs fill;
+    fsdp-hybrid without a stated shard group shards over one node's data × context ranks
+    (:func:`hybrid_shard_group`).
     """
     require_positive_int("gpus_per_node", gpus_per_node)
     if gpus is None:
         gpus = gpus_per_node * nodes_quoted
-    data_parallel = max(1, gpus // (tensor * pipeline))
+    require_whole_replicas(gpus, tensor, pipeline, context)
+    data_parallel = gpus // (tensor * pipeline * context)
     if sharding == "fsdp-hybrid" and shard_group is None:
-        shard_group = hybrid_shard_group(data_parallel, gpus_per_node, tensor)
+        shard_group = hybrid_shard_group(data_parallel * context, gpus_per_node, tensor)
     return Layout(gpus=gpus, gpus_per_node=gpus_per_node, nodes=math.ceil(gpus / gpus_per_node), tensor=tensor,
                   pipeline=pipeline, data_parallel=data_parallel, sharding=sharding,
-                  shard_group=shard_group if shard_group else None)
+                  shard_group=shard_group if shard_group else None, context=context)
 
 
 def resized(layout: Layout, gpus: int) -> Layout:
-    """Returns the same layout (tensor, pipeline, sharding) on ``gpus`` GPUs; data parallelism absorbs the change.
+    """Returns the same layout (tensor, pipeline, context, sharding) on ``gpus`` GPUs; data parallelism absorbs it.
 
-    A stated fsdp-hybrid shard group that no longer divides the data-parallel size is dropped, so that
-    :func:`with_sharding` falls back to one node's data-parallel ranks.
+    A stated fsdp-hybrid shard group that no longer divides the data × context ranks is dropped, so that
+    :func:`with_sharding` falls back to one node's ranks.
     """
-    data_parallel = max(1, gpus // layout.model_parallel)
+    data_parallel = max(1, gpus // layout.replica_gpus)
+    shard_ranks = data_parallel * layout.context
     shard_group = layout.shard_group
-    if shard_group is not None and (shard_group > data_parallel or data_parallel % shard_group):
+    if shard_group is not None and (shard_group > shard_ranks or shard_ranks % shard_group):
         shard_group = None
     return replace(layout, gpus=gpus, nodes=math.ceil(gpus / layout.gpus_per_node), data_parallel=data_parallel,
                    shard_group=shard_group)
 
 
 def with_sharding(layout: Layout, sharding: str) -> Layout:
-    """Returns the layout under another sharding; fsdp-hybrid gets one node's data-parallel ranks by default."""
+    """Returns the layout under another sharding; fsdp-hybrid gets one node's data × context ranks by default."""
     shard_group = layout.shard_group
     if sharding == "fsdp-hybrid" and shard_group is None:
-        shard_group = hybrid_shard_group(layout.data_parallel, layout.gpus_per_node, layout.tensor)
+        shard_group = hybrid_shard_group(layout.shard_ranks, layout.gpus_per_node, layout.tensor)
     return replace(layout, sharding=sharding, shard_group=shard_group)

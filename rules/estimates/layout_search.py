@@ -25,13 +25,14 @@ from typing import Any, Final
 
 from rules.estimates import shapes
 from rules.estimates._args import require_positive, require_positive_int
-from rules.estimates.activations import (
-    ActivationSaving,
-    BatchShape,
-    PipelineSchedule,
-    activation_bytes_per_gpu,
-    logits_bytes,
+from rules.estimates.activation_conventions import (
+    ActivationCounting,
+    activation_element_bytes,
+    counted_activation_bytes,
 )
+from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule, logits_bytes
+from rules.estimates.comm_buffers import BufferInputs, CommunicationSettings, communication_buffers
+from rules.estimates.layout import Layout as TrainingLayout
 from rules.estimates.model_state import (
     gathered_parameters_bytes,
     model_state_bytes_per_param,
@@ -66,6 +67,8 @@ class MemoryConvention:
     optimizer: str = "adamw"
     convention: str = "zero-paper"  # policy conventions.model_state_bytes
     gathered_layers: int = 2  # policy memory.gathered_layers: layers held unsharded under ZeRO-3
+    activations: str = "physical"  # policy conventions.activations: how activation memory is counted
+    communication: CommunicationSettings | None = None  # policy memory.nccl_channels; None: buffers not counted
 
 
 @dataclass(frozen=True)
@@ -90,15 +93,18 @@ class LayoutSearch:
         return self.top[0] if self.top else None
 
 
-def memory_budget_bytes(memory_gib: float, memory_policy: Mapping[str, Any]) -> float:
+def memory_budget_bytes(memory_gib: float, memory_policy: Mapping[str, Any],
+                        cuda_context_gib: float | None = None) -> float:
     """Return the bytes of estimated tensors a GPU may hold under the policy's ``memory`` section.
 
     A layout fits when tensors × (1 + allocator fragmentation) + CUDA context ≤ capacity × (1 − headroom),
     the same reading of ``headroom_fraction``, ``cuda_context_gib`` and ``allocator_fragmentation_fraction``
-    as the peak-memory check's (schemas/policy.schema.json describes each key).
+    as the peak-memory check's (schemas/policy.schema.json describes each key). ``cuda_context_gib``: the
+    context the peak-memory check uses for this GPU (rules/estimates/gpu_context.py); None: the policy's.
     """
     require_positive("memory_gib", memory_gib)
-    usable = memory_gib * (1 - memory_policy["headroom_fraction"]) - memory_policy["cuda_context_gib"]
+    context_gib = memory_policy["cuda_context_gib"] if cuda_context_gib is None else cuda_context_gib
+    usable = memory_gib * (1 - memory_policy["headroom_fraction"]) - context_gib
     return max(0.0, usable) * GIB / (1 + memory_policy["allocator_fragmentation_fraction"])
 
 
@@ -189,8 +195,11 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
     The only place this module calls the memory estimator. Model state (ZeRO §5 by sharding over the d·c
     replicas), activations on the first pipeline stage (Korthikanti et al. 2022 §4, with the tokens s/c of
     a context-parallel rank), the fp32 logits of the last stage when it is another stage (counted on top,
-    which overstates a little), and under ZeRO-3 the gathered layers. FP8 GEMMs keep 16-bit activations
-    and fp32 master state, so they are sized as bf16-mixed.
+    which overstates a little), under ZeRO-3 the gathered layers, and the communication buffers
+    (rules/estimates/comm_buffers.py; NCCL's are counted as tensors, so the budget's fragmentation share
+    overstates them by that share). Activations are counted under the policy's activation convention at the
+    precision's width (``rules.estimates.activation_conventions``). FP8 GEMMs keep 16-bit activations and fp32
+    master state, so they are sized as bf16-mixed.
     """
     parameters = shape.parameters()
     memory_shape = shapes.ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
@@ -199,7 +208,7 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
 
     @cache
     def state(t: int, p: int, replicas: int, sharding: str, precision: str) -> float:
-        per_param = model_state_bytes_per_param(precision, memory.optimizer, memory.convention)
+        per_param = model_state_bytes_per_param(precision, memory.optimizer, memory.convention, sharding)
         held = model_state_per_gpu_bytes(parameters, parameters, per_param, sharding, data_parallel=replicas,
                                          tensor_parallel=t, pipeline_parallel=p)
         gathered = 0.0
@@ -209,20 +218,39 @@ def _memory_model(shape: ModelShape, memory: MemoryConvention):
         return held.gpu_total_bytes + gathered
 
     @cache
-    def activations(t: int, p: int, v: int, c: int, b: int, in_flight: int, recompute: str, flash: bool) -> float:
+    def buffers(t: int, p: int, c: int, d: int, sharding: str, precision: str) -> float:
+        if memory.communication is None:
+            return 0.0
+        per_param = model_state_bytes_per_param(precision, memory.optimizer, memory.convention)
+        held = model_state_per_gpu_bytes(parameters, parameters, per_param, sharding, data_parallel=d * c,
+                                         tensor_parallel=t, pipeline_parallel=p)
+        gpus = t * p * c * d
+        ranks = TrainingLayout(gpus=gpus, gpus_per_node=gpus, nodes=1, tensor=t, pipeline=p, data_parallel=d,
+                               sharding=sharding, shard_group=None, context=c)
+        inputs = BufferInputs(layout=ranks, convention=memory.convention, gradients_on_gpu_bytes=held.gradients_bytes,
+                              working_bytes_per_param=per_param.weights_bytes_per_param, largest_unit_parameters=None)
+        return communication_buffers(inputs, memory.communication).total_bytes
+
+    @cache
+    def activations(t: int, p: int, v: int, c: int, b: int, in_flight: int, recompute: str, flash: bool,
+                    element_bytes: int) -> float:
         tokens = shape.sequence_length // c
-        total = activation_bytes_per_gpu(
-            memory_shape, BatchShape(sequence_length=tokens, micro_batch=b),
+        total = counted_activation_bytes(
+            ActivationCounting(memory.activations, element_bytes), memory_shape,
+            BatchShape(sequence_length=tokens, micro_batch=b),
             ActivationSaving(recompute=recompute, sequence_parallel=t > 1, flash_attention=flash),
             tensor_parallel=t, pipeline=PipelineSchedule(stages=p, virtual_stages=v, micro_batches=in_flight))
         if p > 1:
-            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1)
+            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1,
+                                  element_bytes=element_bytes)
         return total
 
     def bytes_used(t: int, p: int, v: int, c: int, d: int, b: int, global_batch: int, recompute: str,
                    sharding: str, precision: str, flash: bool) -> float:
         in_flight = min(p, global_batch // (b * d))
         state_precision = "bf16-mixed" if precision == "fp8-mixed" else precision
-        return state(t, p, d * c, sharding, state_precision) + activations(t, p, v, c, b, in_flight, recompute, flash)
+        return (state(t, p, d * c, sharding, state_precision)
+                + activations(t, p, v, c, b, in_flight, recompute, flash, activation_element_bytes(precision))
+                + buffers(t, p, c, d, sharding, state_precision))
 
     return bytes_used

@@ -1,8 +1,10 @@
 """One training step's memory on the most loaded GPU, and the searches built on it.
 
 Sums the model state (rules/estimates/model_state.py), the activations of the first pipeline stage
-(rules/estimates/activations.py), the layers ZeRO-3/FSDP gathers, the CUDA context and the allocator's
-fragmentation, and compares them with the GPU memory less a headroom. Pure: the policy's parameters come in
+(rules/estimates/activations.py, counted under the policy's activation convention:
+rules/estimates/activation_conventions.py), the layers ZeRO-3/FSDP gathers, the communication buffers
+(rules/estimates/comm_buffers.py), the CUDA context and the allocator's fragmentation, and compares them
+with the GPU memory less a headroom. Pure: the policy's parameters come in
 as ``MemorySettings``. Results are bytes; callers convert.
 
 Sources (cited again where used): Rajbhandari et al., ZeRO, SC'20 (arXiv 1910.02054) §5; Korthikanti et
@@ -12,24 +14,29 @@ CUDA caching allocator notes ("Memory management": reserved exceeds allocated by
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_non_negative_int, require_positive_int
-from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule, activation_bytes_per_gpu
-from rules.estimates.layout import Layout, resized, with_sharding
-from rules.estimates.model_state import (
-    PARAMETER_SHARDED,
-    StateBytesPerParam,
-    TrainedModel,
-    effective_sharding,
-    gathered_parameters_bytes,
-    model_state_bytes_per_param,
-    model_state_on_gpu,
+from rules.estimates.activation_conventions import (
+    ActivationCounting,
+    activation_element_bytes,
+    counted_activation_bytes,
 )
-from rules.estimates.parameters import first_stage_parameter_factor, largest_layer_parameters
+from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule
+from rules.estimates.comm_buffers import (
+    BufferInputs,
+    CommunicationBuffers,
+    CommunicationSettings,
+    communication_buffers,
+)
+from rules.estimates.layout import Layout, resized, with_sharding
+from rules.estimates.model_state import ModelStatePerGpu, StateBytesPerParam, TrainedModel
+from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.parameters import largest_layer_parameters
 from rules.estimates.ratios import spare_fraction
 from rules.estimates.shapes import ModelShape
+from rules.estimates.training_state import StateSettings, TrainingModelState, training_model_state
 from rules.units import GIB
 
 # The searches over GPU counts stop here: no fit below this many GPUs means "not by adding GPUs".
@@ -41,10 +48,19 @@ class MemorySettings:
     """The policy's memory parameters (rules/data/policy.default.json, memory.* and conventions.*)."""
 
     convention: str  # bytes per parameter of model state: a key of model_state.BYTE_CONVENTIONS
-    cuda_context_gib: float  # CUDA context, cuBLAS/NCCL workspaces per GPU
+    cuda_context_gib: float  # CUDA context per GPU (the catalogue's figure for the GPU, else the policy's)
     fragmentation_fraction: float  # allocator overhead over the tensors it holds
     headroom_fraction: float  # share of GPU memory kept free
-    gathered_layers: int  # layers ZeRO-3/FSDP hold unsharded at once (the current one and those prefetched)
+    gathered_layers: int  # decoder layers FSDP holds unsharded at once (the current one and those prefetched)
+    activation_convention: str = "physical"  # a key of activation_conventions.ACTIVATION_CONVENTIONS
+    # NCCL and framework buffers (comm_buffers.py); None: not counted, the bare arithmetic of the published tables
+    communication: CommunicationSettings | None = None
+    zero: ZeroSettings = field(default_factory=ZeroSettings)  # DeepSpeed's buffer factor and ZeRO-3 working set
+
+    @property
+    def state_settings(self) -> StateSettings:
+        """Returns the part of the settings that sizes model state (rules/estimates/training_state.py)."""
+        return StateSettings(self.convention, self.gathered_layers, self.zero)
 
 
 @dataclass(frozen=True)
@@ -66,6 +82,7 @@ class TrainingJob:
     saving: ActivationSaving
     virtual_stages: int
     offload: str  # one of model_state.OFFLOADS
+    gradient_as_bucket_view: bool = False  # PyTorch DDP: gradients are views into its all-reduce buckets
 
 
 @dataclass(frozen=True)
@@ -87,6 +104,16 @@ class TrainingMemory:
     usable_bytes: float
     parameters: float
     first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
+    context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
+    activation_counting: ActivationCounting = ActivationCounting()  # the convention and width that sized activations
+    communication: CommunicationBuffers | None = None  # None: not counted (MemorySettings.communication)
+    cuda_context_bytes: float = 0.0
+
+    @property
+    def communication_bytes(self) -> float:
+        """Returns the NCCL buffers and framework buckets, which other_bytes includes; 0 when not counted."""
+        return self.communication.total_bytes if self.communication else 0.0
+    host: HostModelState = NO_HOST_MODEL_STATE  # the model state the node's host holds (host-ram's figure)
 
     @property
     def model_state_bytes(self) -> float:
@@ -94,7 +121,8 @@ class TrainingMemory:
 
     @property
     def overhead_bytes(self) -> float:
-        """Returns what is neither model state nor activations: gathered layers, CUDA context, fragmentation."""
+        """Returns what is neither model state nor activations: gathered layers, communication buffers, CUDA
+        context, fragmentation."""
         return self.gathered_bytes + self.other_bytes
 
     @property
@@ -124,27 +152,33 @@ class TrainingMemory:
 
 
 def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings, *,
-                    sharding: str | None = None, micro_batch: int | None = None) -> TrainingMemory:
+                    sharding: str | None = None, micro_batch: int | None = None,
+                    model_state: TrainingModelState | None = None) -> TrainingMemory:
     """Returns the per-GPU memory of one step of ``job`` on ``layout``, or under another sharding / micro-batch.
 
-    Model state of the most loaded pipeline stage (ZeRO §5 with Megatron's first-stage share) + the first
-    stage's activations (Korthikanti et al. Table 2, §4.2.3) + under ZeRO-3/FSDP the unsharded layers
-    (``settings.gathered_layers`` of the largest unit: DeepSpeed gathers module by module, FSDP one wrapped
-    decoder layer at a time) + the CUDA context + the allocator's fragmentation over all tensors. Usable
-    memory is the GPU's less ``settings.headroom_fraction``.
+    Model state of the most loaded pipeline stage (ZeRO §5 with Megatron's first-stage share, sharded over the
+    data × context ranks) + the first stage's activations (Korthikanti et al. Table 2, §4.2.3; ÷ the
+    context-parallel degree) + under ZeRO-3/FSDP the unsharded layers (DeepSpeed's ZeRO-3 working set, FSDP's
+    ``settings.gathered_layers`` wrapped decoder layers) + the communication buffers (NCCL's and the
+    framework's buckets, :func:`rules.estimates.comm_buffers.communication_buffers`) + the CUDA context + the
+    allocator's fragmentation over all tensors it holds (NCCL's buffers are not its); the model state (and
+    what the host holds of it) is :func:`rules.estimates.training_state.training_model_state`, or
+    ``model_state`` when the caller has it for this layout and sharding. Usable memory is the GPU's less
+    ``settings.headroom_fraction``.
     """
-    state = model_state_bytes_per_param(job.model.precision, job.model.optimizer, settings.convention)
-    sharding = effective_sharding(sharding or layout.sharding, settings.convention)
+    held = model_state or training_model_state(job.model, job.shape, job.offload, layout, settings.state_settings,
+                                               sharding=sharding)
+    state, sharding, per_gpu, gathered = held.state, held.sharding, held.per_gpu, held.gathered_bytes
+    stage_factor = held.first_stage_factor
     layout = with_sharding(layout, sharding)
     micro_batch = micro_batch or job.batch.micro_batch
-    stage_factor = first_stage_parameter_factor(job.shape, layout.pipeline)
-    per_gpu = model_state_on_gpu(job.model, layout, state, job.offload, stage_factor)
-    activations = _activations(job, layout, int(micro_batch) if micro_batch else None)
-    gathered = 0.0
-    if sharding in PARAMETER_SHARDED:
-        gathered = _gathered(job.shape, sharding, state, settings.gathered_layers)
-    tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered
-    other = settings.cuda_context_gib * GIB + settings.fragmentation_fraction * tensors
+    counting = ActivationCounting(settings.activation_convention, activation_element_bytes(job.model.precision))
+    activations = _activations(job, layout, int(micro_batch) if micro_batch else None, counting)
+    buffers = _buffers(job, layout, state, per_gpu, settings)
+    buckets = buffers.bucket_bytes if buffers else 0.0
+    tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered + buckets
+    context = settings.cuda_context_gib * GIB
+    other = context + settings.fragmentation_fraction * tensors + (buffers.total_bytes if buffers else 0.0)
     capacity = gpu_memory_gib * GIB
     return TrainingMemory(
         sharding=sharding, micro_batch=int(micro_batch) if micro_batch else None, state=state,
@@ -152,11 +186,36 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
         optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
         other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
         usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
-        first_stage_factor=stage_factor)
+        first_stage_factor=stage_factor, context_parallel=layout.context, activation_counting=counting,
+        communication=buffers, cuda_context_bytes=context, host=held.host)
 
 
-def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None) -> float | None:
-    """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown."""
+def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gpu: ModelStatePerGpu,
+             settings: MemorySettings) -> CommunicationBuffers | None:
+    """Returns the rank's communication buffers, None when the settings do not count them.
+
+    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
+    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
+    """
+    if settings.communication is None:
+        return None
+    unit = None
+    if job.shape is not None and job.shape.vocab is not None:
+        unit = largest_layer_parameters(job.shape, "block") / layout.tensor
+    inputs = BufferInputs(layout=layout, convention=settings.convention, gradients_on_gpu_bytes=per_gpu.gradients_bytes,
+                          working_bytes_per_param=state.weights_bytes_per_param, largest_unit_parameters=unit,
+                          gradient_as_bucket_view=job.gradient_as_bucket_view)
+    return communication_buffers(inputs, settings.communication)
+
+
+def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None,
+                 counting: ActivationCounting) -> float | None:
+    """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
+
+    Counted under ``counting`` (:func:`rules.estimates.activation_conventions.counted_activation_bytes`). A
+    context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
+    parallelism; :func:`rules.estimates.activations.activation_bytes_per_gpu`).
+    """
     sequence_length = job.batch.sequence_length
     if job.shape is None or sequence_length is None or micro_batch is None:
         return None
@@ -164,18 +223,9 @@ def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None) -> f
     if job.batch.global_batch:
         # Micro-batches per optimizer step on each data-parallel rank (the batch identity of rules/estimates/batch.py).
         micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
-    return activation_bytes_per_gpu(job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
-                                    layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches))
-
-
-def _gathered(shape: ModelShape | None, sharding: str, state: StateBytesPerParam, gathered_layers: int) -> float:
-    """Returns the bytes of layers held unsharded under ZeRO-3 (per module) or FSDP (per decoder layer)."""
-    if shape is None or shape.vocab is None:
-        return 0.0
-    unit = "module" if sharding == "zero3" else "block"
-    largest = largest_layer_parameters(shape, unit)
-    return gathered_parameters_bytes(largest, bytes_per_param=state.weights_bytes_per_param,
-                                     prefetch_layers=gathered_layers - 1)
+    return counted_activation_bytes(counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
+                                    layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches),
+                                    context_parallel=layout.context)
 
 
 def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,

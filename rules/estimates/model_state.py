@@ -8,7 +8,9 @@ Sources (cited again where used):
 - ZeRO: Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
   SC'20, arXiv 1910.02054, §3.1, §5 and Figure 1.
 - Megatron-LM ``megatron/training/theoretical_memory_usage.py`` (compute_weight_and_optimizer_memory).
-- DeepSpeed ``deepspeed/runtime/zero/stage3.py`` (estimate_zero3_model_states_mem_needs).
+- DeepSpeed ``deepspeed/runtime/zero/stage_1_and_2.py`` and ``stage3.py`` (estimate_zero2/3_model_states_mem_needs;
+  reproduced in rules/estimates/deepspeed_estimators.py).
+- ZeRO-Offload and ZeRO-Infinity for what leaves the GPU (rules/estimates/offload.py).
 - Hugging Face Transformers guide "Model training anatomy" (bytes per parameter per optimizer).
 """
 
@@ -23,11 +25,12 @@ from rules.estimates._args import (
     require_bool,
     require_choice,
     require_non_negative,
-    require_non_negative_int,
     require_positive,
     require_positive_int,
 )
 from rules.estimates.layout import Layout
+from rules.estimates.offload import OFFLOADS, RankState, offload_rank_state
+from rules.estimates.offload import gathered_parameters_bytes as gathered_parameters_bytes  # its former home
 
 # --------------------------------------------------------------------------------------------------
 # Allowed values of the string enums (InconsistentInput messages list them).
@@ -50,6 +53,10 @@ class StateBytesPerParam:
     precision Adam); ``master_weights_bytes_per_param`` says how much of it they are.
     ``optimizer_sharded_over_data_parallel`` marks conventions that already assume the optimizer state is
     split over data-parallel ranks (Megatron's distributed optimizer: 6 + 12/DP).
+    ``fp32_gradient_bytes_per_param`` is an fp32 copy of the gradients that the optimizer steps on, kept
+    beside the 16-bit gradients and partitioned like the optimizer state (DeepSpeed ZeRO-1/2:
+    ``single_partition_of_fp32_groups[i].grad`` in stage_1_and_2.py); 0 where the optimizer reads the
+    gradients themselves.
     """
 
     weights_bytes_per_param: float
@@ -58,11 +65,13 @@ class StateBytesPerParam:
     master_weights_bytes_per_param: float
     optimizer_sharded_over_data_parallel: bool
     citation: str
+    fp32_gradient_bytes_per_param: float = 0.0
 
     @property
     def total_bytes_per_param(self) -> float:
-        """Return weights + gradients + optimizer bytes per parameter, unsharded (ZeRO's 2 + 2 + K)."""
-        return self.weights_bytes_per_param + self.gradients_bytes_per_param + self.optimizer_bytes_per_param
+        """Return weights + gradients (and their fp32 copy) + optimizer bytes per parameter, unsharded (2 + 2 + K)."""
+        return (self.weights_bytes_per_param + self.gradients_bytes_per_param + self.fp32_gradient_bytes_per_param
+                + self.optimizer_bytes_per_param)
 
 
 # Mixed-precision (bf16/fp16) AdamW bookkeeping as each source counts it.
@@ -96,6 +105,18 @@ BYTE_CONVENTIONS: Final[dict[str, StateBytesPerParam]] = {
             "Megatron-LM megatron/training/theoretical_memory_usage.py, use_distributed_optimizer: 6 + 12/DP B/param"
         ),
     ),
+    "deepspeed": StateBytesPerParam(
+        weights_bytes_per_param=2,
+        gradients_bytes_per_param=2,
+        optimizer_bytes_per_param=12,
+        master_weights_bytes_per_param=4,
+        optimizer_sharded_over_data_parallel=False,
+        citation=(
+            "DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs: "
+            "2 + 18/N (16-bit and fp32 gradients, fp32 master, m, v) -> 20 B/param; ZeRO-3: stage3.py 18 B/param"
+        ),
+        fp32_gradient_bytes_per_param=4,
+    ),
     "seed-rough": StateBytesPerParam(
         weights_bytes_per_param=2,
         gradients_bytes_per_param=2,
@@ -109,6 +130,18 @@ BYTE_CONVENTIONS: Final[dict[str, StateBytesPerParam]] = {
         ),
     ),
 }
+
+# DeepSpeed ZeRO-3 counts 18 B/param, all of it partitioned (stage3.py, estimate_zero3_model_states_mem_needs:
+# ``18 * total_params / total_gpus``; memory.rst: 2 for the 16-bit parameters + 16 for fp32 parameters, gradients,
+# momentum and variance): the gradient partition is counted at fp32 width and there is no separate fp32 copy.
+DEEPSPEED_STAGE3: Final = StateBytesPerParam(
+    weights_bytes_per_param=2,
+    gradients_bytes_per_param=4,
+    optimizer_bytes_per_param=12,
+    master_weights_bytes_per_param=4,
+    optimizer_sharded_over_data_parallel=False,
+    citation="DeepSpeed deepspeed/runtime/zero/stage3.py estimate_zero3_model_states_mem_needs: 18/N -> 18 B/param",
+)
 
 # Optimizer moment bytes per parameter when the moments are kept in fp32 (mixed precision and fp32).
 # HF "Model training anatomy": AdamW 8, 8-bit AdamW 2, SGD with momentum 4; EleutherAI "Transformer Math
@@ -151,6 +184,7 @@ class ModelStatePerGpu:
     gradients_bytes: float
     optimizer_bytes: float
     host_offload_bytes: float
+    host_gradients_bytes: float = 0.0  # the part of host_offload_bytes that is gradients (ZeRO-Offload)
 
     @property
     def gpu_total_bytes(self) -> float:
@@ -158,12 +192,11 @@ class ModelStatePerGpu:
         return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
 
 
-
 # --------------------------------------------------------------------------------------------------
 # 1. Bytes per parameter
 # --------------------------------------------------------------------------------------------------
 def model_state_bytes_per_param(
-    precision: str, optimizer: str, convention: str = DEFAULT_CONVENTION
+    precision: str, optimizer: str, convention: str = DEFAULT_CONVENTION, sharding: str | None = None
 ) -> StateBytesPerParam:
     """Return weights/gradients/optimizer bytes per parameter (ZeRO arXiv 1910.02054 §3.1; HF training anatomy).
 
@@ -175,7 +208,9 @@ def model_state_bytes_per_param(
     ``fp32``: 4 + 4 + moments, no master copy (pure fp32 AdamW = 4 + 4 + 8). ``bf16-pure``: 2 + 2 and
     moments in bf16 (torch.optim allocates them like the parameter; 8-bit moments stay 2), no master copy.
     The convention only changes the mixed-precision layout, and carries Megatron's distributed-optimizer
-    flag (optimizer state split over DP) whatever the precision.
+    flag (optimizer state split over DP) whatever the precision. ``deepspeed`` counts as DeepSpeed's
+    estimators do, which depends on the stage: under ZeRO-1/2 (and DDP) 2 + 2 + 4 (an fp32 gradient copy) + 12,
+    under a parameter-sharded ``sharding`` (ZeRO-3, FSDP) 2 + 4 + 12 (:data:`DEEPSPEED_STAGE3`).
 
     Raises ValueError naming the unknown precision, optimizer or convention and the allowed values.
     """
@@ -183,9 +218,12 @@ def model_state_bytes_per_param(
     require_choice("optimizer", optimizer, OPTIMIZERS)
     require_choice("convention", convention, tuple(BYTE_CONVENTIONS))
     conv = BYTE_CONVENTIONS[convention]
+    if convention == "deepspeed" and sharding in PARAMETER_SHARDED:
+        conv = DEEPSPEED_STAGE3
+    fp32_gradients = 0.0
     if precision in ("bf16-mixed", "fp16-mixed", "fp8-mixed"):
         weights, gradients, master = 2.0, conv.gradients_bytes_per_param, conv.master_weights_bytes_per_param
-        moments = _MOMENT_BYTES_FP32[optimizer]
+        moments, fp32_gradients = _MOMENT_BYTES_FP32[optimizer], conv.fp32_gradient_bytes_per_param
     elif precision == "fp32":
         weights, gradients, master = 4.0, 4.0, 0.0
         moments = _MOMENT_BYTES_FP32[optimizer]
@@ -199,6 +237,7 @@ def model_state_bytes_per_param(
         master_weights_bytes_per_param=master,
         optimizer_sharded_over_data_parallel=conv.optimizer_sharded_over_data_parallel,
         citation=f"{precision}, {_OPTIMIZER_CITATIONS[optimizer]}; convention {convention}: {conv.citation}",
+        fp32_gradient_bytes_per_param=fp32_gradients,
     )
 
 
@@ -227,14 +266,15 @@ def model_state_per_gpu_bytes(
     - zero3, fsdp-full: (w + g + k)Ψ/N  (ZeRO-3 = (2 + 2 + K)Ψ/Nd; PyTorch FSDP FULL_SHARD);
     - fsdp-hybrid: as ZeRO-3 within ``shard_group`` ranks (typically the GPUs of one node), replicated
       across the data_parallel / shard_group groups (PyTorch FSDP HYBRID_SHARD).
-    N = data_parallel unless ``shard_group`` is given (required for fsdp-hybrid; for zero1-3/fsdp-full it
-    models sub-group sharding such as DeepSpeed MiCS). Frozen parameters (parameters −
-    trainable_parameters, e.g. a base model under LoRA adapters) hold weights only, sharded like the
-    weights. ``offload_optimizer`` (DeepSpeed ZeRO-Offload, stages 1-3) moves this rank's optimizer state,
-    fp32 master weights included, to host memory; ``offload_parameters`` (DeepSpeed offload_param /
-    FSDP CPUOffload, parameter-sharded modes only) also moves this rank's weight shard. Moved bytes are
-    reported in ``host_offload_bytes``; gathered-layer buffers and pinned staging buffers are not counted
-    here (see ``gathered_parameters_bytes``).
+    An fp32 gradient copy (``fp32_gradient_bytes_per_param``, DeepSpeed ZeRO-1/2) is partitioned like the
+    optimizer state and reported with the gradients. N = data_parallel unless ``shard_group`` is given
+    (required for fsdp-hybrid; for zero1-3/fsdp-full it models sub-group sharding such as DeepSpeed MiCS).
+    Frozen parameters (parameters − trainable_parameters, e.g. a base model under LoRA adapters) hold weights
+    only, sharded like the weights. ``offload_optimizer`` (ZeRO-Offload, stages 1-3) moves this rank's
+    optimizer state and gradient partition to host memory, ``offload_parameters`` (ZeRO-Infinity
+    offload_param, FSDP CPUOffload; parameter-sharded modes only) its weight shard too
+    (:func:`rules.estimates.offload.offload_rank_state`). Moved bytes are reported in ``host_offload_bytes``;
+    gathered layers and pinned buffers are not counted here (rules/estimates/offload.py).
 
     Raises ValueError for unknown sharding, inconsistent sizes, a ``megatron-distributed-optimizer``
     layout with ddp, offload_optimizer with ddp, or offload_parameters without parameter sharding.
@@ -288,52 +328,24 @@ def model_state_per_gpu_bytes(
     gradients_div = group if sharding in ("zero2", *PARAMETER_SHARDED) else 1
     optimizer_div = 1 if sharding == "ddp" else group
 
-    weights = bytes_per_param.weights_bytes_per_param * local_all / weights_div
-    gradients = bytes_per_param.gradients_bytes_per_param * local_trainable / gradients_div
-    optimizer = bytes_per_param.optimizer_bytes_per_param * local_trainable / optimizer_div
-
-    host = 0.0
-    if offload_optimizer:
-        host += optimizer
-        optimizer = 0.0
-    if offload_parameters:
-        host += weights
-        weights = 0.0
+    trainable_share = local_trainable / optimizer_div  # the parameters this rank's optimizer updates
+    rank = RankState(
+        weights_bytes=bytes_per_param.weights_bytes_per_param * local_all / weights_div,
+        gradients_bytes=bytes_per_param.gradients_bytes_per_param * local_trainable / gradients_div,
+        gradient_partition_bytes=bytes_per_param.gradients_bytes_per_param * trainable_share,
+        fp32_gradient_bytes=bytes_per_param.fp32_gradient_bytes_per_param * trainable_share,
+        optimizer_bytes=bytes_per_param.optimizer_bytes_per_param * trainable_share,
+        gradients_partitioned=sharding in ("zero2", *PARAMETER_SHARDED))
+    held = offload_rank_state(rank, offload_optimizer, offload_parameters)
     return ModelStatePerGpu(
-        weights_bytes=weights, gradients_bytes=gradients, optimizer_bytes=optimizer, host_offload_bytes=host
-    )
-
-
-
-# --------------------------------------------------------------------------------------------------
-# 5. ZeRO-3 / FSDP gathered parameters
-# --------------------------------------------------------------------------------------------------
-def gathered_parameters_bytes(
-    largest_layer_parameters: float, bytes_per_param: float = 2, prefetch_layers: int = 1
-) -> float:
-    """Return bytes of unsharded layer buffers under ZeRO-3/FSDP (DeepSpeed stage3.py; PyTorch FSDP prefetch).
-
-    ``largest_layer_parameters × bytes_per_param × (1 + prefetch_layers)``: the layer being computed plus
-    the ones gathered ahead. Defaults (2 bytes, 1 prefetched) give 4 × largest-layer parameters, which is
-    both DeepSpeed's ``largest_layer_memory = 4 * largest_layer_params`` in
-    ``deepspeed/runtime/zero/stage3.py`` (estimate_zero3_model_states_mem_needs) and PyTorch FSDP with
-    forward/backward prefetch holding the current and the next unit unsharded (torch.distributed.fsdp,
-    ``forward_prefetch`` / ``BackwardPrefetch.BACKWARD_PRE``). Set ``prefetch_layers=0`` for no prefetch.
-    """
-    require_non_negative("largest_layer_parameters", largest_layer_parameters)
-    require_positive("bytes_per_param", bytes_per_param)
-    require_non_negative_int("prefetch_layers", prefetch_layers)
-    return largest_layer_parameters * bytes_per_param * (1 + prefetch_layers)
-
-
+        weights_bytes=held.gpu_weights_bytes, gradients_bytes=held.gpu_gradients_bytes,
+        optimizer_bytes=held.gpu_optimizer_bytes, host_offload_bytes=held.host_bytes,
+        host_gradients_bytes=held.host_gradients_bytes)
 
 
 # --------------------------------------------------------------------------------------------------
 # The state of one training job's model on its most loaded GPU
 # --------------------------------------------------------------------------------------------------
-OFFLOADS: Final = ("none", "optimizer", "optimizer+parameters")
-
-
 @dataclass(frozen=True)
 class TrainedModel:
     """The model a training job updates: how many parameters, how many of them train, and in what formats."""
@@ -359,8 +371,12 @@ def model_state_on_gpu(model: TrainedModel, layout: Layout, bytes_per_param: Sta
                        stage_factor: float = 1.0) -> ModelStatePerGpu:
     """Returns the model state on one GPU of ``layout`` (:func:`model_state_per_gpu_bytes`, ZeRO §5).
 
+    State is sharded over the layout's data × context ranks (``Layout.shard_ranks``): context-parallel ranks
+    hold the same parameters, and Megatron-LM's distributed optimizer shards over the data-parallel group
+    with context parallelism (``megatron/core/optimizer/__init__.py``, ``get_megatron_optimizer``:
+    ``get_data_parallel_group(with_context_parallel=True)``), as ZeRO and FSDP do over their process group.
     The layout's shard group counts only under fsdp-hybrid. ``offload`` (one of OFFLOADS) moves the optimizer
-    state to host memory under ZeRO stages 1-3 and FSDP (DeepSpeed ZeRO-Offload), and with
+    state and the gradient partition to host memory under ZeRO stages 1-3 and FSDP (ZeRO-Offload), and with
     ``optimizer+parameters`` the weight shard too where parameters are sharded (DeepSpeed offload_param,
     FSDP CPUOffload). ``stage_factor`` scales the parameters to the most loaded pipeline stage
     (:func:`rules.estimates.parameters.first_stage_parameter_factor`).
@@ -370,7 +386,7 @@ def model_state_on_gpu(model: TrainedModel, layout: Layout, bytes_per_param: Sta
     return model_state_per_gpu_bytes(
         parameters=model.parameters * stage_factor,
         trainable_parameters=model.trainable_parameters * stage_factor,
-        bytes_per_param=bytes_per_param, sharding=sharding, data_parallel=layout.data_parallel,
+        bytes_per_param=bytes_per_param, sharding=sharding, data_parallel=layout.shard_ranks,
         tensor_parallel=layout.tensor, pipeline_parallel=layout.pipeline,
         shard_group=layout.shard_group if sharding == "fsdp-hybrid" else None,
         offload_optimizer=offload in ("optimizer", "optimizer+parameters") and sharding != "ddp",

@@ -1,126 +1,45 @@
-"""nccl-tests output: the result table of ``all_reduce_perf`` and its kin, and the busbw a job can rely on.
+"""nccl-tests results: the busbw at the message size a job's gradient collectives use, and the runs a job relies on.
 
-Format: nccl-tests README and ``src/common.cu``; bandwidth definitions: ``doc/PERFORMANCE.md``.
+The runs arrive parsed (``parsers.nccl_tests``, the same reader as ``quotecheck parse nccl``); bandwidth
+definitions follow nccl-tests ``doc/PERFORMANCE.md``: busbw is algbw × the collective's bus factor, so it is
+comparable across rank counts and with the hardware's bandwidth, and it rises with the message size until
+the links are saturated.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 from rules.errors import InconsistentInput
+from rules.estimates._args import require_choice, require_positive, require_positive_int
+from rules.estimates.comm_buffers import DEEPSPEED_REDUCE_BUCKET_ELEMENTS, FRAMEWORKS
+from rules.estimates.parameters import decoder_layer_parameters
+from rules.estimates.shapes import ModelShape
+
+# PyTorch DistributedDataParallel(bucket_cap_mb=25): gradients are all-reduced in buckets of 25 MiB
+# (torch/nn/parallel/distributed.py; the docs' "bucket_cap_mb ... Default: 25").
+PYTORCH_DDP_BUCKET_BYTES: Final = 25 * 2**20
+# Megatron-LM's gradient buckets hold max(40,000,000, 1,000,000 × data-parallel size) parameters
+# (megatron/training/training.py, DistributedDataParallelConfig.bucket_size when overlap_grad_reduce).
+MEGATRON_MIN_BUCKET_PARAMETERS: Final = 40_000_000
+MEGATRON_BUCKET_PARAMETERS_PER_DP_RANK: Final = 1_000_000
 
 
 @dataclass(frozen=True)
 class NcclTestsRow:
-    """One size of an nccl-tests run (``all_reduce_perf`` and the other ``*_perf`` binaries)."""
+    """One message size of an nccl-tests run: its size and the busbw of the out-of-place and in-place runs."""
 
     size_bytes: int
-    count: int
-    dtype: str
-    redop: str | None  # None when the binary prints no reduction column
-    root: int | None  # None when the binary prints no root column
-    out_of_place_time_us: float
-    out_of_place_algbw_gbs: float
     out_of_place_busbw_gbs: float
-    out_of_place_wrong: int | None  # None for "N/A" (validation off) or an old float "error" column
-    in_place_time_us: float
-    in_place_algbw_gbs: float
     in_place_busbw_gbs: float
-    in_place_wrong: int | None
 
     @property
     def busbw_gbs(self) -> float:
         """The better of the out-of-place and in-place bus bandwidths."""
         return max(self.out_of_place_busbw_gbs, self.in_place_busbw_gbs)
-
-
-# mpirun --tag-output / srun --label prefixes: "[1,0]<stdout>:" or "0: ".
-_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+:\s)")
-_AVG_BUSBW = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
-
-
-def _wrong(token: str) -> int | None:
-    try:
-        return int(token)
-    except ValueError:
-        return None
-
-
-def _parse_row(tokens: list[str]) -> NcclTestsRow | None:
-    # size count type [redop] [root] then two blocks of time algbw busbw #wrong.
-    if len(tokens) < 11 or not tokens[0].isdigit() or not tokens[1].isdigit():
-        return None
-    middle = tokens[3:-8]
-    if len(middle) > 2:
-        return None
-    redop = root = None
-    for token in middle:
-        if re.fullmatch(r"-?\d+", token):
-            root = int(token)
-        else:
-            redop = token
-    try:
-        values = [float(t) for t in (tokens[-8], tokens[-7], tokens[-6], tokens[-4], tokens[-3], tokens[-2])]
-    except ValueError:
-        return None
-    if not all(math.isfinite(v) for v in values):
-        return None
-    return NcclTestsRow(
-        size_bytes=int(tokens[0]),
-        count=int(tokens[1]),
-        dtype=tokens[2],
-        redop=redop,
-        root=root,
-        out_of_place_time_us=values[0],
-        out_of_place_algbw_gbs=values[1],
-        out_of_place_busbw_gbs=values[2],
-        out_of_place_wrong=_wrong(tokens[-5]),
-        in_place_time_us=values[3],
-        in_place_algbw_gbs=values[4],
-        in_place_busbw_gbs=values[5],
-        in_place_wrong=_wrong(tokens[-1]),
-    )
-
-
-def parse_nccl_tests_output(raw: str) -> list[NcclTestsRow]:
-    """Return the result rows (size, busbw, …) of nccl-tests text output such as ``all_reduce_perf``.
-
-    Format (nccl-tests README and ``src/common.cu``): lines starting with ``#`` are comments (header,
-    device list, "# Out of bounds values", "# Avg bus bandwidth"); each result line has size (B),
-    count (elements), type, redop, root, then time (us), algbw (GB/s), busbw (GB/s), #wrong for the
-    out-of-place and again for the in-place run. Older releases print no root column and a float
-    ``error`` instead of ``#wrong``; both are accepted. ``mpirun --tag-output`` prefixes are stripped;
-    other lines (NCCL banners, warnings) are skipped. Raises ValueError when no result row is found.
-    """
-    rows: list[NcclTestsRow] = []
-    for line in raw.splitlines():
-        line = _PREFIX.sub("", line, count=1).strip()
-        if not line or line.startswith("#"):
-            continue
-        row = _parse_row(line.split())
-        if row is not None:
-            rows.append(row)
-    if not rows:
-        raise InconsistentInput("no nccl-tests result rows found (expected lines: size count type ... busbw #wrong)")
-    return rows
-
-
-def parse_nccl_tests_avg_busbw_gbs(raw: str) -> float | None:
-    """Return the "# Avg bus bandwidth" figure (GB/s) of nccl-tests output, or None if absent.
-
-    Source: nccl-tests ``src/common.cu`` prints it after the table; it averages busbw over every size
-    in the sweep, small sizes included, so it understates the large-message bandwidth a training step
-    sees: prefer :func:`peak_busbw_gbs` or the busbw at the step's message size.
-    """
-    found = None
-    for line in raw.splitlines():
-        match = _AVG_BUSBW.search(_PREFIX.sub("", line, count=1))
-        if match:
-            found = float(match.group(1))
-    return found
 
 
 def peak_busbw_gbs(rows: Iterable[NcclTestsRow], min_size_bytes: int = 0) -> float:
@@ -135,13 +54,94 @@ def peak_busbw_gbs(rows: Iterable[NcclTestsRow], min_size_bytes: int = 0) -> flo
     return max(candidates)
 
 
+def busbw_at_size_gbs(rows: Iterable[NcclTestsRow], size_bytes: float) -> float:
+    """Returns the busbw (GB/s) an nccl-tests run measured at ``size_bytes``, interpolated between its sizes.
+
+    nccl-tests sweeps sizes geometrically (``-f 2``: each twice the last), so the busbw between two measured
+    sizes is interpolated linearly in log2(size). Below the smallest size the smallest size's figure stands
+    (the run says nothing smaller), above the largest the largest's (busbw levels off once the links are
+    saturated, doc/PERFORMANCE.md). Rows of size 0 (all_gather of an empty buffer) carry no bandwidth.
+    """
+    require_positive("size_bytes", size_bytes)
+    measured = sorted((r.size_bytes, r.busbw_gbs) for r in rows if r.size_bytes > 0)
+    if not measured:
+        raise InconsistentInput("the nccl-tests run has no row of a non-zero size")
+    if size_bytes <= measured[0][0]:
+        return measured[0][1]
+    for (low, low_busbw), (high, high_busbw) in zip(measured, measured[1:], strict=False):
+        if low <= size_bytes <= high:
+            if high == low:
+                return max(low_busbw, high_busbw)
+            share = (math.log2(size_bytes) - math.log2(low)) / (math.log2(high) - math.log2(low))
+            return low_busbw + share * (high_busbw - low_busbw)
+    return measured[-1][1]
+
+
+@dataclass(frozen=True)
+class GradientBuckets:
+    """What sets the size of one gradient collective a framework issues: the framework and the gradients."""
+
+    framework: str  # one of comm_buffers.FRAMEWORKS
+    gradient_bytes: float  # one model-parallel shard's full gradient buffer (StepCommunication.gradient_bytes)
+    working_bytes_per_param: float  # bytes of one gradient element (bf16/fp16: 2)
+    data_parallel_ranks: int
+    model_shape: ModelShape | None = None  # sizes FSDP's wrapped unit (a decoder layer); None: unknown
+    tensor_parallel: int = 1  # the unit is split over the tensor-parallel ranks
+
+
+@dataclass(frozen=True)
+class GradientMessage:
+    """The message size at which a job's gradient collectives run, and what sets it, in words."""
+
+    size_bytes: float
+    set_by: str
+
+
+def gradient_message(buckets: GradientBuckets) -> GradientMessage:
+    """Returns the size of one gradient collective: the framework's bucket, at most the whole gradient buffer.
+
+    PyTorch DDP all-reduces buckets of ``bucket_cap_mb`` 25 MiB; DeepSpeed ZeRO reduces buckets of
+    ``reduce_bucket_size`` 5e8 elements (deepspeed/runtime/zero/config.py); Megatron-LM buckets of
+    max(4e7, 1e6 × DP) parameters; PyTorch FSDP gathers and reduce-scatters one wrapped unit at a time, under
+    ``transformer_auto_wrap_policy`` one decoder layer (:func:`rules.estimates.parameters.decoder_layer_parameters`,
+    split over the tensor-parallel ranks), the unit that carries all the gradients but the root's embeddings.
+    Without the architecture, FSDP's message is taken as the whole buffer, which overstates the busbw a layer
+    reaches.
+    """
+    require_choice("framework", buckets.framework, FRAMEWORKS)
+    require_positive("gradient_bytes", buckets.gradient_bytes)
+    require_positive("working_bytes_per_param", buckets.working_bytes_per_param)
+    require_positive_int("data_parallel_ranks", buckets.data_parallel_ranks)
+    element = buckets.working_bytes_per_param
+    if buckets.framework == "pytorch-ddp":
+        bucket, words = PYTORCH_DDP_BUCKET_BYTES, "PyTorch DDP bucket_cap_mb 25"
+    elif buckets.framework == "deepspeed-zero":
+        bucket, words = DEEPSPEED_REDUCE_BUCKET_ELEMENTS * element, "DeepSpeed reduce_bucket_size 5e8 elements"
+    elif buckets.framework == "megatron-core":
+        parameters = max(MEGATRON_MIN_BUCKET_PARAMETERS,
+                         MEGATRON_BUCKET_PARAMETERS_PER_DP_RANK * buckets.data_parallel_ranks)
+        bucket, words = parameters * element, f"Megatron-LM bucket of {parameters:,} parameters"
+    elif buckets.model_shape is not None:
+        require_positive_int("tensor_parallel", buckets.tensor_parallel)
+        unit = decoder_layer_parameters(buckets.model_shape) / buckets.tensor_parallel
+        bucket, words = unit * element, f"PyTorch FSDP unit of one decoder layer, {unit:,.0f} parameters"
+    else:
+        return GradientMessage(buckets.gradient_bytes,
+                               "the whole gradient buffer: the FSDP unit is unknown without the architecture")
+    if bucket >= buckets.gradient_bytes:
+        return GradientMessage(buckets.gradient_bytes, f"the whole gradient buffer, smaller than the {words}")
+    return GradientMessage(bucket, words)
+
+
 @dataclass(frozen=True)
 class NcclTestsRun:
-    """One recorded nccl-tests run: how many nodes it spanned and its raw text output."""
+    """One recorded nccl-tests run: where the submission holds it, how many nodes it spanned, its table."""
 
     name: str  # how notes refer to the run (its place in the submission)
     nodes: int
-    raw: str
+    rows: tuple[NcclTestsRow, ...]
+    collective: str | None = None  # all_reduce, all_gather, ... as the output or the submission names it
+    avg_busbw_gbs: float | None = None  # the run's "# Avg bus bandwidth" line
 
 
 @dataclass(frozen=True)
@@ -152,27 +152,36 @@ class MeasuredBusbw:
     cluster_nodes: int | None  # nodes of the multi-node run nearest the job's size; None without one
     cluster_busbw_gbs: float | None
     notes: tuple[str, ...]  # runs not used, and why
+    message: GradientMessage | None = None  # the size the figures were read at; None: each run's peak
+    node_run: NcclTestsRun | None = None
+    cluster_run: NcclTestsRun | None = None
+
+    @property
+    def measured(self) -> bool:
+        """Returns whether any run was used."""
+        return self.node_run is not None or self.cluster_run is not None
 
 
-def measured_busbw(runs: Iterable[NcclTestsRun], job_nodes: int) -> MeasuredBusbw:
+NOT_MEASURED: Final = MeasuredBusbw(None, None, None, ())
+
+
+def measured_busbw(runs: Iterable[NcclTestsRun], job_nodes: int,
+                   message: GradientMessage | None = None) -> MeasuredBusbw:
     """Returns the measured intra-node busbw and the (nodes, busbw) of the multi-node run nearest ``job_nodes``.
 
-    Each run's figure is its peak busbw over message sizes (nccl-tests doc/PERFORMANCE.md: the large-size
-    busbw is the one to compare with hardware); several single-node runs keep the lowest; among multi-node
-    runs the one nearest the job's node count wins, the lower busbw on a tie. A run whose output holds no
-    result table is noted and not used.
+    Each run's figure is its busbw at ``message`` (:func:`busbw_at_size_gbs`, the size the job's gradient
+    collectives run at, :func:`gradient_message`), else its peak over sizes (nccl-tests doc/PERFORMANCE.md: the
+    large-size busbw is the one to compare with hardware); several single-node runs keep the lowest; among
+    multi-node runs the one nearest the job's node count wins, the lower busbw on a tie.
     """
-    node: float | None = None
-    widest: tuple[int, float] | None = None
-    notes: list[str] = []
+    node: tuple[float, NcclTestsRun] | None = None
+    widest: tuple[int, float, NcclTestsRun] | None = None
     for run in runs:
-        try:
-            busbw = peak_busbw_gbs(parse_nccl_tests_output(run.raw))
-        except InconsistentInput as error:
-            notes.append(f"{run.name} not used: {error}")
-            continue
+        busbw = busbw_at_size_gbs(run.rows, message.size_bytes) if message else peak_busbw_gbs(run.rows)
         if run.nodes == 1:
-            node = busbw if node is None else min(node, busbw)
+            if node is None or busbw < node[0]:
+                node = (busbw, run)
         elif widest is None or (abs(run.nodes - job_nodes), busbw) < (abs(widest[0] - job_nodes), widest[1]):
-            widest = (run.nodes, busbw)
-    return MeasuredBusbw(node, widest[0] if widest else None, widest[1] if widest else None, tuple(notes))
+            widest = (run.nodes, busbw, run)
+    return MeasuredBusbw(node[0] if node else None, widest[0] if widest else None, widest[1] if widest else None,
+                         (), message, node[1] if node else None, widest[2] if widest else None)

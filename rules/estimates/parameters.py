@@ -2,7 +2,8 @@
 
 Pure functions of a :class:`rules.estimates.shapes.ModelShape`. Sources (cited again where used):
 - Hugging Face Transformers ``models/llama/modeling_llama.py`` (the decoder layer's modules) and the model
-  cards' parameter counts (Llama-2-7B 6,738,415,616; Meta-Llama-3-8B 8,030,261,248).
+  cards' parameter counts (Llama-2-7B 6,738,415,616; Llama-2-13B 13,015,864,320; Meta-Llama-3-8B
+  8,030,261,248; Meta-Llama-3-70B 70,553,706,496).
 - DeepSpeed ``deepspeed/runtime/zero/stage3.py`` (estimate_zero3_model_states_mem_needs_all_live).
 - PyTorch FSDP ``transformer_auto_wrap_policy``.
 - Megatron-LM ``megatron/training/theoretical_memory_usage.py`` (compute_weight_and_optimizer_memory).
@@ -16,6 +17,8 @@ from rules.estimates._args import (
     require_at_most,
     require_bool,
     require_choice,
+    require_non_negative,
+    require_positive,
     require_positive_int,
     require_positive_ints,
 )
@@ -68,7 +71,8 @@ def transformer_parameters(shape: ModelShape) -> int:
     optional linear biases. Plus a final norm and the embedding, counted once if tied to the output
     layer and twice if untied. Learned position embeddings are not counted (rotary models have none).
     head_dim defaults to hidden // heads. Reproduces the HF model cards' configs: Llama-2-7B
-    6,738,415,616 and Meta-Llama-3-8B 8,030,261,248.
+    6,738,415,616, Llama-2-13B 13,015,864,320, Meta-Llama-3-8B 8,030,261,248 and Meta-Llama-3-70B
+    70,553,706,496.
     """
     require_positive_int("layers", shape.layers)
     head_dim = _checked_head_dim(shape)
@@ -76,6 +80,24 @@ def transformer_parameters(shape: ModelShape) -> int:
     per_layer = sum(modules.values()) + 2 * norm_params
     embeddings = shape.vocab * shape.hidden * (1 if shape.tied_embeddings else 2)
     return shape.layers * per_layer + norm_params + embeddings
+
+
+def parameter_mismatch_fraction(stated: float, from_architecture: float) -> float:
+    """Returns how far a stated parameter count lies from the architecture's: |stated − counted| / counted.
+
+    Relative to the count of :func:`transformer_parameters`, so that "7B" for Llama-2-7B's 6,738,415,616 is
+    3.9 % apart and 7e9 for Llama-2-13B's 13,015,864,320 is 46.2 % apart.
+    """
+    require_non_negative("stated parameters", stated)
+    require_positive("parameters from the architecture", from_architecture)
+    return abs(stated - from_architecture) / from_architecture
+
+
+def decoder_layer_parameters(shape: ModelShape) -> int:
+    """Return the parameters of one decoder layer: attention, MLP and its two norms (:func:`transformer_parameters`'s
+    per-layer count; Meta-Llama-3-8B: 218,112,000)."""
+    modules, norm_params = _layer_parts(shape, _checked_head_dim(shape))
+    return sum(modules.values()) + 2 * norm_params
 
 
 def largest_layer_parameters(shape: ModelShape, unit: str = "module") -> int:

@@ -186,3 +186,52 @@ def rack_power(
         shortfall_kw=max(0.0, draw - limit),
         utilisation=draw / limit,
     )
+
+
+# The figures of a node's power readings that may stand for its sustained draw (policy power.sustained_statistic).
+SUSTAINED_STATISTICS: tuple[str, ...] = ("p95", "mean")
+
+
+@dataclass(frozen=True)
+class NodeReadings:
+    """One node's power readings over a run, as parsers.csv_series summarises them."""
+
+    name: str
+    samples: int
+    mean_w: float
+    p95_w: float  # nearest-rank 95th percentile
+    window_s: float | None  # first to last timestamp; None without timestamps
+
+
+@dataclass(frozen=True)
+class SustainedDraw:
+    """The sustained draw per node a set of readings gives: the highest node's statistic."""
+
+    w_per_node: float
+    node: str
+    statistic: str
+    samples: int
+    window_s: float | None
+
+
+def sustained_draw(nodes: Iterable[NodeReadings], statistic: str) -> SustainedDraw:
+    """Returns the sustained draw per node: the highest node's ``statistic`` (p95 or mean) of its readings.
+
+    The highest node stands for every node of the group, so that a rack holding that node's twins is sized for
+    it. p95 is the level the draw stays at or below in 95% of the samples; the mean is the energy average
+    (policy power.sustained_statistic says which and why).
+    """
+    require_choice("statistic", statistic, SUSTAINED_STATISTICS)
+    best: NodeReadings | None = None
+    for node in nodes:
+        require_positive("mean_w", node.mean_w)
+        require_positive("p95_w", node.p95_w)
+        if best is None or _figure(node, statistic) > _figure(best, statistic):
+            best = node
+    if best is None:
+        raise InconsistentInput("no node's power readings to take a sustained draw from")
+    return SustainedDraw(_figure(best, statistic), best.name, statistic, best.samples, best.window_s)
+
+
+def _figure(node: NodeReadings, statistic: str) -> float:
+    return node.p95_w if statistic == "p95" else node.mean_w

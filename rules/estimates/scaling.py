@@ -10,7 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rules.errors import InconsistentInput
-from rules.estimates._args import require_non_negative, require_positive, require_positive_int, require_unit_interval
+from rules.estimates._args import (
+    require_fraction,
+    require_non_negative,
+    require_positive,
+    require_positive_int,
+    require_unit_interval,
+)
 from rules.estimates.batch import tokens_per_step
 from rules.estimates.communication import StepCommunication, communication_time_s
 from rules.estimates.compute import tokens_time_s
@@ -122,3 +128,20 @@ def measured_scaling(points: list[tuple[int, float]]) -> tuple[list[ScalingPoint
         return measured_scaling_efficiency(points), ""
     except InconsistentInput as error:
         return None, f"measurements.scaling not used: {error}"
+
+
+def extrapolated_efficiency(at_quoted: float, at_measured: float) -> float:
+    """Returns the efficiency that carries a per-GPU rate measured at one scale to another: E(quoted) / E(measured).
+
+    Both efficiencies are relative to the same communication-free per-GPU rate r₀ (the weak-scaling efficiency
+    of :func:`scaling_efficiency`, or :func:`measured_scaling_efficiency` against one base), so a rate measured
+    at m GPUs is r_m = r₀·E(m) and at n GPUs r_n = r₀·E(n) = r_m·E(n)/E(m): the measured rate already carries
+    the communication of its own scale, which the ratio replaces by that of the quoted scale rather than adding
+    the quoted scale's on top. Above 1 when the rate was measured on more GPUs than quoted (less communication
+    at the smaller scale); exactly 1 at the same scale. Source: the weak-scaling efficiency, per-GPU throughput
+    at n over that of the base (Narayanan et al. 2021, arXiv 2104.04473, §5.1), and the identity above.
+    """
+    require_fraction("at_quoted", at_quoted)
+    require_fraction("at_measured", at_measured)
+    return at_quoted / at_measured
+

@@ -3,6 +3,8 @@
 Step 3 of the capacity-planning guide ("GPU Capacity Planning for AI Training & Serving"): training time =
 tokens / (tokens/s per GPU × GPUs), and the GPUs needed = max(memory requirement, throughput target);
 failures and restarts stretch the failure-free time by 1 / goodput (Daly 2006, rules/estimates/reliability.py).
+On a shared cluster the wait in its queue comes first (rules/estimates/queue.py): days to result = queue wait +
+run days, and the GPUs the window needs are those that fit the run into what the wait leaves of the window.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from rules.estimates._args import require_positive
 from rules.estimates.compute import gpus_needed, throughput_min_gpus, tokens_time_s
 from rules.estimates.layout import Layout
+from rules.estimates.queue import SharedCluster, queue_wait_days, run_window_days
 from rules.estimates.ratios import fraction_of
 from rules.estimates.reliability import expected_wall_days
 from rules.units import SECONDS_PER_DAY
@@ -37,15 +40,18 @@ class Schedule:
     tokens: float
     compute_s: float  # no failures, no checkpoints: tokens / (tokens/s per GPU × GPUs × scaling efficiency)
     compute_days: float  # the same in days
-    days: float  # expected: compute days / goodput (NEVER_DAYS at goodput 0)
+    days: float  # expected days to result: queue wait + run days (NEVER_DAYS at goodput 0)
     window_days: float
     window_fraction: float  # days / window
     gpus: int
     gpus_per_node: int
     memory_min_gpus: int | None
-    throughput_min_gpus: int | None  # None at goodput 0
+    throughput_min_gpus: int | None  # None at goodput 0, or when the queue wait fills the window
     gpus_needed: int | None  # None when no GPU count fits memory (``gpus_needed_reason`` says why)
     gpus_needed_reason: str | None
+    run_days: float  # expected days of the run itself: compute days / goodput (NEVER_DAYS at goodput 0)
+    queue_wait_days: float  # expected wait in a shared cluster's queue before the run starts
+    run_window_days: float  # what the window leaves to the run once the wait is taken out (≤ 0: none)
 
     @property
     def nodes_needed(self) -> int | None:
@@ -66,7 +72,7 @@ def run_tokens(dataset_tokens: float, epochs: float) -> float:
 
 
 def run_schedule(tokens: float, window_days: float, rate: RunRate, layout: Layout, memory_min_gpus: int | None,
-                 no_fit_reason: str | None) -> Schedule:
+                 no_fit_reason: str | None, cluster: SharedCluster | None = None) -> Schedule:
     """Returns the run's compute days, expected days and the GPU count its window needs.
 
     Compute days: :func:`rules.estimates.compute.tokens_time_s` with the scaling efficiency; expected days:
@@ -74,15 +80,21 @@ def run_schedule(tokens: float, window_days: float, rate: RunRate, layout: Layou
     :func:`rules.estimates.compute.gpus_needed` of the memory need (``memory_min_gpus``, 1 when unknown) and
     the throughput need (:func:`rules.estimates.compute.throughput_min_gpus` at the quoted rate, efficiency
     and goodput), in whole nodes and model replicas; None with ``no_fit_reason`` when no GPU count fits one
-    step in memory, so that no count is advised that could not run.
+    step in memory, so that no count is advised that could not run. ``cluster``, when the cluster is shared,
+    adds the queue wait (:func:`rules.estimates.queue.queue_wait_days`) to the days, and the throughput need
+    fits the run into the days the wait leaves (:func:`rules.estimates.queue.run_window_days`; none when the
+    wait alone fills the window).
     """
     compute_s = tokens_time_s(tokens, rate.tokens_per_s_per_gpu, layout.gpus, rate.scaling_efficiency)
     compute_days = compute_s / SECONDS_PER_DAY
-    days = min(expected_wall_days(compute_days, rate.goodput), NEVER_DAYS)
+    run_days = min(expected_wall_days(compute_days, rate.goodput), NEVER_DAYS)
+    wait_days = queue_wait_days(cluster, run_days)
+    days = min(run_days + wait_days, NEVER_DAYS)
+    run_window = run_window_days(cluster, window_days)
     throughput_need = None
-    if rate.goodput > 0:
+    if rate.goodput > 0 and run_window > 0:
         throughput_need = throughput_min_gpus(
-            window_days * SECONDS_PER_DAY, tokens=tokens, tokens_per_s_per_gpu=rate.tokens_per_s_per_gpu,
+            run_window * SECONDS_PER_DAY, tokens=tokens, tokens_per_s_per_gpu=rate.tokens_per_s_per_gpu,
             scaling_efficiency=rate.scaling_efficiency, goodput=rate.goodput)
     needed = None
     if not no_fit_reason:
@@ -90,4 +102,5 @@ def run_schedule(tokens: float, window_days: float, rate: RunRate, layout: Layou
     return Schedule(tokens=tokens, compute_s=compute_s, compute_days=compute_days, days=days,
                     window_days=window_days, window_fraction=fraction_of(days, window_days), gpus=layout.gpus,
                     gpus_per_node=layout.gpus_per_node, memory_min_gpus=memory_min_gpus,
-                    throughput_min_gpus=throughput_need, gpus_needed=needed, gpus_needed_reason=no_fit_reason)
+                    throughput_min_gpus=throughput_need, gpus_needed=needed, gpus_needed_reason=no_fit_reason,
+                    run_days=run_days, queue_wait_days=wait_days, run_window_days=run_window)

@@ -79,14 +79,22 @@ def pcie_path(gpu_numa_node: int, gpu_pcie_switch: str | None, nic_numa_node: in
     return "NODE"
 
 
-def crosses_cpu(path: str) -> bool:
-    """Return True when a GPU–NIC path is farther than PXB (PHB, NODE, SYS): traffic crosses the CPU.
+def crosses_cpu(path: str, farthest: str = GPUDIRECT_RDMA_FARTHEST) -> bool:
+    """Return True when a GPU–NIC path is farther than ``farthest`` (by default PXB: PHB, NODE and SYS cross the CPU).
 
     Source: NCCL src/graph/paths.cc ``ncclTopoCheckGdr`` disables GPUDirect RDMA beyond PATH_PXB by
-    default, so such a GPU's inter-node traffic is bounced through host memory.
+    default, so such a GPU's inter-node traffic is bounced through host memory; ``NCCL_NET_GDR_LEVEL``
+    moves the limit, and ``farthest`` follows it (policy topology.gdr_farthest_path).
     """
     require_choice("path", path, PCIE_PATHS)
-    return PCIE_PATHS.index(path) > PCIE_PATHS.index(GPUDIRECT_RDMA_FARTHEST)
+    require_choice("farthest", farthest, PCIE_PATHS)
+    return PCIE_PATHS.index(path) > PCIE_PATHS.index(farthest)
+
+
+def accepted_paths(farthest: str = GPUDIRECT_RDMA_FARTHEST) -> tuple[str, ...]:
+    """Returns the GPU–NIC paths no farther than ``farthest``, nearest first (PXB → PIX, PXB)."""
+    require_choice("farthest", farthest, PCIE_PATHS)
+    return PCIE_PATHS[:PCIE_PATHS.index(farthest) + 1]
 
 
 def cpu_cores(sockets: int, cores_per_socket: int) -> int:
@@ -124,9 +132,10 @@ class NicPlacement:
     unmapped_gpus: int  # GPUs of the node without a located NIC (0 when no layout is stated)
 
 
-def nic_placement(entries: list[GpuNicEntry], gpus_per_node: int) -> NicPlacement:
-    """Returns each entry's path (:func:`pcie_path`), the pairs that cross the CPU (:func:`crosses_cpu`), and
-    how many of the node's GPUs the stated layout leaves without a located compute NIC.
+def nic_placement(entries: list[GpuNicEntry], gpus_per_node: int,
+                  farthest: str = GPUDIRECT_RDMA_FARTHEST) -> NicPlacement:
+    """Returns each entry's path (:func:`pcie_path`), the pairs farther than ``farthest`` (:func:`crosses_cpu`),
+    and how many of the node's GPUs the stated layout leaves without a located compute NIC.
     """
     links, cross_cpu, located = [], [], 0
     for entry in entries:
@@ -134,7 +143,7 @@ def nic_placement(entries: list[GpuNicEntry], gpus_per_node: int) -> NicPlacemen
         if entry.located:
             link = pcie_path(entry.numa_node, entry.pcie_switch, entry.nic_numa_node, entry.nic_pcie_switch)
             located += 1
-            if crosses_cpu(link):
+            if crosses_cpu(link, farthest):
                 cross_cpu.append(f"GPU{entry.gpu}→{entry.nic} {link}")
         links.append(link)
     unmapped = max(0, gpus_per_node - located) if entries else 0

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from flask import Flask, request
 
-from service.api import comparisons, contract, keys, meta, records, reviews, searches, submissions, tasks
+from service.api import (
+    addenda,
+    comparisons,
+    contract,
+    exports,
+    keys,
+    meta,
+    records,
+    reviews,
+    searches,
+    submissions,
+    tasks,
+)
+from service.api import webhooks as webhook_api
 from service.errors import NotFound
 
 
@@ -18,6 +31,6 @@ def refuse_nul_in_path() -> None:
 def init_app(app: Flask) -> None:
     """Registers every blueprint of the API."""
     app.before_request(refuse_nul_in_path)
-    for blueprint in (submissions.bp, reviews.bp, records.bp, comparisons.bp, searches.bp, tasks.bp, keys.bp,
-                      contract.bp, meta.bp):
+    for blueprint in (submissions.bp, reviews.bp, records.bp, addenda.bp, comparisons.bp, searches.bp, tasks.bp,
+                      keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp):
         app.register_blueprint(blueprint)

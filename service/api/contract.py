@@ -28,7 +28,7 @@ def list_schemas() -> Response:
            responses={200: ("The JSON Schema (draft 2020-12)", None)})
 @public
 def get_schema(name: str) -> Response:
-    """Read one public JSON Schema: submission, policy, record or catalogue."""
+    """Read one public JSON Schema: submission, policy, record, catalogue or addendum."""
     try:
         schema = schemas.load_schema(name)
     except KeyError:

@@ -159,12 +159,12 @@ def _pdf_response(pdf: bytes, record: Record, status: str, link: str) -> Respons
 
 @bp.post("/verify")
 @operation(tag="records",
-           request_content={"application/json": "SignedRecord", "application/vnd.dsse.envelope.v1+json": "DsseEnvelope",
-                            "application/pdf": "Pdf"},
+           request_content={"application/json": "SignedDocument",
+                            "application/vnd.dsse.envelope.v1+json": "DsseEnvelope", "application/pdf": "Pdf"},
            responses={200: ("The verification: `ok`, and the reasons when it is not valid", "Verification")})
 @public
 def verify_record() -> Response:
-    """Verify a signed record JSON, a DSSE verdict attestation or a record PDF against this service's keys.
+    """Verify a signed record or as-built addendum, a DSSE verdict attestation or a record PDF with this service's keys.
 
     The body is the document's bytes as they are (any Content-Type; at most MAX_CONTENT_LENGTH bytes). A
     document that can be read gets 200 whether it verifies or not: `ok` says which, `reasons` say why not

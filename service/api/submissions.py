@@ -18,7 +18,8 @@ from service.auth import current_actor, require
 from service.db import get_db
 from service.errors import IdempotencyKeyReused, InvalidRequest, NotFound, ParameterProblem
 from service.evaluation import evaluate_submission, required_approvers
-from service.http import expected_version, json_response, now
+from service.exports import tables
+from service.http import expected_version, json_response, negotiated_format, now, text_response
 from service.identifiers import body_digest
 from service.inputs import Body, Query, accepts
 from service.models import Submission
@@ -35,6 +36,10 @@ NEWEST_FIRST = (col(Submission.created_at).desc(), col(Submission.id))
 # Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
 MAX_PAGE = 1_000_000
 FILTERS = ("state", "verdict", "effective_verdict", "vendor")
+# A list is JSON, or CSV when `format=csv` or the Accept header asks for text/csv.
+LIST_FORMATS = {"json": "application/json", "csv": tables.CSV_MEDIA_TYPE}
+LIST_FORMAT = {"description": "json (default) or csv; without it the Accept header chooses (text/csv)",
+               "enum": list(LIST_FORMATS)}
 
 # The body of a submission or a revision: the contract schema, checked as the engine checks it.
 SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=partial(validate_submission, counted=True),
@@ -51,7 +56,9 @@ LIST_QUERY = Query({"type": "object", "properties": {
     "page": {"description": "page number, from 1", "type": "integer", "minimum": 1, "maximum": MAX_PAGE,
              "default": 1},
     "per_page": {"description": "items per page", "type": "integer", "minimum": 1},
+    "format": LIST_FORMAT,
 }}, configured={"per_page": {"maximum": "MAX_PAGE_SIZE", "default": "DEFAULT_PAGE_SIZE"}})
+AUDIT_QUERY = Query({"type": "object", "properties": {"format": LIST_FORMAT}})
 
 
 def _created(view: dict, status: int, **extra_headers: str) -> Response:
@@ -124,7 +131,8 @@ def create_submission(body: dict[str, Any]) -> Response:
 
 
 @bp.get("")
-@operation(tag="submissions", responses={200: ("A page of submissions, newest first", "SubmissionPage")})
+@operation(tag="submissions", responses={200: ("A page of submissions, newest first", "SubmissionPage")},
+           alternatives={200: {"text/csv": "Csv"}}, response_headers={200: ("Link",)})
 @require("read")
 @accepts(LIST_QUERY)
 def list_submissions(query: dict[str, Any]) -> Response:
@@ -158,6 +166,9 @@ def list_submissions(query: dict[str, Any]) -> Response:
         links["next"] = _page_url(query, page + 1)
     if page > 1:
         links["prev"] = _page_url(query, page - 1)
+    if negotiated_format(query["format"], LIST_FORMATS) == "csv":
+        link = ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items())
+        return text_response(tables.submissions_csv(items), LIST_FORMATS["csv"], {"Link": link})
     return json_response({"items": items, "page": page, "per_page": per_page, "total": total, "links": links})
 
 
@@ -183,7 +194,7 @@ def _by_effective_verdict(session: Session, conditions: list, effective: str, to
 
 
 def _page_url(query: dict[str, Any], page: int) -> str:
-    filters = {name: query[name] for name in FILTERS if query[name] is not None}
+    filters = {name: query[name] for name in (*FILTERS, "format") if query[name] is not None}
     return url_for("submissions.list_submissions", **filters, page=page, per_page=query["per_page"])
 
 
@@ -226,13 +237,20 @@ def create_revision(submission_id: str, body: dict[str, Any]) -> Response:
 
 
 @bp.get("/<submission_id>/audit")
-@operation(tag="submissions", errors=(404,), responses={200: ("The submission's events, oldest first", "AuditLog")})
+@operation(tag="submissions", errors=(404,), responses={200: ("The submission's events, oldest first", "AuditLog")},
+           alternatives={200: {"text/csv": "Csv"}})
 @require("read")
-def get_audit(submission_id: str) -> Response:
-    """Read the audit trail of a submission: every event with its hash and its predecessor's."""
+@accepts(AUDIT_QUERY)
+def get_audit(submission_id: str, query: dict[str, Any]) -> Response:
+    """Read the audit trail of a submission: every event with its hash and its predecessor's.
+
+    As CSV (`format=csv` or `Accept: text/csv`) one row per event, its `detail` as JSON text.
+    """
     with get_db().session() as session:
         if session.get(Submission, submission_id) is None:
             raise NotFound(f"there is no submission {submission_id!r}")
         ensure_visible(session, current_actor(), submission_id)
         events = [audit_event_view(e) for e in audit.events_of(session, submission_id)]
+    if negotiated_format(query["format"], LIST_FORMATS) == "csv":
+        return text_response(tables.audit_csv(events), LIST_FORMATS["csv"])
     return json_response({"submission_id": submission_id, "events": events})

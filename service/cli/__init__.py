@@ -17,12 +17,14 @@ from service.cli.common import EXIT_CODES
 COMMANDS = {
     "validate": "service.cli.evaluation:validate",
     "evaluate": "service.cli.evaluation:evaluate",
+    "parse": "service.cli.parse:parse",
     "search": "service.cli.search:search",
     "serve": "service.cli.server:serve",
     "db": "service.cli.server:db",
     "user": "service.cli.accounts:user",
     "token": "service.cli.accounts:token",
     "audit": "service.cli.audit:audit",
+    "webhook": "service.cli.webhooks:webhook",
     # signed records
     "verify": "service.record.cli:verify",
     "sign": "service.record.cli:sign",

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
-import string
 import sys
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
+from urllib.parse import quote
 
 import click
 
 from rules.best_layout import describe_layout, evaluate_with_layout_search
-from rules.checks import CHECKS
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 from rules.evaluate import evaluate as run_evaluation
 from rules.policy import load_policy
+from service import exports
 from service.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, fail_input
+from service.exports.model import Artifact, Export, headline
 
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "DATA?",
                "not-applicable": "n/a", "waived": "WAIVED"}
@@ -49,13 +51,15 @@ def validate(file: str) -> None:
 @click.command(epilog=EXIT_CODES)
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), help="policy JSON (default: bundled)")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", *exports.FORMATS]), default="table",
+              show_default=True, help="table; json: the record; sarif: SARIF 2.1.0; junit: JUnit XML; csv: one row "
+                                      "per check (docs/exports.md)")
 @click.option("--out", type=click.Path(dir_okay=False), help="also write the record JSON to this file")
 @click.option("--search/--no-search", "search", default=True, show_default=True,
               help="search the layouts of the quoted GPUs and evaluate the submission at the best one "
                    "(the record's layout_search; training workloads only)")
 def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, search: bool) -> None:
-    """Evaluate FILE and print one row per acceptance check (or the record as JSON).
+    """Evaluate FILE and print one row per acceptance check (or the record as JSON, SARIF, JUnit XML or CSV).
 
     With a training workload the record also holds the layout search of the quoted GPUs: the fastest layout
     that fits memory, how the submitted layout compares, and the layout-dependent checks at the best layout.
@@ -71,23 +75,25 @@ def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, sear
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text + "\n", encoding="utf-8")
-    click.echo(text if fmt == "json" else render_table(record))
+    if fmt in exports.FORMATS:
+        click.echo(exports.render(fmt, file_export(file, submission, record)), nl=False)
+    else:
+        click.echo(text if fmt == "json" else render_table(record))
     sys.exit(EXIT_FAILED if record["verdict"] == "fail" else EXIT_OK)
 
 
-def headline(check: dict[str, Any]) -> str:
-    """Returns the deciding figure of a check result for one table row."""
-    by_id = {c.id: c for c in CHECKS}
-    template = by_id[check["id"]].headline if check["id"] in by_id else ""
-    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    # A figure the check could not give (no GPU count fits memory: gpus_needed is null) is explained by the message.
-    if check["status"] in ("pass", "warn", "fail") and template and all(
-            check["evidence"].get(name) is not None for name in fields):
-        try:
-            return template.format(**check["evidence"])
-        except (KeyError, ValueError, IndexError):
-            pass
-    return check["message"]
+def file_uri(path: str) -> str:
+    """Returns the URI (reference) of a file as given: relative paths stay relative, absolute ones are file: URIs."""
+    pure = PurePath(path)
+    return Path(path).resolve().as_uri() if pure.is_absolute() else quote(pure.as_posix())
+
+
+def file_export(path: str, submission: dict[str, Any], record: dict[str, Any]) -> Export:
+    """Returns the export of the evaluation of the submission file ``path`` (read once more, for its positions)."""
+    raw = Path(path).read_bytes()
+    artifact = Artifact(uri=file_uri(path), document=submission, text=raw.decode("utf-8", errors="replace"),
+                        sha256=hashlib.sha256(raw).hexdigest(), description="the submission document evaluated")
+    return Export(record=record, checks=record["checks"], artifact=artifact)
 
 
 def render_table(record: dict[str, Any]) -> str:

@@ -20,7 +20,8 @@ Exit codes:
   2  unreadable input: the file cannot be read, is neither JSON nor PDF, or no trust root was given
 A record that is not approved (no approval decision, e.g. signed with `quotecheck sign` from
 `evaluate --out`) is reported first, "NOT APPROVED: ...", and the exit code still says whether its
-signature is valid."""
+signature is valid. An as-built addendum (signed in the same envelope) is reported first as
+"AS-BUILT ADDENDUM of record ...", naming the record it belongs to."""
 
 SIGN_EXIT_CODES = """\b
 Exit codes:
@@ -91,7 +92,7 @@ def _keys(instance_dir: str) -> Any:
               help="trust the signing key of this instance folder (its public key and certificate)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def verify(file: str, key_files: tuple[str, ...], instance_dir: str | None, fmt: str) -> None:
-    """Verify a signed record JSON, a DSSE verdict attestation, or a record PDF (PAdES + attached record)."""
+    """Verify a signed record JSON, an as-built addendum JSON, a DSSE verdict attestation, or a record PDF."""
     from service.record.verify import verify_document
 
     trusted = _trust(key_files, instance_dir)
@@ -110,9 +111,14 @@ def render_verification(file: str, result: Any) -> str:
     """Returns a verification as text: NOT APPROVED first when the record is no approval, VALID or INVALID,
     the reasons, then what held."""
     from service.record.canonical import not_approved_reason
+    from service.record.verification import addendum_of
 
     lines = []
-    if result.record is not None and (why := not_approved_reason(result.record)):
+    named = addendum_of(result.record)
+    if named is not None:
+        lines.append(f"AS-BUILT ADDENDUM of record {named['record_id']} ({named['digest']}): the service attaches "
+                     "addenda to approved records only; verify that record for its approval")
+    elif result.record is not None and (why := not_approved_reason(result.record)):
         lines.append(f"NOT APPROVED: {why}")
     lines.append(f"{'VALID' if result.ok else 'INVALID'}  {file} ({result.subject})")
     if not result.ok:
@@ -121,7 +127,10 @@ def render_verification(file: str, result: Any) -> str:
         prefix = "" if part is result else f"{part.subject}: "
         lines += [f"  ok {prefix}{finding}" for finding in part.findings]
     record = result.record or {}
-    if record:
+    if named is not None:
+        lines.append(f"  addendum {record.get('addendum_id', '(no id)')}, as-built verdict "
+                     f"{str(record.get('verdict')).upper()}, digest {result.record_digest}")
+    elif record:
         lines.append(f"  record {record.get('record_id', '(no id)')}, verdict {str(record.get('verdict')).upper()}, "
                      f"digest {result.record_digest}")
     return "\n".join(lines)

@@ -7,6 +7,21 @@ from typing import Any
 
 from service.record.canonical import is_approved
 
+ADDENDUM_KIND = "as-built"
+
+
+def is_addendum(document: Any) -> bool:
+    """Returns True for an as-built addendum (schemas/addendum.schema.json), which is signed like a record."""
+    return isinstance(document, dict) and document.get("kind") == ADDENDUM_KIND and "addendum_version" in document
+
+
+def addendum_of(document: Any) -> dict[str, Any] | None:
+    """Returns the record an as-built addendum names (``record_id``, ``digest``); None for any other document."""
+    named = document.get("record") if is_addendum(document) else None
+    if not isinstance(named, dict):
+        return None
+    return {"record_id": named.get("record_id"), "digest": named.get("digest")}
+
 
 @dataclass
 class Verification:
@@ -26,8 +41,9 @@ class Verification:
 
     @property
     def approved(self) -> bool | None:
-        """Returns whether the record found is an approved one (latest decision approve); None without a record."""
-        return None if self.record is None else is_approved(self.record)
+        """Returns whether the record found is an approved one (latest decision approve); None without a record
+        and for an as-built addendum, whose approval is the record's it names."""
+        return None if self.record is None or is_addendum(self.record) else is_approved(self.record)
 
     def fail(self, reason: str) -> None:
         self.reasons.append(reason)
@@ -49,6 +65,7 @@ class Verification:
 
         ``approved`` is False for a record whose latest decision is not an approval (e.g. an evaluation
         signed with ``quotecheck sign``), whatever ``ok`` says of its signature; None when no record was found.
+        ``addendum_of`` names the record an as-built addendum belongs to (None for anything else).
         """
         return {
             "ok": self.ok,
@@ -60,5 +77,6 @@ class Verification:
             "record_id": (self.record or {}).get("record_id"),
             "verdict": (self.record or {}).get("verdict"),
             "approved": self.approved,
+            "addendum_of": addendum_of(self.record),
             "parts": [part.as_dict() for part in self.parts],
         }

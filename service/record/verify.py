@@ -18,7 +18,7 @@ from service.record.envelope import verify_record
 from service.record.errors import UnreadableDocument
 from service.record.keys import TrustedKeys
 from service.record.render import ATTESTATION_ATTACHMENT, DRAFT_ATTACHMENT, RECORD_ATTACHMENT
-from service.record.verification import Verification
+from service.record.verification import Verification, is_addendum
 
 logger = logging.getLogger(__name__)
 
@@ -121,11 +121,16 @@ def verify_json(document: Any, trusted_keys: TrustedKeys) -> Verification:
     if isinstance(document, dict) and "payloadType" in document:
         result, _statement = verify_dsse(document, trusted_keys)
         return result
-    if isinstance(document, dict) and "record_version" in document and "signature" not in document:
-        result = Verification("record envelope", record=document, record_digest=_digest_quietly(document))
-        result.fail("this is an unsigned record (no signature envelope): there is nothing to verify it against")
+    if isinstance(document, dict) and "signature" not in document and (
+            "record_version" in document or is_addendum(document)):
+        what = "as-built addendum" if is_addendum(document) else "record"
+        result = Verification(f"{what} envelope", record=document, record_digest=_digest_quietly(document))
+        result.fail(f"this is an unsigned {what} (no signature envelope): there is nothing to verify it against")
         return result
-    return verify_record(document, trusted_keys)
+    result = verify_record(document, trusted_keys)
+    if is_addendum(result.record):
+        result.subject = "as-built addendum envelope"
+    return result
 
 
 def _name_tree_leaves(node: Any, depth: int = 0) -> list[tuple[str, Any]]:

@@ -26,7 +26,8 @@ def _stored(submitter: Caller, document: dict[str, Any]) -> str:
 
 
 def _quotes() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The 70B example on 4 nodes, the same on 8 nodes at twice the price, and on 2 nodes (the job runs on all)."""
+    """The 70B example on 4 nodes, the same on 8 nodes at twice the price, and on 2 nodes, where 16 H100s cannot
+    hold the 70B model's training state in any layout (the job runs on all GPUs of each)."""
     small = json.loads(EXAMPLE.read_text())
     small["workload"]["training"].pop("gpus", None)
     large, tiny = copy.deepcopy(small), copy.deepcopy(small)
@@ -62,12 +63,17 @@ def test_stored_quotes_are_ranked_by_days_at_their_best_layouts(as_role):
     rows = task["result"]["quotes"]
     assert [row["rank"] for row in rows] == [1, 2, 3]
     by_name = {row["name"]: row for row in rows}
-    for submission_id, document in zip(ids, (small, large, tiny), strict=True):
+    for submission_id, document in zip(ids[:2], (small, large), strict=True):
         row = by_name[submission_id]
         assert row["layout"] == "best" and row["best_layout"] == search_submission(document)["best"]
         assert row["days"] == _days_at_best(document)
-    ranked = [row["days_p50"] if row["days_p50"] is not None else row["days"] for row in rows]
+    ranked = [row["days_p50"] for row in rows[:2]]
     assert ranked == sorted(ranked)
+    # The quote where nothing fits is compared as submitted, has no days to rank by, and ranks last
+    tiny_row = by_name[ids[2]]
+    assert tiny_row["layout"] == "submitted" and tiny_row["best_layout"] is None
+    assert tiny_row["submitted_vs_best"] == "no layout of the quoted GPUs fits memory"
+    assert tiny_row["days"] is None and tiny_row["rank"] == 3 and "peak-memory" in tiny_row["failing_checks"]
     assert rows[0]["name"] == ids[1]  # twice the GPUs: fastest
     assert [row["vendor"] for row in rows] == ["Large Systems", "Small Systems", "Tiny Systems"]
 

@@ -156,3 +156,60 @@ def test_serving_example_is_valid_json_with_the_hf_config_of_llama3_8b() -> None
     values = {k: v["value"] if isinstance(v, dict) else v for k, v in architecture.items()}
     assert values == {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336,
                       "vocab": 128256, "tied_embeddings": False, "mlp": "swiglu"}
+
+
+# meta-llama/Llama-2-70b-hf config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads (GQA), vocab 32,000.
+LLAMA2_70B = {"name": "Llama-2-70B", "parameters": 70e9,
+              "architecture": {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672,
+                               "vocab": 32000, "tied_embeddings": False, "mlp": "swiglu"}}
+
+
+def _measured(points: list[dict[str, Any]], **inference: Any) -> dict[str, Any]:
+    submission = _serving({"server_model": "DGX-H100"}, model=LLAMA2_70B, weight_precision="bf16",
+                          tensor_parallel=8, context_tokens=4096,
+                          **{**TRAFFIC, "prompt_tokens": 2048, "output_tokens": 256, **inference})
+    submission["measurements"] = {"serving_latency": points}
+    return submission
+
+
+def test_tpot_2_1_ms_at_batch_64_fails_below_the_6_8_ms_floor_of_llama2_70b_on_8_h100() -> None:
+    # Given a claimed p95 TPOT of 2.1 ms at batch 64 for Llama-2-70B bf16 at tp 8 on a DGX H100,
+    record = evaluate(_measured([{"batch": 64, "ttft_ms": 400, "tpot_ms": 2.1}]))
+    result = _check(record, "inference-capacity")
+    # then each step must read 140 GB / 8 = 17.5 GB of weights and 64 × 2,048 × 40,960 B = 5.37 GB of KV cache per
+    # GPU at the datasheet's 3.35 TB/s: 22.87 GB / 3.35e12 = 6.83 ms, so the claim fails as beyond physics.
+    assert (result["status"], result["rule"]) == ("fail", "latency-beyond-floor")
+    assert result["evidence"]["latency_floor_ms"] == pytest.approx((17.5e9 + 64 * 2048 * 40_960) / 3.35e12 * 1e3)
+    assert "measured p95 TPOT 2.1 ms at batch 64" in result["message"]
+    assert "below the 6.83 ms that the H100-SXM5-80GB's 3.35 TB/s needs just to read each GPU's 17.5 GB" \
+        in result["message"]
+
+
+def test_measured_points_at_the_planned_replica_size_the_plan_beside_the_roofline() -> None:
+    points = [{"batch": 16, "ttft_ms": 300, "tpot_ms": 13}, {"batch": 48, "ttft_ms": 700, "tpot_ms": 21},
+              {"batch": 96, "ttft_ms": 2600, "tpot_ms": 30}]
+    result = _check(evaluate(_measured(points)), "inference-capacity")
+    evidence = result["evidence"]
+
+    assert (result["basis"], evidence["latency_from"], evidence["measured_batch"]) == ("measured", "measured", 48)
+    assert evidence["rps_per_replica"] == pytest.approx(48 / (0.7 + 256 * 0.021))
+    assert (evidence["ttft_ms"], evidence["tpot_ms"]) == (700, 21)
+    assert evidence["modelled_ttft_ms"] > 0 and evidence["modelled_tpot_ms"] > 0
+    assert "the next measured batch, 96, misses the TTFT SLO" in result["message"]
+
+
+def test_measured_points_of_another_replica_are_judged_against_their_floor_but_do_not_size_the_plan() -> None:
+    result = _check(evaluate(_measured([{"batch": 16, "ttft_ms": 300, "tpot_ms": 20, "tensor_parallel": 4}])),
+                    "inference-capacity")
+
+    assert (result["basis"], result["evidence"]["latency_from"]) == ("estimated", "modelled")
+    assert "no measured point is at the replica's tp 8" in result["message"]
+    # At tp 4 each GPU reads 35 GB of weights and 16 × 2,048 × 81,920 B of KV cache: 12.0 ms, below the 20 ms.
+    assert result["evidence"]["latency_floor_ms"] == pytest.approx((35e9 + 16 * 2048 * 81_920) / 3.35e12 * 1e3)
+
+
+def test_without_measurements_the_plan_says_its_latencies_are_modelled() -> None:
+    result = _check(evaluate(parse_submission(EXAMPLE.read_bytes(), origin=str(EXAMPLE))), "inference-capacity")
+
+    assert (result["basis"], result["evidence"]["latency_from"]) == ("estimated", "modelled")
+    assert "measured_to_floor_ratio" not in result["evidence"]

@@ -65,10 +65,27 @@ def serving_submissions(draw: st.DrawFn) -> dict[str, Any]:
     inference = {"model": {k: v for k, v in model.items() if k not in omitted},
                  **{k: v for k, v in fields.items() if k not in omitted},
                  "slo": {k: v for k, v in slo.items() if k not in omitted}}
-    return {"schema_version": "1",
-            "quote": {"vendor": "Property", "quote_id": "P-1",
-                      "node_groups": [{"name": "serve", "count": draw(st.integers(1, 64)), "gpu": gpu}]},
-            "workload": {"inference": inference}}
+    submission = {"schema_version": "1",
+                  "quote": {"vendor": "Property", "quote_id": "P-1",
+                            "node_groups": [{"name": "serve", "count": draw(st.integers(1, 64)), "gpu": gpu}]},
+                  "workload": {"inference": inference}}
+    points = draw(st.lists(measured_points(), max_size=4))
+    if points:
+        submission["measurements"] = {"serving_latency": points}
+    return submission
+
+
+@st.composite
+def measured_points(draw: st.DrawFn) -> dict[str, Any]:
+    """A measured load point (measurements.serving_latency), its optional members drawn or left out."""
+    point: dict[str, Any] = {"batch": draw(st.integers(1, 1024)), "ttft_ms": 10 ** draw(st.floats(-2, 5)),
+                             "tpot_ms": 10 ** draw(st.floats(-2, 4))}
+    optional = {"prompt_tokens": st.integers(1, 32768), "context_tokens": st.integers(1, 1_048_576),
+                "tensor_parallel": st.sampled_from([1, 2, 4, 8, 16])}
+    for name, values in optional.items():
+        if draw(st.booleans()):
+            point[name] = draw(values)
+    return point
 
 
 def _numbers(value: Any) -> list[float]:

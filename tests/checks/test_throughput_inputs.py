@@ -52,6 +52,69 @@ def test_a_rate_measured_at_the_quoted_scale_is_not_reduced_again() -> None:
     assert unscaled["evidence"]["compute_days"] == pytest.approx(at_scale["evidence"]["compute_days"] / modelled)
 
 
+def _at_scale(gpus: int, global_batch: int) -> dict[str, Any]:
+    """Returns the L40S job with 2,000 tokens/s per GPU run on ``gpus`` GPUs of the same quote."""
+    submission = with_throughput(L40S_FSDP, tokens_per_s_per_gpu=2000)
+    submission["workload"]["training"].update(gpus=gpus, global_batch=global_batch)
+    return submission
+
+
+def _modelled_efficiency(gpus: int, global_batch: int) -> float:
+    result = check(_at_scale(gpus, global_batch), "interconnect-scaling")
+    assert result["basis"] == "estimated"
+    return result["evidence"]["efficiency"]
+
+
+@pytest.mark.parametrize(("measured_at", "global_batch"), [
+    (16, 256),  # half the quoted 32 GPUs (4 nodes of 8), on 2 nodes
+    (8, 128),  # one node: the measured rate carries no cross-node communication
+    (64, 1024),  # twice the quoted count, on 8 nodes: the ratio exceeds 1
+])
+def test_a_rate_measured_at_another_scale_is_carried_by_the_ratio_of_modelled_efficiencies(
+        measured_at: int, global_batch: int) -> None:
+    # Given the modelled efficiency of the quoted job (32 GPUs, 16 sequences per rank) and of the same job on
+    # measured_at GPUs, each rank keeping its 16 sequences (global batch 16 × data-parallel ranks),
+    at_quoted = _modelled_efficiency(32, 512)
+    at_measured = _modelled_efficiency(measured_at, global_batch)
+    # when the 2,000 tokens/s per GPU is stated as measured at that count,
+    measured = with_throughput(L40S_FSDP, tokens_per_s_per_gpu=2000, measured_at_gpus=measured_at)
+    result = check(measured, "time-to-result")
+    unscaled = check(with_throughput(L40S_FSDP, tokens_per_s_per_gpu=2000), "time-to-result")
+    # then the schedule applies E(quoted) / E(measured), not E(quoted) on top of the measured scale's own.
+    evidence = result["evidence"]
+    assert evidence["efficiency"] == pytest.approx(at_quoted / at_measured, rel=1e-12)
+    assert evidence["efficiency_at_quoted_scale"] == pytest.approx(at_quoted, rel=1e-12)
+    assert evidence["efficiency_at_measured_scale"] == pytest.approx(at_measured, rel=1e-12)
+    assert evidence["efficiency_basis"] == f"modelled ratio from {measured_at} to 32 GPUs"
+    assert f"({evidence['efficiency_basis']})" in result["message"]
+    assert evidence["compute_days"] == pytest.approx(unscaled["evidence"]["compute_days"] * at_measured)
+    assert (evidence["efficiency"] > 1) == (measured_at > 32)
+    assert check(measured, "interconnect-scaling")["evidence"]["efficiency"] == pytest.approx(at_quoted)
+
+
+def test_measured_scaling_points_at_both_counts_decide_the_ratio() -> None:
+    # 16 GPUs at 36,000 tokens/s (2,250 per GPU) and 32 at 64,000 (2,000 per GPU): E(32) / E(16) = 2000 / 2250.
+    submission = with_throughput(L40S_FSDP, tokens_per_s_per_gpu=2250, measured_at_gpus=16)
+    points = [{"gpus": 16, "tokens_per_s": 36_000}, {"gpus": 32, "tokens_per_s": 64_000}]
+    submission["measurements"] = {"scaling": points}
+    evidence = check(submission, "time-to-result")["evidence"]
+    assert evidence["efficiency"] == pytest.approx(2000 / 2250)
+    assert evidence["efficiency_basis"] == "measured ratio from 16 to 32 GPUs (measurements.scaling)"
+    # Points that miss the measured count leave the model to decide, and the record says why.
+    submission["measurements"]["scaling"][0]["gpus"] = 8
+    assert check(submission, "time-to-result")["evidence"]["efficiency_basis"] == "modelled ratio from 16 to 32 GPUs"
+
+
+def test_a_rate_measured_on_fewer_gpus_than_one_model_replica_is_inconsistent() -> None:
+    # Tensor 2 × pipeline 2 makes 4-GPU replicas: a rate measured on 2 GPUs was not measured with this layout.
+    submission = with_throughput(L40S_FSDP, tokens_per_s_per_gpu=2000, measured_at_gpus=2)
+    submission["workload"]["training"]["parallelism"].update(tensor=2, pipeline=2)
+    result = check(submission, "time-to-result")
+    assert (result["status"], result["rule"]) == ("fail", "inconsistent")
+    assert "/workload/training/throughput/measured_at_gpus" in result["message"]
+    assert "2 GPUs are not a whole number of model replicas of tensor 2 × pipeline 2 × context 1" in result["message"]
+
+
 def test_hardware_tflops_per_gpu_is_read_with_recompute_counted() -> None:
     # 400 TFLOP/s of hardware FLOPs at 4.8024e10 FLOPs per token (selective recompute) is 8,329 tokens/s.
     hardware_flops_per_token = 6 * N + 16 * L * S * H

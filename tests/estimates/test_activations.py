@@ -217,3 +217,19 @@ def test_activations_and_logits_are_finite_and_non_negative(
     largest = largest_layer_parameters(replace(shape, tied_embeddings=True), unit="block")
     assert params > 0 and largest > 0
     assert gathered_parameters_bytes(largest) > 0
+
+
+def test_context_parallelism_divides_the_stored_activations_by_its_degree():
+    # Megatron-LM docs/source/api-guide/context_parallel.rst: CP "partitions the network inputs and all activations
+    # along sequence dimension" and "the activation memory footprint per GPU is also CP times smaller".
+    # A Llama-2-7B-shaped stage at s = 32,768, b = 1, t = 1, selective recompute + FlashAttention, no dropout:
+    # per layer 16sbh + 6sbf (Korthikanti Table 2 terms with SwiGLU) = 131,584 · s B, × 32 layers; token ids
+    # 8sb; logits 4sbh + 4sbV (§4.3): 137,975,824,384 + 262,144 + 4,731,174,912 = 142,707,261,440 B.
+    shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=11008, vocab=32000, mlp="swiglu", dropout=False)
+    saving = ActivationSaving(recompute="selective", flash_attention=True)
+    whole = activation_bytes_per_gpu(shape, BatchShape(sequence_length=32768, micro_batch=1), saving)
+
+    assert whole == 142_707_261_440
+    assert activation_bytes_per_gpu(shape, BatchShape(32768, 1), saving, context_parallel=4) == whole / 4
+    # Every term kept is linear in s, so it equals one rank holding s/c tokens (the layout search's reading).
+    assert activation_bytes_per_gpu(shape, BatchShape(8192, 1), saving) == whole / 4

@@ -9,6 +9,7 @@ from rules.estimates.batch import (
     batch_split,
     micro_batch_options,
     nearest_global_batches,
+    per_rank_global_batch,
     sequences_per_rank,
     tokens_per_step,
     valid_micro_batches,
@@ -104,3 +105,10 @@ def test_accumulation_steps_round_up_when_the_split_is_not_whole() -> None:
     assert accumulation(256, 1, 128).steps == 2
     uneven = accumulation(250, 2, 16)
     assert uneven.split.accumulation_steps == 7.8125 and not uneven.split.whole and uneven.steps == 8
+
+
+def test_the_per_rank_batch_kept_on_another_data_parallel_size():
+    # 512 sequences of micro-batch 1 on 32 ranks: 16 per rank; on 16 ranks the same work is 256 sequences.
+    assert per_rank_global_batch(accumulation(512, 1, 32), 16) == 256
+    # A split that is not whole runs ⌈500 / 48⌉ = 11 steps of micro-batch 2: 2 × 11 × 12 = 264 on 12 ranks.
+    assert per_rank_global_batch(accumulation(500, 2, 24), 12) == 264

@@ -113,3 +113,15 @@ def test_a_tensor_parallel_job_communicates_one_model_shard_per_data_parallel_gr
     assert step.gradient_bytes == pytest.approx(4.375e9)
     assert step.bus_bytes_per_gpu == pytest.approx(2 * 31 / 32 * 4.375e9)
     assert step_communication(model, layout, 4, "zero-paper", sharding="zero3").strategy == "zero3"
+
+
+def test_context_parallel_ranks_reduce_their_gradients_with_the_data_parallel_ranks():
+    # Megatron-LM reduces gradients over get_data_parallel_group(with_context_parallel=True): 7e9 parameters
+    # on 64 GPUs at cp 4 (DP 16) all-reduce 1.4e10 bf16 bytes over 16 × 4 = 64 ranks, 8 of them per node.
+    model = TrainedModel(7e9, 7e9, "bf16-mixed", "adamw")
+    layout = training_layout(64, 8, 8, context=4, sharding="ddp")
+
+    step = step_communication(model, layout, accumulation_steps=1, convention="zero-paper")
+
+    assert [(c.kind, c.ranks, c.scope) for c in step.collectives] == [("all-reduce", 64, "cluster")]
+    assert step.bus_bytes_per_gpu == pytest.approx(2 * 63 / 64 * 1.4e10)

@@ -179,9 +179,14 @@ def test_tokens_time_reproduces_narayanan_gpt3_34_days():
 
 def test_tokens_time_rejects_bad_inputs():
     with pytest.raises(ValueError, match="scaling_efficiency"):
-        tokens_time_s(1e9, 1000.0, 8, scaling_efficiency=1.5)
+        tokens_time_s(1e9, 1000.0, 8, scaling_efficiency=0.0)
     with pytest.raises(ValueError, match="gpus"):
         tokens_time_s(1e9, 1000.0, 0)
+
+
+def test_a_rate_carried_from_more_gpus_to_fewer_runs_above_its_measured_rate():
+    # A ratio E(quoted) / E(measured) of 1.25 (measured on more GPUs than quoted) shortens the time by 1.25.
+    assert tokens_time_s(1e9, 1000.0, 8, scaling_efficiency=1.25) == pytest.approx(1e9 / (1000.0 * 8 * 1.25))
 
 
 def test_throughput_from_mfu_counts_model_flops_palm_appendix_b() -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
 
 from rules.catalogue import load_catalogue
-from rules.estimates.layout_search import SearchSpace, memory_budget_bytes, search_layouts
+from rules.estimates.layout_search import MemoryConvention, SearchSpace, memory_budget_bytes, search_layouts
 from rules.estimates.step_time import StepTimeModel
 from rules.estimates.step_time_figures import efficiencies_from_data, hardware_from_catalogue
 from rules.estimates.transformer_work import ModelShape
@@ -107,16 +106,32 @@ def test_tensor_parallel_stays_inside_the_nvlink_domain():
     assert max(r.layout.tensor for r in nvl.top) == 16
 
 
-def test_a_1024_gpu_70b_search_of_over_5000_layouts_takes_well_under_a_second():
-    model_args = ("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
-    timings = []
-    for _ in range(3):  # a fresh model each time: nothing memoised carries over
-        model = _model(*model_args)
-        start = time.perf_counter()
-        result = search_layouts(model, gpus=1024, global_batch=1024, memory_budget=_budget("H100-SXM5-80GB"))
-        timings.append(time.perf_counter() - start)
-    print(f"70B on 1024 H100: {result.searched} layouts, {result.fitting} fit, best of 3 runs "
-          f"{min(timings) * 1000:.0f} ms; best {result.best.layout} at {result.best.step.step_s:.2f} s/step, "
-          f"MFU {result.best.step.mfu:.1%} of {result.best.step.mfu_peak_tflops} {result.best.step.mfu_precision}")
-    assert result.searched >= 5000
-    assert min(timings) < 1.0
+def test_a_1024_gpu_70b_search_looks_at_over_5000_layouts_and_ranks_them():
+    """The bench's case (its speed is measured by `make bench`, not asserted here)."""
+    model = _model("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
+    result = search_layouts(model, gpus=1024, global_batch=1024, memory_budget=_budget("H100-SXM5-80GB"))
+    assert result.searched >= 5000 and 0 < result.fitting < result.searched
+    steps = [r.step.step_s for r in result.top]
+    assert steps == sorted(steps) and result.best.step.step_s == steps[0]
+
+
+def test_memory_follows_the_policy_activation_convention():
+    """One layout (t = p = 1, micro-batch 1, no recompute, ZeRO-1) under both activation conventions: the
+    model state is the same, so the bytes differ by Megatron-LM's count (compute_activation_memory_without_sp,
+    t = 1) less the physical one, for GPT-3 XL at s = 2048 (GeLU, dropout, no FlashAttention)."""
+    model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
+    space = SearchSpace(tensor=(1,), pipeline=(1,), context=(1,), micro_batch=(1,), recompute=("none",),
+                        sharding=("zero1",), flash_attention=False)
+    budget = _budget("A100-SXM4-80GB")
+    physical = search_layouts(model, 8, 32, budget, space, MemoryConvention()).best
+    megatron = search_layouts(model, 8, 32, budget, space, MemoryConvention(activations="megatron")).best
+
+    s, h, a, f, v, layers = 2048, 2048, 16, 8192, 51200, 24
+    sbh = s * h
+    # Korthikanti Table 2, no parallelism: sbh(34 + 5as/h) per layer; token ids 8sb and embedding mask sbh;
+    # output layer 4sbh + 4sbV (§4.3).
+    physical_bytes = sbh * (34 + 5 * a * s / h) * layers + 8 * s + sbh + 4 * sbh + 4 * s * v
+    # Megatron: (sbh(10 + 24) × L + 8sb + sbh + 2(sbV + sbh)) × 1.05.
+    megatron_bytes = (sbh * 34 * layers + 8 * s + sbh + 2 * (s * v + sbh)) * 1.05
+    assert f == 4 * h
+    assert megatron.memory_bytes - physical.memory_bytes == pytest.approx(megatron_bytes - physical_bytes, rel=1e-9)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from rules.estimates.layout import training_layout
 from rules.estimates.model_state import (
     BYTE_CONVENTIONS,
+    DEEPSPEED_STAGE3,
     OPTIMIZERS,
     PRECISIONS,
     SHARDINGS,
@@ -39,6 +40,10 @@ def test_conventions_totals_match_reference_readme():
     assert BYTE_CONVENTIONS["megatron-distributed-optimizer"].optimizer_sharded_over_data_parallel
     assert BYTE_CONVENTIONS["seed-rough"].total_bytes_per_param == 12
     assert BYTE_CONVENTIONS["seed-rough"].master_weights_bytes_per_param == 0
+    # DeepSpeed stage_1_and_2.py: 2 + 18 (2 + 4 fp32 gradients + 12) = 20; stage3.py: 18.
+    assert BYTE_CONVENTIONS["deepspeed"].total_bytes_per_param == 20
+    assert BYTE_CONVENTIONS["deepspeed"].fp32_gradient_bytes_per_param == 4
+    assert DEEPSPEED_STAGE3.total_bytes_per_param == 18
     for conv in BYTE_CONVENTIONS.values():
         assert conv.citation
 
@@ -66,6 +71,8 @@ def test_default_convention_is_zero_paper_16_bytes():
         ("bf16-mixed", "adafactor", "zero-paper", (2, 2, 8)),  # approximate
         ("bf16-pure", "adamw", "zero-paper", (2, 2, 4)),
         ("bf16-pure", "adamw-8bit", "megatron", (2, 2, 2)),
+        ("bf16-mixed", "adamw", "deepspeed", (2, 2, 12)),  # + 4 B/param fp32 gradient copy: 20 B/param
+        ("fp32", "adamw", "deepspeed", (4, 4, 8)),
     ],
 )
 def test_bytes_per_param_table(precision, optimizer, convention, expected):
@@ -76,6 +83,15 @@ def test_bytes_per_param_table(precision, optimizer, convention, expected):
         got.optimizer_bytes_per_param,
     ) == expected
     assert got.citation
+
+
+@pytest.mark.parametrize(("sharding", "expected"), [("zero1", (2, 2, 4, 12)), ("zero2", (2, 2, 4, 12)),
+                                                    ("zero3", (2, 4, 0, 12)), ("fsdp-full", (2, 4, 0, 12))])
+def test_deepspeed_convention_counts_as_its_stage_does(sharding, expected):
+    # stage_1_and_2.py: 2 + 2 + 4 (fp32 gradient partition) + 12 = 20; stage3.py: 18 = 2 + 4 + 12 (memory.rst).
+    got = model_state_bytes_per_param("bf16-mixed", "adamw", "deepspeed", sharding)
+    assert (got.weights_bytes_per_param, got.gradients_bytes_per_param, got.fp32_gradient_bytes_per_param,
+            got.optimizer_bytes_per_param) == expected
 
 
 @pytest.mark.parametrize(
@@ -149,25 +165,51 @@ def test_frozen_parameters_carry_weights_only():
     assert z3.weights_bytes == pytest.approx(2 * total / 8)
 
 
-def test_offload_moves_optimizer_and_parameters_to_host():
+def test_zero_offload_13b_on_one_gpu_keeps_2_bytes_per_param_on_gpu_and_14_on_host_ren_2021():
+    # Ren et al., ZeRO-Offload (USENIX ATC'21): fp16 parameters on the GPU (2M), fp16 gradients, fp32 master
+    # weights, momentum and variance on the CPU (2 + 12 = 14M). M = 13e9 on one GPU: 26 GB and 182 GB.
+    state = model_state_per_gpu_bytes(13e9, 13e9, _zero_paper(), "zero2", data_parallel=1, offload_optimizer=True)
+    assert (state.weights_bytes, state.gradients_bytes, state.optimizer_bytes) == (26e9, 0.0, 0.0)
+    assert state.host_offload_bytes == 182e9
+    assert state.host_gradients_bytes == 26e9
+
+
+def test_offload_moves_gradients_with_the_optimizer_and_parameters_under_zero3():
+    # Given 13e9 parameters under ZeRO-3 on 8 ranks, zero-paper bytes (2 + 2 + 12),
     psi, bpp = 13e9, _zero_paper()
-    plain = model_state_per_gpu_bytes(psi, psi, bpp, "zero3", data_parallel=8)
     opt = model_state_per_gpu_bytes(psi, psi, bpp, "zero3", data_parallel=8, offload_optimizer=True)
-    assert opt.optimizer_bytes == 0
-    assert opt.host_offload_bytes == pytest.approx(plain.optimizer_bytes)
-    both = model_state_per_gpu_bytes(
-        psi, psi, bpp, "zero3", data_parallel=8, offload_optimizer=True, offload_parameters=True
-    )
-    assert both.weights_bytes == 0 and both.optimizer_bytes == 0
-    assert both.host_offload_bytes == pytest.approx(plain.optimizer_bytes + plain.weights_bytes)
-    assert both.gradients_bytes == pytest.approx(plain.gradients_bytes)
-    # ZeRO-Offload on ZeRO-2 (DeepSpeed's usual pairing).
-    z2 = model_state_per_gpu_bytes(psi, psi, bpp, "zero2", data_parallel=8, offload_optimizer=True)
-    assert z2.gpu_total_bytes == pytest.approx(2 * psi + 2 * psi / 8)
+    both = model_state_per_gpu_bytes(psi, psi, bpp, "zero3", data_parallel=8, offload_optimizer=True,
+                                     offload_parameters=True)
+    # then ZeRO-Offload leaves the 2Ψ/8 weight shard on the GPU and moves (2 + 12)Ψ/8 to the host,
+    assert (opt.weights_bytes, opt.gradients_bytes, opt.optimizer_bytes) == (2 * psi / 8, 0.0, 0.0)
+    assert opt.host_offload_bytes == pytest.approx(14 * psi / 8)
+    # and ZeRO-Infinity's offload_param moves the weight shard too: (2 + 2 + 12)Ψ/8 on the host, nothing stays.
+    assert both.gpu_total_bytes == 0
+    assert both.host_offload_bytes == pytest.approx(16 * psi / 8)
     with pytest.raises(ValueError, match="offload_parameters"):
         model_state_per_gpu_bytes(psi, psi, bpp, "zero2", data_parallel=8, offload_parameters=True)
     with pytest.raises(ValueError, match="offload_optimizer"):
         model_state_per_gpu_bytes(psi, psi, bpp, "ddp", data_parallel=8, offload_optimizer=True)
+
+
+def test_zero1_offload_keeps_every_gradient_on_the_gpu_for_the_all_reduce():
+    # ZeRO-1 does not partition gradients (ZeRO §5.1): the GPU keeps (2 + 2)Ψ and the host its (2 + 12)Ψ/N share.
+    psi = 1e9
+    state = model_state_per_gpu_bytes(psi, psi, _zero_paper(), "zero1", data_parallel=4, offload_optimizer=True)
+    assert (state.weights_bytes, state.gradients_bytes, state.optimizer_bytes) == (2e9, 2e9, 0.0)
+    assert state.host_offload_bytes == pytest.approx(14e9 / 4)
+
+
+def test_deepspeed_convention_keeps_an_fp32_gradient_copy_that_offload_moves_without_the_16_bit_one():
+    # DeepSpeed stage_1_and_2.py: 2 (16-bit params) + 18/N (2 16-bit grads + 4 fp32 grads + 12); offloaded, the
+    # 16-bit partition is copied into the pinned fp32 buffer: the host holds (4 + 12)Ψ/N, the GPU 2Ψ.
+    psi, deepspeed = 1e9, model_state_bytes_per_param("bf16-mixed", "adamw", "deepspeed", sharding="zero2")
+    plain = model_state_per_gpu_bytes(psi, psi, deepspeed, "zero2", data_parallel=8)
+    offloaded = model_state_per_gpu_bytes(psi, psi, deepspeed, "zero2", data_parallel=8, offload_optimizer=True)
+    assert plain.gpu_total_bytes == 2e9 + 18e9 / 8
+    assert plain.gradients_bytes == 6e9 / 8
+    assert offloaded.gpu_total_bytes == 2e9
+    assert offloaded.host_offload_bytes == 16e9 / 8 and offloaded.host_gradients_bytes == 4e9 / 8
 
 
 def test_megatron_conventions_per_gpu_give_18_and_6_plus_12_over_dp():
@@ -285,6 +327,19 @@ def test_model_state_on_a_layout_matches_zero_paper_figure1_zero3() -> None:
     assert state.gpu_total_bytes / GB == pytest.approx(1.875, rel=1e-12)
 
 
+def test_distributed_optimizer_state_is_sharded_over_data_and_context_ranks() -> None:
+    # Megatron-LM get_megatron_optimizer shards over get_data_parallel_group(with_context_parallel=True): 64 GPUs
+    # at cp 4 leave 16 data-parallel ranks, yet ZeRO-1 splits the 12Ψ optimizer state over all 16 × 4 = 64.
+    model = TrainedModel(7.5e9, 7.5e9, "bf16-mixed", "adamw")
+    with_context = training_layout(64, 8, 8, sharding="zero1", context=4)
+
+    state = model_state_on_gpu(model, with_context, _zero_paper(), "none")
+
+    assert state.optimizer_bytes == pytest.approx(12 * 7.5e9 / 64)
+    assert state.weights_bytes + state.gradients_bytes == pytest.approx(4 * 7.5e9)  # (2 + 2)Ψ, not sharded
+    assert state == model_state_on_gpu(model, training_layout(64, 8, 8, sharding="zero1"), _zero_paper(), "none")
+
+
 def test_model_state_on_a_layout_offloads_as_asked_and_scales_to_the_first_stage() -> None:
     # Given 13e9 parameters under ZeRO-2 on 8 GPUs with the optimizer offloaded (ZeRO-Offload),
     model = TrainedModel(13e9, 13e9, "bf16-mixed", "adamw")
@@ -292,9 +347,9 @@ def test_model_state_on_a_layout_offloads_as_asked_and_scales_to_the_first_stage
 
     offloaded = model_state_on_gpu(model, layout, _zero_paper(), "optimizer")
 
-    # the GPU keeps 2Ψ weights + 2Ψ/8 gradients and the host the 12Ψ/8 optimizer state (ZeRO §5 for ZeRO-2).
-    assert offloaded.gpu_total_bytes == pytest.approx(2 * 13e9 + 2 * 13e9 / 8)
-    assert offloaded.host_offload_bytes == pytest.approx(12 * 13e9 / 8)
+    # the GPU keeps the 2Ψ weights and the host the (2 + 12)Ψ/8 gradient and optimizer shard (ZeRO-Offload).
+    assert offloaded.gpu_total_bytes == pytest.approx(2 * 13e9)
+    assert offloaded.host_offload_bytes == pytest.approx(14 * 13e9 / 8)
     # A first stage holding 1.25 × an even share holds 1.25 × the state.
     heavier = model_state_on_gpu(model, layout, _zero_paper(), "none", stage_factor=1.25)
     plain = model_state_on_gpu(model, layout, _zero_paper(), "none")

@@ -1,114 +1,128 @@
-"""Tests for rules.estimates.nccl_tests: parsing nccl-tests output and the busbw a job relies on."""
+"""rules.estimates.nccl_tests: the busbw a job's gradient collectives reach, read off real nccl-tests runs.
+
+The runs are the published outputs of tests/data/nccl (sources in tests/data/README.md), parsed by
+parsers.nccl_tests; the expected figures are the runs' own cells and the frameworks' documented bucket sizes.
+"""
+
+import math
+from pathlib import Path
 
 import pytest
 
+from parsers import nccl_tests as nccl_parser
+from rules.errors import InconsistentInput
 from rules.estimates.nccl_tests import (
+    MEGATRON_MIN_BUCKET_PARAMETERS,
+    PYTORCH_DDP_BUCKET_BYTES,
+    GradientBuckets,
+    GradientMessage,
+    NcclTestsRow,
     NcclTestsRun,
+    busbw_at_size_gbs,
+    gradient_message,
     measured_busbw,
-    parse_nccl_tests_avg_busbw_gbs,
-    parse_nccl_tests_output,
     peak_busbw_gbs,
 )
+from rules.estimates.shapes import ModelShape
 
-# A realistic all_reduce_perf run on one 8×H100 node, in the layout nccl-tests prints (header comments,
-# device list, result table with out-of-place and in-place blocks, footer). Numbers are representative
-# of the ~370 GB/s ring busbw NCCL maintainers quote for H100 NVLink (nccl-tests issue #212).
-ALL_REDUCE_PERF_8XH100 = "\n".join(
-    [
-        "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 8589934592 step: 4(factor) warmup iters: 5"
-        " iters: 20 agg iters: 1 validation: 1 graph: 0",
-        "#",
-        "# Using devices",
-        "#  Rank  0 Group  0 Pid  41233 on   node-001 device  0 [0x18] NVIDIA H100 80GB HBM3",
-        "#  Rank  1 Group  0 Pid  41233 on   node-001 device  1 [0x2a] NVIDIA H100 80GB HBM3",
-        "#  Rank  2 Group  0 Pid  41233 on   node-001 device  2 [0x3a] NVIDIA H100 80GB HBM3",
-        "#  Rank  3 Group  0 Pid  41233 on   node-001 device  3 [0x5d] NVIDIA H100 80GB HBM3",
-        "#  Rank  4 Group  0 Pid  41233 on   node-001 device  4 [0x9a] NVIDIA H100 80GB HBM3",
-        "#  Rank  5 Group  0 Pid  41233 on   node-001 device  5 [0xab] NVIDIA H100 80GB HBM3",
-        "#  Rank  6 Group  0 Pid  41233 on   node-001 device  6 [0xba] NVIDIA H100 80GB HBM3",
-        "#  Rank  7 Group  0 Pid  41233 on   node-001 device  7 [0xdb] NVIDIA H100 80GB HBM3",
-        "NCCL version 2.21.5+cuda12.4",
-        "#",
-        "#                                                              out-of-place              "
-        "         in-place",
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong    "
-        " time   algbw   busbw #wrong",
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)           "
-        " (us)  (GB/s)  (GB/s)",
-        "     1048576        262144     float     sum      -1    29.61   35.41   61.97      0   "
-        " 29.14   35.98   62.97      0",
-        "     4194304       1048576     float     sum      -1    50.12   83.69  146.45      0   "
-        " 49.80   84.22  147.39      0",
-        "    16777216       4194304     float     sum      -1    114.9  146.02  255.53      0   "
-        " 114.2  146.91  257.09      0",
-        "    67108864      16777216     float     sum      -1    343.7  195.26  341.70      0   "
-        " 342.9  195.71  342.49      0",
-        "   268435456      67108864     float     sum      -1   1293.6  207.51  363.15      0  "
-        " 1291.8  207.80  363.65      0",
-        "  1073741824     268435456     float     sum      -1   5083.4  211.23  369.65      0  "
-        " 5080.1  211.36  369.89      0",
-        "  4294967296    1073741824     float     sum      -1    20268  211.91  370.84      0   "
-        " 20261  211.98  370.97      0",
-        "  8589934592    2147483648     float     sum      -1    40511  212.04  371.07      0   "
-        " 40497  212.11  371.20      0",
-        "# Out of bounds values : 0 OK",
-        "# Avg bus bandwidth    : 285.376",
-        "#",
-        "",
-    ]
-)
+DATA = Path(__file__).parents[1] / "data" / "nccl"
 
 
+def rows(name: str) -> tuple[NcclTestsRow, ...]:
+    parsed = nccl_parser.parse((DATA / name).read_text(encoding="utf-8"))
+    return tuple(NcclTestsRow(r["size_bytes"], r["out_of_place"]["busbw_gbs"], r["in_place"]["busbw_gbs"])
+                 for r in parsed["rows"])
 
 
-def test_parse_all_reduce_perf_output():
-    rows = parse_nccl_tests_output(ALL_REDUCE_PERF_8XH100)
-    assert len(rows) == 8
-    assert rows[0].size_bytes == 1048576 and rows[0].count == 262144
-    assert rows[0].dtype == "float" and rows[0].redop == "sum" and rows[0].root == -1
-    last = rows[-1]
-    assert last.size_bytes == 8589934592
-    assert last.out_of_place_busbw_gbs == pytest.approx(371.07)
-    assert last.in_place_busbw_gbs == pytest.approx(371.20)
-    assert last.out_of_place_wrong == 0 and last.in_place_wrong == 0
-    assert last.busbw_gbs == pytest.approx(371.20)
-    assert peak_busbw_gbs(rows) == pytest.approx(371.20)
-    assert peak_busbw_gbs(rows[:3], min_size_bytes=4194304) == pytest.approx(257.09)
-    assert parse_nccl_tests_avg_busbw_gbs(ALL_REDUCE_PERF_8XH100) == pytest.approx(285.376)
+A3MEGA = rows("all_reduce_a3mega_2x8_h100.txt")  # 16 ranks on two 8x H100 nodes, 8 B to 8 GiB
 
 
-def test_parse_old_format_without_root_and_with_error_column_and_mpi_prefixes():
-    # Older nccl-tests print no root column and a float "error" (NVIDIA/nccl issue #1244 output).
-    raw = (
-        "[1,0]<stdout>:#       size         count      type   redop     time   algbw   busbw  error"
-        "     time   algbw   busbw  error\n"
-        "[1,0]<stdout>:   268435456      67108864     float     sum   2952.1   90.93  170.49  2e-07"
-        "   2950.3   90.99  170.60  2e-07\n"
-        "[1,0]<stdout>:# Avg bus bandwidth    : 170.5\n"
-    )
-    rows = parse_nccl_tests_output(raw)
-    assert len(rows) == 1
-    assert rows[0].root is None and rows[0].redop == "sum"
-    assert rows[0].out_of_place_wrong is None
-    assert rows[0].busbw_gbs == pytest.approx(170.60)
-    assert parse_nccl_tests_avg_busbw_gbs(raw) == pytest.approx(170.5)
+def test_peak_is_the_best_cell_of_the_sweep():
+    assert peak_busbw_gbs(A3MEGA) == 338.82  # out-of-place at 8 GiB
+    assert peak_busbw_gbs(rows("all_reduce_dgx_a100_2node_old_error_column.txt")) == 188.70
+    with pytest.raises(InconsistentInput):
+        peak_busbw_gbs(A3MEGA, min_size_bytes=2**40)
 
 
-def test_parse_rejects_output_without_rows():
-    with pytest.raises(ValueError, match="no nccl-tests result rows"):
-        parse_nccl_tests_output("# nThread 1 nGpus 8\n# Avg bus bandwidth    : 0\n")
-    assert parse_nccl_tests_avg_busbw_gbs("nothing") is None
+def test_busbw_at_a_measured_size_is_that_rows_better_run():
+    by_size = {row.size_bytes: row for row in A3MEGA}
+
+    assert busbw_at_size_gbs(A3MEGA, 2**30) == by_size[2**30].busbw_gbs
+    assert busbw_at_size_gbs(A3MEGA, 8589934592) == 338.82
+
+
+def test_busbw_between_two_sizes_is_linear_in_log2_of_the_size():
+    # 3 × 2^27 B = 1.5 × 2^28 B lies log2(1.5) = 0.585 of the way from the row at 2^28 B to the row at 2^29 B
+    by_size = {row.size_bytes: row.busbw_gbs for row in A3MEGA}
+    size = 3 * 2**27
+    share = math.log2(size) - 28
+
+    expected = by_size[2**28] + share * (by_size[2**29] - by_size[2**28])
+
+    assert busbw_at_size_gbs(A3MEGA, size) == pytest.approx(expected)
+
+
+def test_sizes_beyond_the_sweep_take_its_first_or_last_figure():
+    sweep = rows("all_gather_2x_rtx2080ti_pcie.txt")  # starts with two rows of size 0, then 32 B
+    nonzero = [row for row in sweep if row.size_bytes > 0]
+
+    assert busbw_at_size_gbs(sweep, 1) == nonzero[0].busbw_gbs
+    assert busbw_at_size_gbs(sweep, 2**40) == nonzero[-1].busbw_gbs
+    with pytest.raises(InconsistentInput):
+        busbw_at_size_gbs((NcclTestsRow(0, 0.0, 0.0),), 1e6)
 
 
 def test_measured_busbw_keeps_the_lowest_node_run_and_the_multi_node_run_nearest_the_job():
-    # Two single-node runs (371.2 and the same output again) keep the lowest; of runs on 2 and 16 nodes a
-    # 12-node job takes the 16-node one (4 nodes away, not 10); a run without a table is noted.
-    runs = [NcclTestsRun("run/0", 1, ALL_REDUCE_PERF_8XH100), NcclTestsRun("run/1", 2, ALL_REDUCE_PERF_8XH100),
-            NcclTestsRun("run/2", 16, ALL_REDUCE_PERF_8XH100), NcclTestsRun("run/3", 8, "no table")]
+    # Given two single-node runs and runs on 2 and 16 nodes, a 12-node job takes the 16-node run (4 nodes away)
+    p5, dgx = rows("all_reduce_p5_mpirun_tagged_no_header.txt"), rows("all_reduce_dgx_a100_2node_old_error_column.txt")
+    runs = [NcclTestsRun("run/0", 1, p5), NcclTestsRun("run/1", 1, dgx), NcclTestsRun("run/2", 2, p5),
+            NcclTestsRun("run/3", 16, dgx)]
 
     measured = measured_busbw(runs, job_nodes=12)
 
-    assert measured.node_busbw_gbs == pytest.approx(371.20)
-    assert (measured.cluster_nodes, measured.cluster_busbw_gbs) == (16, pytest.approx(371.20))
-    assert measured.notes == ("run/3 not used: no nccl-tests result rows found (expected lines: size count type "
-                              "... busbw #wrong)",)
+    assert (measured.node_busbw_gbs, measured.node_run.name) == (188.70, "run/1")
+    assert (measured.cluster_nodes, measured.cluster_busbw_gbs, measured.cluster_run.name) == (16, 188.70, "run/3")
+    assert measured.message is None and measured.measured
+
+
+def test_measured_busbw_at_the_gradient_message_size():
+    message = GradientMessage(PYTORCH_DDP_BUCKET_BYTES, "PyTorch DDP bucket_cap_mb 25")
+
+    measured = measured_busbw([NcclTestsRun("run/0", 2, A3MEGA)], job_nodes=2, message=message)
+
+    assert measured.cluster_busbw_gbs == pytest.approx(busbw_at_size_gbs(A3MEGA, 25 * 2**20))
+    assert measured.cluster_busbw_gbs < 338.82 and measured.message is message
+
+
+LLAMA3_8B = ModelShape(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, vocab=128256, mlp="swiglu",
+                       norm="rmsnorm", dropout=False, tied_embeddings=False)
+GRADIENTS_8B_BF16 = 8_030_261_248 * 2
+
+
+@pytest.mark.parametrize(("framework", "data_parallel", "expected_bytes"), [
+    ("pytorch-ddp", 16, 25 * 2**20),  # bucket_cap_mb=25
+    ("deepspeed-zero", 16, 500_000_000 * 2),  # reduce_bucket_size 5e8 bf16 elements
+    ("megatron-core", 16, MEGATRON_MIN_BUCKET_PARAMETERS * 2),  # max(4e7, 1e6 × 16) parameters
+    ("megatron-core", 64, 64_000_000 * 2),  # max(4e7, 1e6 × 64)
+    ("pytorch-fsdp", 16, 218_112_000 * 2),  # one Llama-3-8B decoder layer: (8,030,261,248 − 2 × V·h − h) / 32
+])
+def test_gradient_message_is_the_frameworks_documented_bucket(framework, data_parallel, expected_bytes):
+    buckets = GradientBuckets(framework, GRADIENTS_8B_BF16, 2.0, data_parallel, LLAMA3_8B)
+
+    assert gradient_message(buckets).size_bytes == expected_bytes
+
+
+def test_fsdp_unit_splits_over_tensor_parallel_ranks_and_is_the_whole_buffer_without_the_architecture():
+    split = gradient_message(GradientBuckets("pytorch-fsdp", GRADIENTS_8B_BF16, 2.0, 8, LLAMA3_8B, tensor_parallel=2))
+    unknown = gradient_message(GradientBuckets("pytorch-fsdp", GRADIENTS_8B_BF16, 2.0, 8))
+
+    assert split.size_bytes == 218_112_000
+    assert (unknown.size_bytes, unknown.set_by) == (
+        GRADIENTS_8B_BF16, "the whole gradient buffer: the FSDP unit is unknown without the architecture")
+
+
+def test_a_gradient_smaller_than_the_bucket_is_sent_whole():
+    message = gradient_message(GradientBuckets("deepspeed-zero", 1e8, 2.0, 8))
+
+    assert (message.size_bytes, message.set_by) == (
+        1e8, "the whole gradient buffer, smaller than the DeepSpeed reduce_bucket_size 5e8 elements")

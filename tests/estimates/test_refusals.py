@@ -12,7 +12,7 @@ from rules.estimates import checkpoint, interconnect, model_state, nccl_tests, p
     (reliability.job_mtbf_h, (math.nan, 16), "node_mtbf_h must be a positive finite number"),
     (interconnect.busbw_factor, ("all-reduce", 0), "ranks must be an integer >= 1"),
     (scaling.measured_scaling_efficiency, ([(8, 1e5), (8, 2e5)],), "two measurements at 8 GPUs"),
-    (nccl_tests.parse_nccl_tests_output, ("no table here",), "no nccl-tests result rows"),
+    (nccl_tests.busbw_at_size_gbs, ((), 1e6), "no row of a non-zero size"),
     (model_state.model_state_bytes_per_param, ("fp8", "adamw"), "unknown precision 'fp8'"),
     (power.pdu_capacity_kw, ([], "2N", 0.8), "at least one PDU"),
 ])

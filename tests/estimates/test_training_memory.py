@@ -55,16 +55,68 @@ def test_ddp_step_is_16_bytes_per_parameter_plus_activations_context_and_fragmen
     assert estimate.model_state_total_bytes == 16e9
 
 
-def test_zero3_adds_two_gathered_copies_of_the_largest_module():
-    # DeepSpeed stage3.py: 2 B × (1 + 1 prefetched) × the largest module, here the 32,000 × 1024
-    # embedding (32,768,000 parameters) → 131,072,000 B; ZeRO-3 on 8 ranks keeps 16e9 / 8 = 2e9 B.
+def test_zero3_holds_deepspeeds_working_set_of_the_largest_module_its_gradient_the_prefetch_and_small_tensors():
+    # DeepSpeed stage3.py / memory.rst: the largest module (the tied 32,000 × 1024 embedding, 32,768,000
+    # parameters) gathered and its gradient computed, 2 × 32,768,000; the prefetch bucket of
+    # deepspeed/runtime/zero/config.py, 5e7 elements (max live 1e9 leaves room); the persistent tensors of at
+    # most 1e5 elements, here the LayerNorms (weight + bias of 1024): 2 layers × 2 norms × 2048 + the final
+    # 2048 = 10,240. (65,536,000 + 50,000,000 + 10,240) × 2 B = 231,092,480 B. ZeRO-3 on 8 ranks: 16e9 / 8.
     job = _job(shape=replace(SHAPE, vocab=32000, tied_embeddings=True))
 
     estimate = training_memory(job, training_layout(8, 8, 1), 80, BARE, sharding="zero3")
 
     assert estimate.sharding == "zero3"
-    assert estimate.gathered_bytes == 131_072_000
+    assert estimate.gathered_bytes == 231_092_480
     assert estimate.model_state_bytes == pytest.approx(2e9)
+
+
+def test_fsdp_holds_two_decoder_layers_unsharded():
+    # PyTorch FSDP with prefetch: memory.gathered_layers = 2 units of the larger of one decoder layer
+    # (4 × 1024² attention + 2 × 1024 × 4096 MLP + 2 LayerNorms of 2,048 = 12,587,008 parameters) and the root
+    # (the tied embedding + final norm, 32,770,048): 2 × 2 B × 32,770,048 = 131,080,192 B.
+    job = _job(shape=replace(SHAPE, vocab=32000, tied_embeddings=True))
+
+    estimate = training_memory(job, training_layout(8, 8, 1), 80, BARE, sharding="fsdp-full")
+
+    assert estimate.gathered_bytes == 131_080_192
+
+
+def test_parameter_offload_leaves_only_the_working_set_on_the_gpu_and_the_host_holds_the_rest_with_buffers():
+    # Given ZeRO-3 with optimizer and parameters offloaded (ZeRO-Infinity) on one 8-GPU node,
+    job = replace(_job(shape=replace(SHAPE, vocab=32000, tied_embeddings=True)), offload="optimizer+parameters")
+
+    estimate = training_memory(job, training_layout(8, 8, 1), 80, BARE, sharding="zero3")
+
+    # then the GPU keeps no weight, gradient or optimizer shard, only the gathered working set (above),
+    assert estimate.model_state_bytes == 0
+    assert estimate.gathered_bytes == 231_092_480
+    # each rank offloads its (2 + 2 + 12) × 1e9 / 8 B, and the node's host holds 8 of them × DeepSpeed's 1.5.
+    assert estimate.host_offload_bytes == 2e9
+    assert estimate.host.state_bytes == 16e9
+    assert estimate.host.buffer_bytes == 8e9 and estimate.host.total_bytes == 24e9
+
+
+def test_fp32_training_stores_4_byte_activations():
+    # Korthikanti Table 2 at 4 bytes: each layer keeps its input 4sbh = 4,194,304 B; the token ids (8sb) and
+    # the 1-byte embedding dropout mask (sbh) keep their width: 2 × 4,194,304 + 1,056,768 = 9,445,376 B.
+    job = _job()
+    fp32 = replace(job, model=replace(job.model, precision="fp32"))
+
+    estimate = training_memory(fp32, training_layout(8, 8, 1), 80, BARE)
+
+    assert estimate.activations_bytes == 9_445_376
+    assert estimate.activation_counting.element_bytes == 4
+
+
+def test_megatron_activation_convention_counts_megatron_lm_formula():
+    # Megatron-LM theoretical_memory_usage.py, compute_activation_memory_without_sp (t = 1):
+    # sbh(10 + 24/t) × L + 8sb + sbh = 34 × 1,048,576 × 2 + 8,192 + 1,048,576 = 72,359,936; × 1.05.
+    settings = replace(BARE, activation_convention="megatron")
+
+    estimate = training_memory(_job(), training_layout(8, 8, 1), 80, settings)
+
+    assert estimate.activations_bytes == pytest.approx(75_977_932.8, rel=1e-15)
+    assert estimate.activation_counting.convention == "megatron"
 
 
 def test_unknown_architecture_leaves_the_activations_and_the_verdict_open():

@@ -10,5 +10,7 @@ Modules, by concern: ``pointers`` (where inputs live), ``layout`` (node groups, 
 (collectives, bandwidths, scaling efficiency), ``throughput``, ``reliability`` (checkpoints, failures,
 goodput), ``schedule`` (time to result and cost), ``goodput`` (the simulated days to completion), ``batch``
 and ``sharding`` (the batch split and the sharding options), ``racks`` (the racks, their PDUs and the nodes
-they hold), ``serving`` (the inference replica).
+they hold), ``serving`` (the inference replica), ``serving_latency`` (measured serving latencies against
+their floors and the SLOs), ``artifacts`` (the raw diagnostics of ``measurements``, parsed), ``node_topology``
+(a node's ``nvidia-smi topo -m``), ``nccl_runs`` (the nccl-tests runs, read at the job's gradient message size).
 """

@@ -7,12 +7,17 @@ from rules.checks.facts.layout import layout
 from rules.checks.facts.pointers import TRAINING
 from rules.estimates import batch
 from rules.estimates.batch import Accumulation
+from rules.estimates.layout import Layout
 
 
-def accumulation(ctx: Context, micro_batch: int | None = None) -> Accumulation | None:
-    """Returns the split of the global batch for the submitted (or the given) micro-batch; None if unknown."""
-    plan = layout(ctx)
-    global_batch = ctx.need(f"{TRAINING}/global_batch")
+def accumulation(ctx: Context, micro_batch: int | None = None, plan: Layout | None = None,
+                 global_batch: int | None = None) -> Accumulation | None:
+    """Returns the split of the global batch for the submitted (or the given) micro-batch; None if unknown.
+
+    On the submitted layout with the submitted global batch, or on ``plan`` with ``global_batch`` sequences.
+    """
+    plan = plan or layout(ctx)
+    global_batch = global_batch or ctx.need(f"{TRAINING}/global_batch")
     micro = micro_batch or ctx.need(f"{TRAINING}/micro_batch")
     if plan is None or global_batch is None or micro is None:
         return None

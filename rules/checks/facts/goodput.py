@@ -3,7 +3,8 @@
 The simulated job is the time-to-result schedule's failure-free compute (tokens / (GPUs × tokens/s per GPU ×
 scaling efficiency), no goodput: the simulation adds the saves, the lost work and the restarts itself) on
 the layout's nodes, with the node MTBF, checkpoint interval, save time and restart time of the first-order
-goodput (rules/checks/facts/reliability.py), so that both estimates describe one job. Trials and seed come
+goodput (rules/checks/facts/reliability.py), so that both estimates describe one job. On a shared cluster a run
+is inside the window when it fits what the queue wait leaves of it (rules/estimates/queue.py). Trials and seed come
 from the policy (``goodput.trials``, ``goodput.seed``): the same submission under the same policy gives the
 same figures. Memoised per evaluation, so that both checks show one distribution.
 """
@@ -62,7 +63,9 @@ class SimulatedRun:
 
     def window_evidence(self) -> dict[str, Any]:
         """Returns time-to-result's figures: the simulated ones and the share of runs inside the window."""
-        return {**self.evidence(), "window_probability": self.distribution.window_probability}
+        share = self.distribution.window_probability
+        # None: the queue wait alone fills the window, so no run finishes inside it.
+        return {**self.evidence(), "window_probability": share if share is not None else 0.0}
 
 
 def simulated_run(ctx: Context) -> SimulatedRun | None:
@@ -80,6 +83,8 @@ def _simulated_run(ctx: Context) -> SimulatedRun | None:
     job = GoodputInputs(compute_s=run.schedule.compute_s, nodes=plan.nodes, node_mtbf_h=node_mtbf_h,
                         interval_s=reliability.interval_s, save_s=reliability.save_s,
                         restart_s=reliability.restart_s)
+    # On a shared cluster the queue wait comes first: a run is in time when it fits what the wait leaves.
+    window = run.schedule.run_window_days
     distribution = simulate_goodput(job, seed=ctx.setting("goodput.seed"), trials=ctx.setting("goodput.trials"),
-                                    window_days=run.schedule.window_days)
+                                    window_days=window if window > 0 else None)
     return SimulatedRun(job, distribution)

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from rules.checks.base import Context
 from rules.checks.facts.pointers import NODE_GROUPS, PARALLELISM, TRAINING
+from rules.errors import InconsistentInput
 from rules.estimates import topology
-from rules.estimates.layout import Layout, training_layout
+from rules.estimates.layout import Layout, NotWholeReplicas, training_layout
 
 
 def group_pointer(ctx: Context, workload: str) -> str | None:
@@ -32,7 +33,11 @@ class Placement(Layout):
 
 
 def layout(ctx: Context) -> Placement | None:
-    """Returns the job layout, or None (with the missing inputs noted) when it cannot be known."""
+    """Returns the job layout, or None (with the missing inputs noted) when it cannot be known.
+
+    InconsistentInput, naming the inputs, when the GPU count is not a whole number of tensor × pipeline ×
+    context replicas (Megatron-LM refuses such a world size).
+    """
     return ctx.memo("training.layout", _layout)
 
 
@@ -48,10 +53,17 @@ def _layout(ctx: Context) -> Placement | None:
     gpus = ctx.num(f"{TRAINING}/gpus")
     tensor = ctx.num(f"{PARALLELISM}/tensor", 1)
     pipeline = ctx.num(f"{PARALLELISM}/pipeline", 1)
+    context = ctx.num(f"{PARALLELISM}/context", 1)
     sharding = ctx.get(f"{PARALLELISM}/sharding", "ddp")
     shard_group = ctx.num(f"{PARALLELISM}/shard_group")
-    plan = training_layout(int(gpus) if gpus is not None else None, int(gpus_per_node), int(node_count),
-                           int(tensor), int(pipeline), sharding, int(shard_group) if shard_group else None)
+    try:
+        plan = training_layout(int(gpus) if gpus is not None else None, int(gpus_per_node), int(node_count),
+                               int(tensor), int(pipeline), sharding, int(shard_group) if shard_group else None,
+                               int(context))
+    except NotWholeReplicas as error:
+        count = f"{TRAINING}/gpus" if gpus is not None else f"{group}/count × {group}/gpu/count"
+        raise InconsistentInput(f"{error} (inputs {count}, {PARALLELISM}/tensor, {PARALLELISM}/pipeline, "
+                                f"{PARALLELISM}/context)") from None
     return Placement(**vars(plan), group=group)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
+from rules.artifacts import TORCH_MEMORY
 from rules.checks.base import Context
+from rules.checks.facts.artifacts import read_artifact, source
+from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import Placement, layout
 from rules.checks.facts.model import (
     TRAINABLE_PARAMETERS,
@@ -14,18 +17,19 @@ from rules.checks.facts.model import (
     model_state_inputs,
     note_missing_formats,
 )
-from rules.checks.facts.pointers import PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
+from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.estimates import memory
 from rules.estimates.activations import ActivationSaving
+from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout import Layout, resized
 from rules.estimates.memory import MemorySettings, TrainingBatch, TrainingJob, TrainingMemory
-from rules.estimates.model_state import (
-    TrainedModel,
-    effective_sharding,
-    model_state_bytes_per_param,
-    model_state_on_gpu,
-)
+from rules.estimates.model_state import TrainedModel
+from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.training_state import TrainingModelState, host_holds_model_state, training_model_state
 from rules.units import bytes_to_gb, bytes_to_gib
+
+# The DeepSpeed ZeRO values of the policy (memory.deepspeed), named as DeepSpeed names them.
+_ZERO = "memory.deepspeed"
 
 
 @dataclass(frozen=True)
@@ -72,18 +76,30 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
     batch = TrainingBatch(int(sequence_length) if sequence_length is not None else None,
                           int(micro_batch) if micro_batch is not None else None,
                           int(global_batch) if global_batch is not None else None)
+    bucket_view = bool(ctx.get(f"{PARALLELISM}/gradient_as_bucket_view", False))
     job = TrainingJob(TrainedModel(parameters, trainable, precision, optimizer), shape, batch, saving,
-                      virtual_stages, offload)
+                      virtual_stages, offload, gradient_as_bucket_view=bucket_view)
     return MemoryInputs(plan, job, gpu_memory_gib)
 
 
 def memory_settings(ctx: Context) -> MemorySettings:
-    """Returns the policy's memory parameters and its model-state convention."""
+    """Returns the policy's memory parameters, its model-state and activation conventions and the training GPU's
+    CUDA context."""
+    plan = layout(ctx)
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
-                          cuda_context_gib=ctx.setting("memory.cuda_context_gib"),
+                          cuda_context_gib=training_cuda_context(ctx, plan.group if plan else None).gib,
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
-                          gathered_layers=ctx.setting("memory.gathered_layers"))
+                          gathered_layers=ctx.setting("memory.gathered_layers"),
+                          activation_convention=ctx.setting("conventions.activations"),
+                          communication=CommunicationSettings(nccl_channels=ctx.setting("memory.nccl_channels")),
+                          zero=ZeroSettings(
+                              additional_buffer_factor=ctx.setting(f"{_ZERO}.additional_buffer_factor"),
+                              stage3_prefetch_bucket_size=ctx.setting(f"{_ZERO}.stage3_prefetch_bucket_size"),
+                              stage3_max_live_parameters=ctx.setting(f"{_ZERO}.stage3_max_live_parameters"),
+                              stage3_param_persistence_threshold=ctx.setting(
+                                  f"{_ZERO}.stage3_param_persistence_threshold"),
+                              zero_init=ctx.setting(f"{_ZERO}.zero_init")))
 
 
 def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
@@ -96,8 +112,33 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
     if inputs is None:
         return None
     plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
+    submitted = sharding is None and gpus is None
     return memory.training_memory(inputs.job, plan, inputs.gpu_memory_gib, memory_settings(ctx),
-                                  sharding=sharding, micro_batch=micro_batch)
+                                  sharding=sharding, micro_batch=micro_batch,
+                                  model_state=model_state_estimate(ctx) if submitted else None)
+
+
+def model_state_estimate(ctx: Context) -> TrainingModelState | None:
+    """Returns the model state of the submitted layout on one GPU and on its host; None without its inputs.
+
+    Memoised: peak-memory's estimate and host-ram's host figure are this one estimate. It reads only what sizes
+    model state (the layout, the model's counts and formats, offload, and the architecture where given or where
+    the pipeline's first stage rests on it), so host-ram does not depend on the batch shape.
+    """
+    return ctx.memo("memory.model_state", _model_state_estimate)
+
+
+def _model_state_estimate(ctx: Context) -> TrainingModelState | None:
+    plan = layout(ctx)
+    parameters, precision, optimizer = model_state_inputs(ctx)
+    note_missing_formats(ctx, precision, optimizer)
+    if plan is None or parameters is None or precision is None or optimizer is None:
+        return None
+    given = all(ctx.get(f"{ARCHITECTURE}/{name}") is not None for name in ("layers", "hidden", "heads"))
+    shape = architecture(ctx) if given or plan.pipeline != 1 else None
+    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    return training_model_state(model, shape, ctx.get(f"{PARALLELISM}/offload", "none"), plan,
+                                memory_settings(ctx).state_settings)
 
 
 def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
@@ -109,6 +150,8 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "activations_gib": bytes_to_gib(estimate.activations_bytes or 0),
         "other_gib": bytes_to_gib(estimate.overhead_bytes),
         "gathered_parameters_gib": bytes_to_gib(estimate.gathered_bytes),
+        "cuda_context_gib": bytes_to_gib(estimate.cuda_context_bytes),
+        **_communication_evidence(estimate),
         "total_gib": bytes_to_gib(estimate.total_bytes),
         "usable_gib": bytes_to_gib(estimate.usable_bytes),
         "capacity_gib": bytes_to_gib(estimate.capacity_bytes),
@@ -118,21 +161,63 @@ def memory_evidence(estimate: TrainingMemory) -> dict[str, float | str | bool]:
         "model_state_total_gb": bytes_to_gb(estimate.model_state_total_bytes),
         "activations_known": estimate.activations_bytes is not None,
         "first_stage_parameter_factor": estimate.first_stage_factor,
+        "context_parallel": estimate.context_parallel,
         "spare_fraction": estimate.spare_fraction,
     }
+
+
+def _communication_evidence(estimate: TrainingMemory) -> dict[str, float | str]:
+    """Returns the communication buffers within other_gib: NCCL's, the framework's buckets, and their total."""
+    buffers = estimate.communication
+    if buffers is None:
+        return {"communication_buffers_gib": 0.0}
+    return {"communication_buffers_gib": bytes_to_gib(buffers.total_bytes),
+            "nccl_buffers_gib": bytes_to_gib(buffers.nccl_bytes),
+            "gradient_buckets_gib": bytes_to_gib(buffers.bucket_bytes),
+            "nccl_communicators": buffers.communicators,
+            "buffer_framework": buffers.framework}
+
+
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """A measured peak of GPU memory per GPU: the figure, which of PyTorch's peaks it is, and where it is from."""
+
+    gib: float
+    figure: str  # "reserved" (torch.cuda.max_memory_reserved) or "allocated" (max_memory_allocated)
+    source: str
 
 
 def measured_peak_gib(ctx: Context, micro_batch: int | None) -> float | None:
     """Returns the measured peak (reserved, else allocated) GiB per GPU at this micro-batch and the planned sequence.
 
     A run that names no micro-batch or sequence length matches any; peak-memory and gradient-accumulation
-    both read measurements through this one function.
+    both read measurements through :func:`measured_peak`.
+    """
+    found = measured_peak(ctx, micro_batch)
+    return found.gib if found else None
+
+
+def measured_peak(ctx: Context, micro_batch: int | None) -> MeasuredPeak | None:
+    """Returns the measured peak of the first run at this micro-batch and the planned sequence; None if none.
+
+    A run's ``torch_memory`` (PyTorch's own output, parsed by parsers.torch_memory) replaces its retyped
+    ``reserved_gib`` / ``allocated_gib``; the reserved peak is taken where given (the caching allocator holds it),
+    else the allocated one.
     """
     sequence_length = ctx.inputs.get(f"{TRAINING}/sequence_length")
     for index, run in enumerate(ctx.inputs.get(PEAK_MEMORY_RUNS) or []):
         if run.get("micro_batch") in (None, micro_batch) and run.get("sequence_length") in (None, sequence_length):
             base = f"{PEAK_MEMORY_RUNS}/{index}"
-            return ctx.num(f"{base}/reserved_gib") or ctx.num(f"{base}/allocated_gib")
+            parsed = read_artifact(ctx, TORCH_MEMORY, f"{base}/torch_memory")
+            if parsed is not None:
+                where = source(TORCH_MEMORY, f"{base}/torch_memory")
+                if parsed["max_reserved_gib"] is not None:
+                    return MeasuredPeak(parsed["max_reserved_gib"], "reserved", f"max_memory_reserved, {where}")
+                return MeasuredPeak(parsed["max_allocated_gib"], "allocated", f"max_memory_allocated, {where}")
+            reserved = ctx.num(f"{base}/reserved_gib")
+            if reserved:
+                return MeasuredPeak(reserved, "reserved", f"{base}/reserved_gib")
+            return MeasuredPeak(ctx.num(f"{base}/allocated_gib"), "allocated", f"{base}/allocated_gib")
     return None
 
 
@@ -165,19 +250,16 @@ def _search(ctx: Context, search: Callable[[TrainingJob, Layout, float, MemorySe
     return search(inputs.job, inputs.placement, inputs.gpu_memory_gib, memory_settings(ctx))
 
 
-def host_offload_bytes_per_gpu(ctx: Context) -> float | None:
-    """Returns the model state one rank offloads to host RAM (ZeRO-Offload / FSDP CPU offload), bytes; 0 if none."""
-    plan = layout(ctx)
-    offload = ctx.get(f"{PARALLELISM}/offload", "none")
-    if plan is None:
+def host_model_state(ctx: Context) -> HostModelState | None:
+    """Returns the model state one node's host holds (offload, DeepSpeed's start-up estimate); None if unknown.
+
+    The host half of :func:`model_state_estimate`, so that host-ram and peak-memory agree; nothing, without
+    reading the model, when nothing is offloaded and the convention counts no host state.
+    """
+    if layout(ctx) is None:
         return None
-    if offload == "none":
-        return 0.0
-    parameters, precision, optimizer = model_state_inputs(ctx)
-    if parameters is None or precision is None or optimizer is None:
-        return None
-    convention = ctx.setting("conventions.model_state_bytes")
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
-    placed = replace(plan, sharding=effective_sharding(plan.sharding, convention))
-    state = model_state_bytes_per_param(precision, optimizer, convention)
-    return model_state_on_gpu(model, placed, state, offload).host_offload_bytes
+    if not host_holds_model_state(ctx.setting("conventions.model_state_bytes"), ctx.get(f"{PARALLELISM}/offload",
+                                                                                          "none")):
+        return NO_HOST_MODEL_STATE
+    estimate = model_state_estimate(ctx)
+    return estimate.host if estimate is not None else None

@@ -2,30 +2,73 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from rules.artifacts import POWER_CSV
 from rules.checks.base import Context
+from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.pointers import MEASURED_POWER, NODE_GROUPS, RACKS
-from rules.estimates.power import NodePower, PduGroup
+from rules.estimates.power import NodePower, NodeReadings, PduGroup, sustained_draw
 from rules.estimates.site_power import RackKind, Site
 from rules.inputs import escape
 
 
+@dataclass(frozen=True)
+class MeasuredDraw:
+    """The measured long-run draw of one GPU node under training, where it comes from, and what was not used."""
+
+    w_per_node: float | None  # None when not measured
+    source: str | None
+    not_used: str = ""
+    statistic: str | None = None  # the readings' figure taken (p95, mean) when a CSV of readings gave the draw
+
+
 def sustained_w_per_node(ctx: Context) -> float | None:
     """Returns the measured long-run draw of one GPU node under training, W; None when not measured."""
-    return ctx.num(MEASURED_POWER)
+    return measured_draw(ctx).w_per_node
 
 
-def quoted_site(ctx: Context) -> Site | None:
+def measured_draw(ctx: Context) -> MeasuredDraw:
+    """Returns the measured sustained draw per node: from measurements.power_csv, else power.sustained_w_per_node.
+
+    The CSV's node readings give the highest node's policy statistic (power.sustained_statistic, p95 or mean:
+    rules.estimates.power.sustained_draw); GPU readings alone do not give a node's draw and are not used.
+    """
+    return ctx.memo("racks.measured_draw", _measured_draw)
+
+
+def _measured_draw(ctx: Context) -> MeasuredDraw:
+    parsed = read_artifact(ctx, POWER_CSV)
+    typed = ctx.num(MEASURED_POWER)
+    not_used = ""
+    if parsed is not None and parsed["scope"] == "gpu":
+        not_used = ("measurements.power_csv: its readings are per GPU, and a node also draws for its CPUs, memory, "
+                    "NICs and fans; export the node's readings (IPMI/DCMI, PDU outlet) instead")
+    elif parsed is not None:
+        readings = [NodeReadings(e["name"], e["samples"], e["mean_w"], e["p95_w"], e["window_s"])
+                    for e in parsed["entities"]]
+        draw = sustained_draw(readings, ctx.setting("power.sustained_statistic"))
+        window = f" over {draw.window_s:,.0f} s" if draw.window_s is not None else ""
+        words = (f"{draw.statistic} of {draw.samples} readings of node {draw.node}{window}, "
+                 f"{source(POWER_CSV)}")
+        replaced = "measurements.power.sustained_w_per_node: measurements.power_csv replaces it"
+        return MeasuredDraw(draw.w_per_node, words, replaced if typed is not None else "", draw.statistic)
+    if typed is not None:
+        return MeasuredDraw(typed, MEASURED_POWER, not_used)
+    return MeasuredDraw(None, None, not_used)
+
+
+def quoted_site(ctx: Context, measured: bool = True) -> Site | None:
     """Returns the racks and the node groups of the quote; None when an input that sizes them is missing.
 
     A node group's nodes draw their measured sustained power when the quote has GPUs in them and a measurement
-    is given, else their nameplate maximum. A rack without a stated cooling capacity is limited by the
-    policy's air-cooling limit when it is air-cooled. The inputs missing (a node's maximum power, a rack's
-    PDUs) are noted on ``ctx``; the nodes quoted are read only when none is.
+    is given (and ``measured``), else their nameplate maximum. A rack without a stated cooling capacity is
+    limited by the policy's air-cooling limit when it is air-cooled. The inputs missing (a node's maximum power,
+    a rack's PDUs) are noted on ``ctx``; the nodes quoted are read only when none is.
     """
     groups = {group.get("name"): (index, group) for index, group in enumerate(ctx.inputs.get(NODE_GROUPS, []))}
-    sustained_w = sustained_w_per_node(ctx)
+    sustained_w = sustained_w_per_node(ctx) if measured else None
     racks: list[RackKind] = []
     unknown: list[tuple[str, str]] = []
     for index, rack in enumerate(ctx.inputs.get(RACKS) or []):

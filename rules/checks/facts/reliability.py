@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rules.artifacts import FIO
 from rules.checks.base import Context
+from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import layout, nics
 from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
 from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
@@ -50,6 +52,10 @@ class CheckpointFacts:
     storage_path: str
     nodes: int
     include_gradients: bool
+    measured_from: str | None = None  # the measurement's source, when a measurement gave the write bandwidth
+    estimate: checkpoint.CheckpointSave | None = None  # the save at the quoted write bandwidth, beside a measured one
+    quoted_write_gbs: float | None = None
+    not_used: str = ""  # a storage measurement that gave no write figure, and why
 
     @property
     def checkpoint_gb(self) -> float:
@@ -78,7 +84,19 @@ class CheckpointFacts:
             "storage_path": self.storage_path,
             "writing_nodes": self.nodes,
             "save_bound_by": self.save.bound_by,
+            **self._measured_evidence(),
         }
+
+    def _measured_evidence(self) -> dict[str, Any]:
+        """Returns the measurement's source and the quoted estimate beside it ({} for a quoted figure alone)."""
+        evidence: dict[str, Any] = {"storage_measurement_not_used": self.not_used} if self.not_used else {}
+        if self.measured_from is None:
+            return evidence
+        evidence["measurement_source"] = self.measured_from
+        if self.estimate is not None:
+            evidence.update(quoted_storage_write_gbs=self.quoted_write_gbs, estimated_save_s=self.estimate.save_s,
+                            estimated_write_gbs=self.estimate.write_gbs, measured_save_s=self.save_s)
+        return evidence
 
 
 def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
@@ -89,8 +107,8 @@ def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
 def _checkpoint(ctx: Context) -> CheckpointFacts | None:
     plan = layout(ctx)
     size = checkpoint_size_facts(ctx)
-    measured = ctx.num(MEASURED_WRITE)
-    quoted = None if measured is not None else ctx.need(f"{STORAGE}/write_gbs")
+    measured, measured_from, not_used = _measured_write(ctx)
+    quoted = ctx.num(f"{STORAGE}/write_gbs") if measured is not None else ctx.need(f"{STORAGE}/write_gbs")
     if plan is None or size is None or (measured is None and quoted is None):
         return None
     path = nics(ctx, plan.group, "storage")
@@ -101,14 +119,37 @@ def _checkpoint(ctx: Context) -> CheckpointFacts | None:
     if path.gbps <= 0:
         ctx.reader.missing.append(f"{plan.group}/nics")
         return None
+    efficiency = ctx.setting("checkpoint.write_efficiency")
+    estimate = None
+    if quoted is not None:
+        estimate = checkpoint.checkpoint_save(size.total_bytes, quoted, plan.nodes, path.gbs,
+                                              write_efficiency=efficiency)
     if measured is not None:
+        save = checkpoint.checkpoint_save(size.total_bytes, measured, plan.nodes, path.gbs, write_efficiency=1.0)
         write, efficiency, basis = measured, 1.0, Basis.MEASURED
     else:
-        write, efficiency, basis = quoted, ctx.setting("checkpoint.write_efficiency"), Basis.ESTIMATED
-    save = checkpoint.checkpoint_save(size.total_bytes, write, plan.nodes, path.gbs, write_efficiency=efficiency)
+        save, write, basis, estimate = estimate, quoted, Basis.ESTIMATED, None
     return CheckpointFacts(size=size, save=save, storage_write_gbs=write, write_efficiency=efficiency, basis=basis,
                            storage_path=storage_path, nodes=plan.nodes,
-                           include_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)))
+                           include_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)),
+                           measured_from=measured_from, estimate=estimate, quoted_write_gbs=quoted, not_used=not_used)
+
+
+def _measured_write(ctx: Context) -> tuple[float | None, str | None, str]:
+    """Returns the measured storage write GB/s, its source, and a measurement not used and why.
+
+    fio's aggregate write (measurements.fio, the highest reporting group's total) replaces the retyped
+    measurements.storage.write_gbs; a fio run that wrote nothing (a read test) gives no write figure.
+    """
+    fio = read_artifact(ctx, FIO)
+    typed = ctx.num(MEASURED_WRITE)
+    if fio is not None and fio["write_gbs"]:
+        not_used = "measurements.storage.write_gbs: measurements.fio replaces it" if typed is not None else ""
+        return fio["write_gbs"], f"{source(FIO)}, aggregate write of {len(fio['jobs'])} job(s)", not_used
+    not_used = "measurements.fio: the run wrote nothing (a read test)" if fio is not None else ""
+    if typed is not None:
+        return typed, "measurements.storage.write_gbs", not_used
+    return None, None, not_used
 
 
 # ---- failures and goodput --------------------------------------------------------------------------

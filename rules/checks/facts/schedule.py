@@ -10,11 +10,18 @@ from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
 from rules.checks.facts.model import PARAMETERS
-from rules.checks.facts.pointers import LINE_ITEMS, NODE_GROUPS, TRAINING
+from rules.checks.facts.pointers import (
+    LINE_ITEMS,
+    MEASURED_QUEUE_WAIT,
+    NODE_GROUPS,
+    SHARED_CLUSTER_UTILISATION,
+    TRAINING,
+)
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
 from rules.estimates import compute, cost
 from rules.estimates import schedule as schedules
+from rules.estimates.queue import SharedCluster
 from rules.estimates.schedule import RunRate, Schedule
 
 
@@ -25,6 +32,7 @@ class RunPlan:
     schedule: Schedule
     model_flops: float | None  # 6·N·D plus attention, recompute not counted (None without the parameter count)
     hardware_flops: float | None  # with the recompute the run plans
+    queue_basis: str  # where the queue wait comes from: measured, M/M/1 from the utilisation, or not shared
 
     def evidence(self) -> dict[str, Any]:
         plan = self.schedule
@@ -33,7 +41,8 @@ class RunPlan:
                 "memory_min_gpus": plan.memory_min_gpus, "throughput_min_gpus": plan.throughput_min_gpus,
                 "gpus_needed": plan.gpus_needed, "gpus_needed_reason": plan.gpus_needed_reason,
                 "nodes_needed": plan.nodes_needed, "model_flops": self.model_flops,
-                "hardware_flops": self.hardware_flops}
+                "hardware_flops": self.hardware_flops, "run_days": plan.run_days,
+                "queue_wait_days": plan.queue_wait_days, "queue_basis": self.queue_basis}
 
 
 def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
@@ -52,9 +61,15 @@ def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
     tokens = schedules.run_tokens(dataset_tokens, epochs)
     memory_need = memory_min_gpus(ctx)
     reason = no_fit_reason(ctx) if memory_need is None else None
-    run = schedules.run_schedule(tokens, window_days, rate, plan, memory_need, reason)
+    cluster = shared_cluster(ctx)
+    run = schedules.run_schedule(tokens, window_days, rate, plan, memory_need, reason, cluster)
     model_flops, hardware_flops = _run_flops(ctx, tokens)
-    return RunPlan(run, model_flops, hardware_flops)
+    return RunPlan(run, model_flops, hardware_flops, cluster.basis)
+
+
+def shared_cluster(ctx: Context) -> SharedCluster:
+    """Returns what the workload says about sharing the cluster (neither field given: not shared)."""
+    return SharedCluster(ctx.num(SHARED_CLUSTER_UTILISATION), ctx.num(MEASURED_QUEUE_WAIT))
 
 
 def quoted_run_plan(ctx: Context) -> RunPlan | None:

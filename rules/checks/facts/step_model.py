@@ -1,6 +1,6 @@
 """The modelled training step of the submitted layout on the quoted GPUs (rules/estimates/step_time.py).
 
-Reads the model's architecture, the layout (tensor, pipeline, virtual stages, sequence parallelism,
+Reads the model's architecture, the layout (tensor, pipeline, virtual stages, context, sequence parallelism,
 activation checkpointing, flash attention, sharding, precision, batch) and the quoted node group's GPU and
 NICs, and hands them to the step-time model with the efficiencies of the catalogue and the policy. The
 model needs the full architecture including the vocabulary, and a sequence length and global batch.
@@ -73,7 +73,8 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
             micro_batch=int(ctx.num(f"{TRAINING}/micro_batch", 1)), global_batch=int(global_batch),
             tensor=plan.tensor, pipeline=plan.pipeline,
             virtual_stages=int(ctx.num(f"{PARALLELISM}/virtual_stages", 1)) if plan.pipeline > 1 else 1,
-            data=plan.data_parallel, recompute=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
+            context=plan.context, data=plan.data_parallel,
+            recompute=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
             sequence_parallel=bool(ctx.get(f"{PARALLELISM}/sequence_parallel", False)),
             flash_attention=bool(ctx.get(f"{TRAINING}/flash_attention", False)),
             sharding=plan.sharding, precision=precision)
