@@ -77,7 +77,8 @@ def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, sear
         policy = load_policy(policy_path)
     except (InvalidSubmission, InvalidPolicy) as error:
         fail_input(error)
-    record = (evaluate_with_layout_search if search else run_evaluation)(submission, policy)
+    # read_submission validated the document (parse_submission): it is not validated again.
+    record = (evaluate_with_layout_search if search else run_evaluation)(submission, policy, validated=True)
     if remedies and needs_remedies(record):
         record = with_remedies(record, search_remedies(submission, policy, record=record,
                                                        layout_search=record.get("layout_search")))
