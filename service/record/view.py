@@ -16,6 +16,7 @@ from rules.evaluate import verdict_of
 from schemas.text import visible
 from service.record.canonical import canonical_bytes, record_digest
 from service.record.charts import chart_for, chart_title
+from service.record.free_text import NAME_BOUND, NOTES_BOUND, PARAGRAPH_BOUND, bounded, bounded_or_none
 
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
@@ -200,6 +201,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     """Returns what the template shows of a record: cover facts, each check with chart and inputs, the appendix."""
     inputs = _inputs_by_pointer(record)
     submission = record["submission"]
+    waiver_of = {w.get("check_id"): _bounded_waiver(w) for w in record.get("waivers") or []}
     checks = []
     for check in record["checks"]:
         evidence = check.get("evidence") or {}
@@ -207,7 +209,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         checks.append({
             **check,
             "original_status": check.get("original_status"),
-            "waiver": check.get("waiver") or _waiver_of(record, check["id"]),
+            "waiver": _bounded_waiver(check["waiver"]) if check.get("waiver") else waiver_of.get(check["id"]),
             "chart": (chart := chart_for(check)),
             "chart_title": chart_title(chart) if chart else "",
             "evidence": key_value_blocks([(k, v) for k, v in evidence.items() if k != "inputs"]),
@@ -218,7 +220,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
     evaluated_verdict = verdict_of([c.get("original_status") or c["status"] for c in record["checks"]])
     status_of = {c["id"]: c.get("original_status") or c["status"] for c in record["checks"]}
-    waivers = [{**waiver, "status": status_of.get(waiver.get("check_id"))} for waiver in record.get("waivers") or []]
+    waivers = [{**_bounded_waiver(waiver), "status": status_of.get(waiver.get("check_id"))}
+               for waiver in record.get("waivers") or []]
     appendix = sorted(inputs.values(), key=lambda q: q["pointer"])
     references = _number_references(appendix)
     return {
@@ -229,9 +232,9 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "evaluated_verdict": evaluated_verdict,
         "waivers": waivers,
         "summary": summary,
-        "vendor": submission.get("vendor") or "(not named)",
-        "quote_id": submission.get("quote_id") or "(none)",
-        "notes": submission.get("notes"),
+        "vendor": bounded(submission.get("vendor") or "(not named)", NAME_BOUND),
+        "quote_id": bounded(submission.get("quote_id") or "(none)", NAME_BOUND),
+        "notes": bounded_or_none(submission.get("notes"), NOTES_BOUND),
         "submission_id": submission.get("id"),
         "revision": submission.get("revision"),
         "submission_digest": submission["digest"],
@@ -239,8 +242,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "policy": record["policy"],
         "engine": record["engine"],
         "workload": _workload(record, inputs),
-        "decisions": record.get("decisions") or [],
-        "purchase_orders": record.get("purchase_orders") or [],
+        "decisions": [_bounded_decision(d) for d in record.get("decisions") or []],
+        "purchase_orders": [_bounded_names(po, "actor") for po in record.get("purchase_orders") or []],
         "issue": record.get("issue"),
         "supersedes": record.get("supersedes"),
         "checks": checks,
@@ -285,5 +288,18 @@ def _unrecorded(pointer: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
             "unrecorded": True}
 
 
-def _waiver_of(record: Mapping[str, Any], check_id: str) -> dict[str, Any] | None:
-    return next((w for w in record.get("waivers") or [] if w.get("check_id") == check_id), None)
+def _bounded_names(entry: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """Returns ``entry`` with each of its ``names`` members that holds text bounded as a name."""
+    return {**entry, **{name: bounded(entry[name], NAME_BOUND) for name in names if isinstance(entry.get(name), str)}}
+
+
+def _bounded_waiver(waiver: Mapping[str, Any]) -> dict[str, Any]:
+    justification = waiver.get("justification")
+    return {**_bounded_names(waiver, "actor"),
+            "justification": bounded(justification, PARAGRAPH_BOUND) if isinstance(justification, str) else ""}
+
+
+def _bounded_decision(decision: Mapping[str, Any]) -> dict[str, Any]:
+    comment = decision.get("comment")
+    return {**_bounded_names(decision, "actor"),
+            "comment": bounded(comment, PARAGRAPH_BOUND) if isinstance(comment, str) and comment else ""}
