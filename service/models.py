@@ -164,6 +164,25 @@ class RecordPdf(SQLModel, table=True):
     created_at: datetime
 
 
+class DraftPdf(SQLModel, table=True):
+    """The DRAFT PDF of a record that is not signed, rendered once per record digest and renderer, then served.
+
+    A record's document never changes under its digest, so neither does its draft, until the renderer
+    does (template, stylesheet, the code that builds the view: ``render.renderer_digest``). A row without
+    ``pdf`` is a claim: the request that inserted it at ``claimed_at`` is rendering the draft, and
+    requests for the same draft wait for it (service/draft_pdfs.py) rather than render it again.
+    """
+
+    __tablename__ = "draft_pdf"
+
+    record_digest: str = Field(primary_key=True, max_length=DIGEST_LENGTH)
+    renderer: str = Field(primary_key=True, max_length=DIGEST_LENGTH)
+    claimed_at: datetime
+    rendered_at: datetime | None = None
+    pdf_digest: str | None = Field(default=None, max_length=DIGEST_LENGTH)
+    pdf: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+
+
 class Waiver(SQLModel, table=True):
     """A reviewer's waiver of one check result, bound to that result's digest."""
 
