@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import string
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,12 @@ from typing import Any
 import click
 
 from rules.best_layout import describe_layout, evaluate_with_layout_search
-from rules.checks import CHECKS
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 from rules.evaluate import evaluate as run_evaluation
 from rules.policy import load_policy
 from service.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, fail_input
+from service.record.view import deciding_figure as headline
 
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "DATA?",
                "not-applicable": "n/a", "waived": "WAIVED"}
@@ -72,21 +71,6 @@ def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, sear
         Path(out).write_text(text + "\n", encoding="utf-8")
     click.echo(text if fmt == "json" else render_table(record))
     sys.exit(EXIT_FAILED if record["verdict"] == "fail" else EXIT_OK)
-
-
-def headline(check: dict[str, Any]) -> str:
-    """Returns the deciding figure of a check result for one table row."""
-    by_id = {c.id: c for c in CHECKS}
-    template = by_id[check["id"]].headline if check["id"] in by_id else ""
-    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    # A figure the check could not give (no GPU count fits memory: gpus_needed is null) is explained by the message.
-    if check["status"] in ("pass", "warn", "fail") and template and all(
-            check["evidence"].get(name) is not None for name in fields):
-        try:
-            return template.format(**check["evidence"])
-        except (KeyError, ValueError, IndexError):
-            pass
-    return check["message"]
 
 
 def render_table(record: dict[str, Any]) -> str:

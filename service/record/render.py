@@ -26,14 +26,13 @@ from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnsignableRecord
 from service.record.free_text import ShownText
 from service.record.keys import SigningKeys
+from service.record.listing import display_number, exact, flat
 from service.record.pades import sign_pdf
 from service.record.view import (
     SOURCE_LABELS,
     STATUS_LABELS,
     column_names,
-    display_number,
-    exact,
-    flat,
+    compact_pointers,
     record_view,
     shown,
 )
@@ -87,6 +86,7 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
     env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat, layout=describe_layout,
+                       pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
                        source_label=lambda s: SOURCE_LABELS.get(s, str(s)))
     env.tests.update(list_like=lambda v: isinstance(v, list | tuple), shown_text=lambda v: isinstance(v, ShownText),

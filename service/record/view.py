@@ -5,18 +5,25 @@ service/record/render.py turns it into HTML and PDF.
 
 from __future__ import annotations
 
-import math
-import textwrap
+import string
 from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup
 
+from rules.checks import CHECKS
 from rules.evaluate import verdict_of
 from schemas.text import visible
-from service.record.canonical import canonical_bytes, record_digest
+from service.record.canonical import record_digest
 from service.record.charts import chart_for, chart_title
 from service.record.free_text import NAME_BOUND, NOTES_BOUND, PARAGRAPH_BOUND, bounded, bounded_or_none
+from service.record.listing import (
+    APPENDIX_LINE_CHARS,
+    POINTER_COLUMNS,
+    display_number,
+    exact,
+    key_value_blocks,
+)
 
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
@@ -44,101 +51,24 @@ WORKLOAD_FIGURES = (
 
 # --- formatting ------------------------------------------------------------------------------------------
 
-def display_number(value: Any) -> str:
-    """Returns a figure for a table: integers exact with separators, floats to four significant digits."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value) or value == 0:
-            return str(value) if value else "0"
-        magnitude = math.floor(math.log10(abs(value)))
-        if magnitude >= 15 or magnitude < -4:
-            return f"{value:.4g}"
-        decimals = max(0, 3 - magnitude)
-        text = f"{value:,.{decimals}f}"
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    return str(value)
+def deciding_figure(check: Mapping[str, Any]) -> str:
+    """Returns the deciding figure of a check result (its check's headline over the evidence), else its message.
 
-
-def exact(value: Any) -> str:
-    """Returns an input value as given: integers with separators, floats in full, containers as compact JSON."""
-    if isinstance(value, bool) or value is None:
-        return display_number(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dict | list):
-        return canonical_bytes(value).decode("utf-8")
-    return str(value)
-
-
-def _is_nested(value: Any) -> bool:
-    """Returns True for a value shown as a sub-table: a non-empty object, or a list holding objects or lists."""
-    if isinstance(value, Mapping):
-        return bool(value)
-    return isinstance(value, list | tuple) and any(isinstance(item, Mapping | list | tuple) for item in value)
-
-
-def flat(value: Any) -> str:
-    """Returns a value that is not nested as one line: a figure, a list of figures joined, or '(none)'."""
-    if isinstance(value, list | tuple):
-        return ", ".join(display_number(item) for item in value) if value else "(none)"
-    if isinstance(value, Mapping):
-        return "(empty)"
-    if isinstance(value, str) and not value:
-        return "(empty)"
-    return display_number(value)
-
-
-# Widths (characters) a key column snaps to, so that most tables share one.
-KEY_COLUMNS = (18, 22, 26, 30, 34, 38)
-POINTER_COLUMNS = (30, 38, 46, 54, 62)
-# Characters per line of the monospace key/value blocks: the 177 mm text width of the page (A4 less margins
-# and padding) over the advance of DejaVu Sans Mono (0.602 em) at the block's font size, less a margin of 2.
-EVIDENCE_LINE_CHARS = 104  # 7.8 pt (templates/record.css .kv)
-APPENDIX_LINE_CHARS = 116  # 7 pt (.appendix-inputs .kv)
-
-
-def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] = KEY_COLUMNS,
-                     line_chars: int = EVIDENCE_LINE_CHARS, text: Any = None,
-                     nested: Any = None) -> list[dict[str, Any]]:
-    """Returns a two-column listing as blocks: runs of plain rows as one preformatted text, nested values apart.
-
-    A row is the key padded to the column width, then the value, wrapped here with continuation lines
-    indented to the value column: in a monospace font every value starts at the same place. A run of rows
-    is one block of text because WeasyPrint lays out one block of N lines several times faster than N table
-    rows, and a record has hundreds. Nested values (objects, lists of objects) get a sub-table.
+    The summary table of the PDF and the CLI's table show it in one row; the message stays in the check's
+    own section.
     """
-    text, nested = text or flat, nested or _is_nested
-    longest = max((len(key) for key, _ in items), default=0) + 2
-    width = next((w for w in columns if w >= longest), columns[-1])
-    blocks: list[dict[str, Any]] = []
-    lines: list[str] = []
-    for key, value in items:
-        if nested(value):
-            if lines:
-                blocks.append({"text": "\n".join(lines)})
-                lines = []
-            blocks.append({"key": key, "value": value})
-        else:
-            lines += _wrapped_row(key, text(value), width, line_chars)
-    if lines:
-        blocks.append({"text": "\n".join(lines)})
-    return blocks
-
-
-def _wrapped_row(key: str, value: str, width: int, line_chars: int) -> list[str]:
-    head = key.ljust(width) if len(key) < width else key + "  "
-    room = max(line_chars - len(head), 24)
-    chunks: list[str] = []
-    for paragraph in value.split("\n"):
-        chunks += textwrap.wrap(paragraph, room, break_on_hyphens=False) or [""]
-    return [head + chunks[0]] + [" " * len(head) + chunk for chunk in chunks[1:]]
+    by_id = {c.id: c for c in CHECKS}
+    template = by_id[check["id"]].headline if check["id"] in by_id else ""
+    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    evidence = check.get("evidence") or {}
+    # A figure the check could not give (no GPU count fits memory: gpus_needed is null) is explained by the message.
+    if check["status"] in ("pass", "warn", "fail") and template and all(
+            evidence.get(name) is not None for name in fields):
+        try:
+            return template.format(**evidence)
+        except (KeyError, ValueError, IndexError):
+            pass
+    return check["message"]
 
 
 def column_names(rows: list[Mapping[str, Any]]) -> list[str]:
@@ -209,6 +139,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         checks.append({
             **check,
             "original_status": check.get("original_status"),
+            "figure": deciding_figure({**check, "status": check.get("original_status") or check["status"]}),
             "waiver": _bounded_waiver(check["waiver"]) if check.get("waiver") else waiver_of.get(check["id"]),
             "chart": (chart := chart_for(check)),
             "chart_title": chart_title(chart) if chart else "",
@@ -248,9 +179,26 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "supersedes": record.get("supersedes"),
         "checks": checks,
         "layout_search": record.get("layout_search"),
+        "layout_rows": _layout_rows(record.get("layout_search"), checks),
         "appendix": _appendix_text(appendix),
         "references": references,
     }
+
+
+def _layout_rows(search: Mapping[str, Any] | None, checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Returns the layout search's rows (check id, status and text at the submitted and at the best layout).
+
+    At the submitted layout a check says what its own section says: the row gives its deciding figure
+    instead of repeating the message.
+    """
+    by_id = {check["id"]: check for check in checks}
+    rows = []
+    for row in (search or {}).get("checks") or []:
+        submitted, best, check = row.get("submitted"), row.get("best"), by_id.get(row.get("id"))
+        if submitted and check is not None and submitted.get("message") == check["message"]:
+            submitted = {**submitted, "message": check["figure"]}
+        rows.append({"id": row.get("id"), "submitted": submitted, "best": best})
+    return rows
 
 
 SOURCE_ORDER = ("measurement", "vendor_limit", "facility_design", "assumption", "missing", "text or absent")
@@ -277,8 +225,23 @@ def _appendix_text(inputs: list[dict[str, Any]]) -> str:
 
     items = [("input", "value · source · reference"), *((q["pointer"], q) for q in inputs)]
     blocks = key_value_blocks(items, columns=POINTER_COLUMNS, line_chars=APPENDIX_LINE_CHARS,
-                              text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False)
+                              text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False,
+                              pairs=False)
     return "\n".join(block["text"] for block in blocks)
+
+
+def compact_pointers(pointers: list[str]) -> str:
+    """Returns JSON Pointers as one line: sorted, those of one parent written once, ``/a/b/{c, d}``.
+
+    A check's section names the inputs it read by source this way; their values, sources and references
+    are in the appendix, one line per input, so the section does not lay them out again.
+    """
+    groups: dict[str, list[str]] = {}
+    for pointer in sorted(set(pointers)):
+        parent, _, leaf = pointer.rpartition("/")
+        groups.setdefault(parent + "/", []).append(leaf)
+    return " · ".join(parent + (leaves[0] if len(leaves) == 1 else "{" + ", ".join(leaves) + "}")
+                      for parent, leaves in groups.items())
 
 
 def _unrecorded(pointer: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
