@@ -102,8 +102,9 @@ def cached_draft_pdf(record: Record, clock: Callable[[], datetime],
                      render: Callable[[dict[str, Any]], bytes] | None = None) -> bytes:
     """Returns the DRAFT PDF of ``record``: the stored one, else rendered now (once) and stored.
 
-    Keyed by the record's digest and ``renderer_digest()``; ``render`` (default ``render.draft_pdf``) draws it. When another request is rendering the same
-    draft, waits for it up to ``DRAFT_PDF_WAIT_S``; ServiceUnavailable after that (ask again).
+    Keyed by the record's digest and ``renderer_digest()``; ``render`` (default ``render.draft_pdf``) draws
+    it. When another request is rendering the same draft, waits for it up to ``DRAFT_PDF_WAIT_S``;
+    ServiceUnavailable after that (ask again).
     """
     key = (record.digest, renderer_digest())
     wait_s = float(current_app.config["DRAFT_PDF_WAIT_S"])
