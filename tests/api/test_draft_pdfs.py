@@ -108,12 +108,12 @@ def test_a_request_waits_for_a_claim_then_answers_503_and_takes_over_a_stale_one
     assert [row.pdf for row in _rows(app)] == [served.data]
 
 
-def test_a_draft_another_renderer_drew_is_drawn_again_and_replaced(app, submitted):
+def test_a_draft_another_renderer_drew_is_drawn_again_and_replaced(app, submitted, clock):
     submitter, view = submitted
     record_id = view["evaluation"]["record_id"]
     with get_db(app).session() as session:
         session.add(DraftPdf(record_digest=_digest(app, record_id), renderer="sha256:" + "0" * 64,
-                             claimed_at=app.config["CLOCK"](), pdf=b"%PDF-1.7 an older layout"))
+                             claimed_at=clock(), pdf=b"%PDF-1.7 an older layout"))
         session.commit()
 
     served = submitter.get(_pdf(record_id))
