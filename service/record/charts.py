@@ -26,6 +26,7 @@ MEMORY_PARTS = (  # evidence name, label, colour (Okabe-Ito, distinguishable in 
     ("activations_gib", "activations", "#E69F00"),
     ("other_gib", "other", "#CC79A7"),
 )
+CHART_MAX_RACKS = 16  # bars of the rack power chart
 LIMIT_COLOURS = {"budget": "#D55E00", "pdu": "#0072B2", "cooling": "#009E73", "window": "#D55E00"}
 
 
@@ -163,6 +164,16 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
     limits = (("budget_kw", "power budget", LIMIT_COLOURS["budget"]),
               ("pdu_derated_kw", "derated PDU", LIMIT_COLOURS["pdu"]),
               ("cooling_kw", "cooling", LIMIT_COLOURS["cooling"]))
+    title = "Rack power against budget, derated PDU rating and cooling"
+    if len(racks) > CHART_MAX_RACKS:
+        # A bar per rack of 256 would run for pages: the racks nearest a limit, in the evidence's order.
+        def headroom(rack: Mapping[str, Any]) -> float:
+            caps = [v for name, _, _ in limits if (v := number(rack.get(name))) is not None and v > 0]
+            return (number(rack.get("draw_kw")) or 0.0) / min(caps) if caps else 0.0
+
+        nearest = sorted(range(len(racks)), key=lambda i: headroom(racks[i]), reverse=True)[:CHART_MAX_RACKS]
+        title += f" (the {CHART_MAX_RACKS} of {len(racks)} racks nearest a limit)"
+        racks = [racks[i] for i in sorted(nearest)]
     values = [number(r.get("draw_kw")) or 0.0 for r in racks]
     values += [v for r in racks for name, _, _ in limits if (v := number(r.get(name))) is not None]
     maximum = max(values) * 1.1 or 1.0
@@ -170,7 +181,7 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
         return None
     left, right, top, row = 130.0, WIDTH - 20.0, 12.0, 34.0
     axis_y = top + row * len(racks)
-    svg = Svg(axis_y + 34, "Rack power against budget, derated PDU rating and cooling")
+    svg = Svg(axis_y + 34, title)
     _axis(svg, left, right, axis_y, top - 4, maximum, "kW per rack")
     for i, rack in enumerate(racks):
         y = top + i * row

@@ -30,6 +30,9 @@ NOTES_BOUND = TextBound(lines=40, characters=4_000)
 # A waiver's justification and a decision's comment: in a table cell on the cover and again in the
 # check's section, once per waived check (the API takes up to 4,000 characters of each).
 PARAGRAPH_BOUND = TextBound(lines=8, characters=600)
+# A check's message, remediation or deciding figure: written by the engine, but it can quote the submission
+# (the names of node groups a rack cannot place, 64 of them) and is shown once or twice per check.
+MESSAGE_BOUND = TextBound(lines=12, characters=1_500)
 # A name or identifier: the vendor, the quote id, who waived, decided or linked a purchase order.
 NAME_BOUND = TextBound(lines=2, characters=200)
 

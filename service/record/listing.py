@@ -4,6 +4,10 @@ A record has hundreds of figures. WeasyPrint's cost is per line and per box, so 
 preformatted monospace text composed here: key/value rows with every value at the same column, two rows
 side by side where both fit half a line, and a list of rows (the strategies a check compared, the racks)
 as a text table with aligned columns. Only a value too deep or too wide for that is left to a sub-table.
+
+Listings are bounded like free text (service/record/free_text.py): a value is cut after
+``VALUE_MAX_CHARS``, a table after ``TABLE_MAX_ROWS`` rows, each with a note saying how much the attached
+JSON holds, so that no quote the schema admits (256 racks, 2,000 line items) makes a PDF long.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ POINTER_COLUMNS = (30, 38, 46, 54, 62)
 # padding) over the advance of DejaVu Sans Mono (0.602 em) at the listing's font size, less a margin of 2.
 EVIDENCE_LINE_CHARS = 104  # 7.8 pt (templates/record.css .kv)
 APPENDIX_LINE_CHARS = 116  # 7 pt (.appendix-inputs .kv)
+VALUE_MAX_CHARS = 1_000  # of one value in a listing (a list of names joined, a long explanation)
+TABLE_MAX_ROWS = 24  # of a text table (the racks, the strategies compared)
+SUBTABLE_MAX_CHARS = 2_000  # of a nested value laid out as a sub-table (its compact JSON), else cut as text
 COLUMN_GAP = 3  # spaces between the two rows of a line
 TABLE_GAP = 2  # spaces between the columns of a text table
 TABLE_INDENT = "  "  # a text table under its key
@@ -109,12 +116,16 @@ def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] =
             if table is not None:
                 lines += [key, *(TABLE_INDENT + line for line in table)]
                 continue
+            whole = exact(value)
+            if len(whole) > SUBTABLE_MAX_CHARS:
+                lines += _wrapped_row(key, capped(whole), width, line_chars)
+                continue
             if lines:
                 blocks.append({"text": "\n".join(lines)})
                 lines = []
             blocks.append({"key": key, "value": value})
             continue
-        row = _wrapped_row(key, text(value), width, line_chars)
+        row = _wrapped_row(key, capped(text(value)), width, line_chars)
         if pairs and len(row) == 1 and len(row[0]) <= half:
             if waiting is None:
                 waiting = row[0]
@@ -131,6 +142,22 @@ def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] =
     if lines:
         blocks.append({"text": "\n".join(lines)})
     return blocks
+
+
+def capped(text: str, limit: int = VALUE_MAX_CHARS) -> str:
+    """Returns ``text`` whole, or its first ``limit`` characters and a note of its length."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit].rstrip()} … ({len(text):,} characters in all; the attached JSON holds the whole value)"
+
+
+def _cell(text: str, limit: int) -> str:
+    # A cell of a text table is cut short with an ellipsis: the table's note says the JSON holds it all.
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _more_rows(shown: int, total: int) -> str:
+    return f"… {total - shown:,} more rows ({total:,} in all); the attached JSON holds them"
 
 
 def _wrapped_row(key: str, value: str, width: int, line_chars: int) -> list[str]:
@@ -152,20 +179,23 @@ def text_table(value: Any, line_chars: int) -> list[str] | None:
     if isinstance(value, Mapping):
         if any(is_nested(item) for item in value.values()):
             return None
-        return [line for block in key_value_blocks(list(value.items()), line_chars=line_chars, pairs=False)
-                for line in block["text"].split("\n")]
+        items = list(value.items())
+        lines = [line for block in key_value_blocks(items[:TABLE_MAX_ROWS], line_chars=line_chars, pairs=False)
+                 for line in block["text"].split("\n")]
+        return lines + ([_more_rows(TABLE_MAX_ROWS, len(items))] if len(items) > TABLE_MAX_ROWS else [])
     if not (isinstance(value, list | tuple) and value and all(isinstance(row, Mapping) for row in value)):
         return None
     names = list(dict.fromkeys(name for row in value for name in row))
     if any(is_nested(row.get(name)) for row in value for name in names):
         return None
     # An empty text is an empty cell here: the column says what it holds.
-    cells = [[flat(row[name]) if row.get(name, "") != "" else "" for name in names] for row in value]
+    cells = [[_cell(flat(row[name]), line_chars // 2) if row.get(name, "") != "" else "" for name in names]
+             for row in value[:TABLE_MAX_ROWS]]
     if any("\n" in cell for row in cells for cell in row):
         return None
     widths = [max(len(name), *(len(row[i]) for row in cells)) for i, name in enumerate(names)]
-    numeric = [all(_is_figure(row.get(name)) or name not in row for row in value)
-               and any(name in row for row in value) for name in names]
+    numeric = [all(_is_figure(row.get(name)) or name not in row for row in value[:TABLE_MAX_ROWS])
+               and any(name in row for row in value[:TABLE_MAX_ROWS]) for name in names]
     groups = _column_groups(widths, line_chars)
     if groups is None:
         return None
@@ -180,6 +210,8 @@ def text_table(value: Any, line_chars: int) -> list[str] | None:
 
         lines.append(line(names))
         lines += [line(row) for row in cells]
+    if len(value) > TABLE_MAX_ROWS:
+        lines.append(_more_rows(TABLE_MAX_ROWS, len(value)))
     return lines
 
 

@@ -28,11 +28,11 @@ from service.record.free_text import ShownText
 from service.record.keys import SigningKeys
 from service.record.listing import display_number, exact, flat
 from service.record.pades import sign_pdf
+from service.record.pointers import compact_pointers
 from service.record.view import (
     SOURCE_LABELS,
     STATUS_LABELS,
     column_names,
-    compact_pointers,
     record_view,
     shown,
 )

@@ -16,14 +16,23 @@ from rules.evaluate import verdict_of
 from schemas.text import visible
 from service.record.canonical import record_digest
 from service.record.charts import chart_for, chart_title
-from service.record.free_text import NAME_BOUND, NOTES_BOUND, PARAGRAPH_BOUND, bounded, bounded_or_none
+from service.record.free_text import (
+    MESSAGE_BOUND,
+    NAME_BOUND,
+    NOTES_BOUND,
+    PARAGRAPH_BOUND,
+    bounded,
+    bounded_or_none,
+)
 from service.record.listing import (
     APPENDIX_LINE_CHARS,
     POINTER_COLUMNS,
+    capped,
     display_number,
     exact,
     key_value_blocks,
 )
+from service.record.pointers import appendix_rows, number_references
 
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
@@ -48,6 +57,8 @@ WORKLOAD_FIGURES = (
     ("Serving TPOT p95 (ms)", "/workload/inference/slo/tpot_ms_p95"),
 )
 
+
+QUOTED_NODES_MAX_CHARS = 400  # the cover's "Quoted nodes" line, of up to 64 node groups
 
 # --- formatting ------------------------------------------------------------------------------------------
 
@@ -95,16 +106,6 @@ def _inputs_by_pointer(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return by_pointer
 
 
-def _number_references(inputs: list[dict[str, Any]]) -> list[str]:
-    """Numbers each distinct reference once (catalogue refs repeat across inputs); sets ``ref_number``."""
-    numbers: dict[str, int] = {}
-    for quantity in inputs:
-        ref = quantity.get("ref")
-        if ref:
-            quantity["ref_number"] = numbers.setdefault(ref, len(numbers) + 1)
-    return list(numbers)
-
-
 def _workload(record: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Any]]:
     objective = next((c.get("evidence") or {} for c in record["checks"] if c["id"] == "training-objective"), {})
     figures = []
@@ -123,7 +124,7 @@ def _workload(record: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]
         groups.append(f"{display_number(nodes['value'])} nodes" + (f" × {display_number(gpus['value'])} GPUs"
                                                                    if gpus else ""))
     if groups:
-        figures.append(("Quoted nodes", "; ".join(groups)))
+        figures.append(("Quoted nodes", capped("; ".join(groups), QUOTED_NODES_MAX_CHARS)))
     return figures
 
 
@@ -132,14 +133,17 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     inputs = _inputs_by_pointer(record)
     submission = record["submission"]
     waiver_of = {w.get("check_id"): _bounded_waiver(w) for w in record.get("waivers") or []}
-    checks = []
+    checks, figures = [], {}
     for check in record["checks"]:
         evidence = check.get("evidence") or {}
         pointers = evidence.get("inputs") or []
+        figures[check["id"]] = deciding_figure({**check, "status": check.get("original_status") or check["status"]})
         checks.append({
             **check,
             "original_status": check.get("original_status"),
-            "figure": deciding_figure({**check, "status": check.get("original_status") or check["status"]}),
+            "figure": bounded(figures[check["id"]], MESSAGE_BOUND),
+            "message": bounded(check["message"], MESSAGE_BOUND),
+            "remediation": bounded(check["remediation"], MESSAGE_BOUND) if check.get("remediation") else "",
             "waiver": _bounded_waiver(check["waiver"]) if check.get("waiver") else waiver_of.get(check["id"]),
             "chart": (chart := chart_for(check)),
             "chart_title": chart_title(chart) if chart else "",
@@ -153,8 +157,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     status_of = {c["id"]: c.get("original_status") or c["status"] for c in record["checks"]}
     waivers = [{**_bounded_waiver(waiver), "status": status_of.get(waiver.get("check_id"))}
                for waiver in record.get("waivers") or []]
-    appendix = sorted(inputs.values(), key=lambda q: q["pointer"])
-    references = _number_references(appendix)
+    appendix = appendix_rows(list(inputs.values()))
+    ref_numbers, references = number_references(appendix)
     return {
         "draft": draft,
         "record_id": record.get("record_id") or "(unsaved evaluation)",
@@ -179,13 +183,14 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "supersedes": record.get("supersedes"),
         "checks": checks,
         "layout_search": record.get("layout_search"),
-        "layout_rows": _layout_rows(record.get("layout_search"), checks),
-        "appendix": _appendix_text(appendix),
-        "references": references,
+        "layout_rows": _layout_rows(record.get("layout_search"), record["checks"], figures),
+        "appendix": _appendix_text(appendix, ref_numbers),
+        "references": [bounded(ref, PARAGRAPH_BOUND) for ref in references],
     }
 
 
-def _layout_rows(search: Mapping[str, Any] | None, checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _layout_rows(search: Mapping[str, Any] | None, checks: list[Mapping[str, Any]],
+                 figures: Mapping[str, str]) -> list[dict[str, Any]]:
     """Returns the layout search's rows (check id, status and text at the submitted and at the best layout).
 
     At the submitted layout a check says what its own section says: the row gives its deciding figure
@@ -196,8 +201,10 @@ def _layout_rows(search: Mapping[str, Any] | None, checks: list[dict[str, Any]])
     for row in (search or {}).get("checks") or []:
         submitted, best, check = row.get("submitted"), row.get("best"), by_id.get(row.get("id"))
         if submitted and check is not None and submitted.get("message") == check["message"]:
-            submitted = {**submitted, "message": check["figure"]}
-        rows.append({"id": row.get("id"), "submitted": submitted, "best": best})
+            submitted = {**submitted, "message": figures[check["id"]]}
+        rows.append({"id": row.get("id"),
+                     **{name: {**at, "message": bounded(str(at.get("message", "")), MESSAGE_BOUND)} if at else None
+                        for name, at in (("submitted", submitted), ("best", best))}})
     return rows
 
 
@@ -217,31 +224,19 @@ def _group_by_source(quantities: list[dict[str, Any]]) -> list[tuple[str, list[d
     return sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank)))
 
 
-def _appendix_text(inputs: list[dict[str, Any]]) -> str:
-    """Returns the appendix listing: every input, then its value, source and reference number."""
+def _appendix_text(rows: list[tuple[str, Any]], ref_numbers: Mapping[str, int]) -> str:
+    """Returns the appendix listing: each listed input, then its value, source and reference number."""
     def describe(quantity: Mapping[str, Any]) -> str:
-        ref = f" · [{quantity['ref_number']}]" if quantity.get("ref_number") else ""
-        return f"{exact(quantity['value'])} · {SOURCE_LABELS.get(quantity['source'], quantity['source'])}{ref}"
+        ref = quantity.get("ref")
+        number = f" · [{ref_numbers[ref]}]" if ref in ref_numbers else (" · [reference: the attached JSON]"
+                                                                          if ref else "")
+        return f"{exact(quantity['value'])} · {SOURCE_LABELS.get(quantity['source'], quantity['source'])}{number}"
 
-    items = [("input", "value · source · reference"), *((q["pointer"], q) for q in inputs)]
+    items = [("input", "value · source · reference"), *rows]
     blocks = key_value_blocks(items, columns=POINTER_COLUMNS, line_chars=APPENDIX_LINE_CHARS,
                               text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False,
                               pairs=False)
     return "\n".join(block["text"] for block in blocks)
-
-
-def compact_pointers(pointers: list[str]) -> str:
-    """Returns JSON Pointers as one line: sorted, those of one parent written once, ``/a/b/{c, d}``.
-
-    A check's section names the inputs it read by source this way; their values, sources and references
-    are in the appendix, one line per input, so the section does not lay them out again.
-    """
-    groups: dict[str, list[str]] = {}
-    for pointer in sorted(set(pointers)):
-        parent, _, leaf = pointer.rpartition("/")
-        groups.setdefault(parent + "/", []).append(leaf)
-    return " · ".join(parent + (leaves[0] if len(leaves) == 1 else "{" + ", ".join(leaves) + "}")
-                      for parent, leaves in groups.items())
 
 
 def _unrecorded(pointer: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
