@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench import pdf_targets
 from bench.api_path import bench_api, bench_evaluation
 from bench.remedies import bench_remedies
 from rules.estimates.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
@@ -192,6 +193,7 @@ PARTS: dict[str, tuple[str, Callable[[], list[bool]]]] = {
                    bench_evaluation),
     "api": ("POST /api/v1/submissions against a bare parse-and-validate endpoint (gunicorn, PostgreSQL, wrk)",
             bench_api),
+    "pdf-targets": ("record PDF against one page, an evaluation and 40 pages, side by side", pdf_targets.run),
 }
 
 

@@ -164,6 +164,25 @@ class RecordPdf(SQLModel, table=True):
     created_at: datetime
 
 
+class DraftPdf(SQLModel, table=True):
+    """The DRAFT PDF of a record that is not signed, rendered once per record digest and renderer, then served.
+
+    A record's document never changes under its digest, so neither does its draft, until the renderer
+    does (template, stylesheet, the code that builds the view: ``render.renderer_digest``). A row without
+    ``pdf`` is a claim: the request that inserted it at ``claimed_at`` is rendering the draft, and
+    requests for the same draft wait for it (service/draft_pdfs.py) rather than render it again.
+    """
+
+    __tablename__ = "draft_pdf"
+
+    record_digest: str = Field(primary_key=True, max_length=DIGEST_LENGTH)
+    renderer: str = Field(primary_key=True, max_length=DIGEST_LENGTH)
+    claimed_at: datetime
+    rendered_at: datetime | None = None
+    pdf_digest: str | None = Field(default=None, max_length=DIGEST_LENGTH)
+    pdf: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+
+
 class Waiver(SQLModel, table=True):
     """A reviewer's waiver of one check result, bound to that result's digest."""
 
@@ -280,11 +299,9 @@ class TaskRun(SQLModel, table=True):
 
 
 class Addendum(SQLModel, table=True):
-    """A signed as-built addendum of an approved final record: acceptance measurements, every check re-decided.
+    """A signed as-built addendum of an approved final record (service/addenda.py); rows are never updated.
 
-    Rows are never updated, and the record they name is never changed by them (service/addenda.py).
-    ``input_digest`` is the request body's digest: the same measurements and note attached to the same record
-    again find this row instead of issuing another.
+    ``input_digest``: the request body's digest, so the same measurements attached again find this row.
     """
 
     __table_args__ = (UniqueConstraint("record_id", "input_digest"),)

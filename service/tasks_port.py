@@ -30,6 +30,10 @@ EXTENSION = "quotecheck.task_queue"
 class TaskQueue(Protocol):
     """What the service needs of a task queue."""
 
+    # True when sent tasks run in other processes (a broker and its workers); False when ``send`` runs them
+    # in the sending process before it returns (no broker).
+    in_background: bool
+
     def send(self, name: str, args: list[Any], task_id: str) -> None:
         """Queues task ``name`` with JSON ``args`` under ``task_id`` (or runs it now, in-process); raises when the
         queue cannot be reached."""
@@ -52,6 +56,12 @@ def task_queue() -> TaskQueue:
     if queue is None:
         raise ServiceUnavailable("this service runs no background tasks (TASK_QUEUE is not set); nothing was queued")
     return queue
+
+
+def runs_in_background() -> bool:
+    """Returns True when the current app hands tasks to workers elsewhere (a broker is configured)."""
+    queue = current_app.extensions.get(EXTENSION)
+    return bool(queue is not None and getattr(queue, "in_background", False))
 
 
 def init_app(app: Flask) -> None:
