@@ -71,6 +71,9 @@ DEFAULTS: dict[str, Any] = {
     # Days a new or rotated API token is valid (1-3650); `--expires 30d` overrides it per token. An expired
     # token gets 401.
     "TOKEN_LIFETIME_DAYS": DEFAULT_TOKEN_LIFETIME_DAYS,
+    # How long a browser stays signed in to the pages (/ui) after signing in with a token; never past the
+    # token's own expiry.
+    "UI_SESSION_LIFETIME_S": 8 * 3600,
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
     # Webhooks (service/webhooks.py, docs/webhooks.md): how long one attempt waits for the receiver's answer,

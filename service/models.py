@@ -381,3 +381,17 @@ class WebhookAttempt(SQLModel, table=True):
     duration_ms: int
     status_code: int | None = None
     error: str | None = Field(default=None, max_length=500)
+
+
+class UiSession(SQLModel, table=True):
+    """A browser's signed-in session (service/ui): the SHA-256 of its cookie, the API token it was opened with,
+    the per-session CSRF token its forms carry, and when it ends. Signing out deletes the row."""
+
+    __tablename__ = "ui_session"
+
+    id: int | None = Field(default=None, primary_key=True)
+    cookie_hash: str = Field(max_length=HEX_HASH_LENGTH, unique=True)
+    token_id: int = Field(foreign_key="api_token.id", index=True)
+    csrf_token: str = Field(max_length=64)
+    created_at: datetime
+    expires_at: datetime
