@@ -24,6 +24,7 @@ from service.ui import (  # noqa: F401  (each module adds its routes to the blue
     submission_views,
 )
 from service.ui.blueprint import bp
+from service.ui.present import moment
 from service.ui.render import handle_error
 
 PAGE_PREFIXES = ("/ui/", "/ui")
@@ -42,6 +43,7 @@ def init_app(app: Flask) -> None:
     # in the record's PDF; an undefined name in a template is an error, not an empty string.
     app.jinja_options = {**app.jinja_options, "finalize": shown, "undefined": StrictUndefined}
     app.add_template_filter(display_number, "num")
+    app.add_template_filter(moment, "moment")
     app.register_blueprint(bp)
     for status in (404, 405):
         app.register_error_handler(status, _not_routed)

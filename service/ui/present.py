@@ -4,7 +4,7 @@ checks, evidence as rows, an estimate beside its measurement, and which forms a 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from service import workflow
@@ -33,6 +33,19 @@ SOURCE_WORDS = {**SOURCE_LABELS, "measurement": "measurement", "facility_design"
                 "catalogue": "catalogue"}
 # Evidence names of an estimate, by the prefix the measured figure's name replaces.
 ESTIMATE_PREFIXES = ("estimated_", "modelled_")
+
+
+def moment(value: datetime | str | None) -> str:
+    """Returns a time to the minute in UTC (``2026-12-02 14:05 UTC``) from a datetime (naive: UTC) or ISO text."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def may(actor: Actor, action: str) -> bool:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 
 from api_support import FAILING_SUBMISSION, JUSTIFICATION, token_for, url, waive_all
-from ui_support import listed, sign_in, version_of
+from click.testing import CliRunner
+from ui_support import csrf_of, listed, sign_in, version_of
 
+from service.cli import main
 from service.ui.session import COOKIE
 
 
@@ -130,9 +132,6 @@ def test_a_session_ends_with_its_lifetime_and_with_its_token(app, as_role, clock
     clock.advance(seconds=app.config["UI_SESSION_LIFETIME_S"] + 1)
     assert browser.get("/ui/queue/all").status_code == 303
 
-    from click.testing import CliRunner
-    from service.cli import main
-
     clock.advance(seconds=-app.config["UI_SESSION_LIFETIME_S"] - 1)
     reviewer = as_role("reviewer")
     browser = sign_in(app, reviewer)
@@ -144,8 +143,6 @@ def test_a_session_ends_with_its_lifetime_and_with_its_token(app, as_role, clock
 
 def test_a_bad_token_does_not_sign_in(app, client):
     form = client.get("/ui/sign-in").get_data(as_text=True)
-    from ui_support import csrf_of
-
     response = client.post("/ui/sign-in", data={"csrf_token": csrf_of(form), "token": "qc_nope"})
     assert response.status_code == 403 and "not valid" in response.get_data(as_text=True)
     assert client.get_cookie(COOKIE) is None
