@@ -39,26 +39,34 @@ def checked(spec: Body, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def stale_words(current: int | None) -> str:
+    """Returns what a form rendered from an older version of the quote is told (``current``: its version now)."""
+    raw = request.form.get("version", "")
+    seen = f"version {raw}" if raw.isdigit() else "a version the form did not name"
+    now_at = f", it is at version {current} now" if current is not None else ""
+    return (f"this quote changed after you opened the page: you saw {seen}{now_at} (someone waived a check, "
+            "decided, linked a purchase order or sent a revision meanwhile). Nothing was saved. The page shows the "
+            "quote as it is now: review the change, then send the form again.")
+
+
 def expect_version(snap: store.Snapshot) -> None:
     """Raises PreconditionFailed, in words, unless the form was rendered from the submission's current version."""
     raw = request.form.get("version", "")
-    current = snap.submission.version
-    if raw.isdigit() and int(raw) == current:
+    if raw.isdigit() and int(raw) == snap.submission.version:
         return
-    seen = f"version {raw}" if raw.isdigit() else "a version the form did not name"
-    raise PreconditionFailed(f"this quote changed after you opened the page: you saw {seen}, it is at version "
-                             f"{current} now (someone waived a check, decided, linked a purchase order or sent a "
-                             "revision meanwhile). Nothing was saved. The page shows the quote as it is now: "
-                             "review the change, then send the form again.")
+    raise PreconditionFailed(stale_words(snap.submission.version))
 
 
 def refused(submission_id: str, error: QuotecheckError, retry: dict[str, Any] | None = None) -> Response:
     """Returns the submission page as it is now, saying why the form was refused; a stale form is a conflict (409)."""
-    status = 409 if isinstance(error, PreconditionFailed) else status_of(error)
-    title = "Changed meanwhile" if isinstance(error, PreconditionFailed) else error.title
-    return submission_page(submission_id, status, error={"title": title, "detail": error.detail,
-                                                         "problems": [p.as_dict() for p in error.problems]},
-                           retry=retry)
+    stale = isinstance(error, PreconditionFailed)
+    # Another request changed the quote between this one's read and its write (the store's compare-and-set):
+    # told in the same words as a form rendered from an older version.
+    detail = (error.detail if "after you opened the page" in error.detail else stale_words(None)) if stale \
+        else error.detail
+    return submission_page(submission_id, 409 if stale else status_of(error),
+                           error={"title": "Changed meanwhile" if stale else error.title, "detail": detail,
+                                  "problems": [p.as_dict() for p in error.problems]}, retry=retry)
 
 
 def _done(submission_id: str, done: str, anchor: str = "") -> Response:

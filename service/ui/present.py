@@ -142,7 +142,6 @@ def forms_for(actor: Actor, snap: Snapshot, today: date) -> dict[str, Any]:
     return {
         "waive": waive,
         "approve": approve,
-        "approve_blocked": approve and bool(blockers),
         "request_changes": may(actor, "request-changes") and _allowed_in(state, Event.REQUEST_CHANGES),
         "reject": may(actor, "reject") and _allowed_in(state, Event.REJECT),
         "revise": (may(actor, "revise") and _allowed_in(state, Event.REVISE)

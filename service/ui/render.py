@@ -78,9 +78,12 @@ def guard_forms() -> None:
     ui_session.check_csrf(visitor.csrf_token)
 
 
-@bp.after_request
+@bp.after_app_request
 def security_headers(response: Response) -> Response:
-    """Adds the security headers to every page; a page for a signed-in user is never cached."""
+    """Adds the security headers to every page (and the page of a path under /ui that none serves); a page for a
+    signed-in user is never cached."""
+    if request.blueprint != bp.name and not request.path.startswith("/ui"):
+        return response
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
     if request.cookies.get(ui_session.COOKIE) or ui_session.visitor() is not None:
@@ -88,8 +91,9 @@ def security_headers(response: Response) -> Response:
     return response
 
 
-@bp.context_processor
+@bp.app_context_processor
 def page_context() -> dict[str, Any]:
+    """Returns what every page's template may use: the visitor, the CSRF field, queues, labels."""
     visitor = ui_session.visitor()
     return {"visitor": visitor, "csrf_field": ui_session.CSRF_FIELD,
             "csrf_token": visitor.csrf_token if visitor else "", "queues": QUEUES, "may": may,

@@ -4,6 +4,7 @@ is shown, and the queues."""
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 
 from api_support import FAILING_SUBMISSION, JUSTIFICATION, token_for, url, waive_all
 from click.testing import CliRunner
@@ -77,7 +78,7 @@ def test_a_form_posted_without_a_session_is_refused(app, client, submitted):
     assert "not signed in" in response.get_data(as_text=True)
 
 
-def test_a_queue_shows_exactly_what_awaits_the_signed_in_user(app, as_role):
+def test_a_queue_shows_exactly_what_awaits_the_signed_in_user(app, as_role, clock):
     # Given quotes in several positions: one open to review, one the reviewer's own user submitted, one waived in
     # full (ready for approval), one approved
     submitter, reviewer_api, approver_api = as_role("submitter"), as_role("reviewer"), as_role("approver")
@@ -108,6 +109,13 @@ def test_a_queue_shows_exactly_what_awaits_the_signed_in_user(app, as_role):
     assert listed(vendor.text("/ui/queue/all?state=approved")) == {done_quote["id"]}
     assert listed(vendor.text("/ui/queue/all?effective_verdict=fail")) == {open_quote["id"], own_quote["id"]}
     assert listed(vendor.text(f"/ui/queue/all?submitter={reviewer_api.name}")) == {own_quote["id"]}
+    everything = {q["id"] for q in (open_quote, own_quote, ready_quote, done_quote)}
+    today = clock().date()
+    for sort in ("verdict", "vendor", "submitter", "state", "updated"):
+        assert listed(vendor.text(f"/ui/queue/all?sort={sort}&order=asc")) == everything, sort
+    assert listed(vendor.text(f"/ui/queue/all?from={today.isoformat()}&to={today.isoformat()}")) == everything
+    assert listed(vendor.text(f"/ui/queue/all?to={(today - timedelta(days=1)).isoformat()}")) == set()
+    assert "is not a date" in vendor.text("/ui/queue/all?from=yesterday")
 
 
 def test_sign_out_clears_the_session(app, as_role):
@@ -157,3 +165,28 @@ def test_pages_send_security_headers_and_no_inline_script(app, as_role, submitte
     assert response.headers["Cache-Control"] == "no-store"
     page = response.get_data(as_text=True)
     assert "<script>" not in page and " style=" not in page and "onclick" not in page
+
+
+def test_a_vendor_token_of_scope_own_sees_only_its_own_quotes_on_the_pages(app, as_role):
+    # Given a vendor whose token sees only their own quotes, and a quote of someone else
+    vendor_api = token_for(app, "Acme Sales", "submitter", scope="own")
+    own = _submit(vendor_api, quote_id="ACME-1")
+    other = _submit(as_role("submitter"), quote_id="OTHER-1")
+
+    # When the vendor browses the pages
+    vendor = sign_in(app, vendor_api)
+
+    # Then the other quote is in no list and its page is "not found", as in the API
+    assert listed(vendor.text("/ui/queue/all")) == {own["id"]}
+    assert other["id"] not in vendor.text("/ui/compare")
+    assert vendor.get(f"/ui/submissions/{other['id']}").status_code == 404
+    assert vendor.get(f"/ui/records/{other['evaluation']['record_id']}.json").status_code == 404
+
+
+def test_an_unknown_page_is_a_page_and_an_unknown_api_path_stays_a_problem(app, as_role):
+    browser = sign_in(app, as_role("reviewer"))
+    page = browser.get("/ui/no-such-page")
+    api = browser.get("/api/v1/no-such-resource")
+    assert page.status_code == 404 and page.mimetype == "text/html"
+    assert api.status_code == 404 and api.mimetype == "application/problem+json"
+    assert browser.get("/ui/queue/nope").status_code == 404
