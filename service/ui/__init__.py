@@ -24,7 +24,7 @@ from service.ui import (  # noqa: F401  (each module adds its routes to the blue
     submission_views,
 )
 from service.ui.blueprint import bp
-from service.ui.present import moment
+from service.ui.present import figure, moment
 from service.ui.render import handle_error
 
 PAGE_PREFIXES = ("/ui/", "/ui")
@@ -44,6 +44,7 @@ def init_app(app: Flask) -> None:
     app.jinja_options = {**app.jinja_options, "finalize": shown, "undefined": StrictUndefined}
     app.add_template_filter(display_number, "num")
     app.add_template_filter(moment, "moment")
+    app.add_template_filter(figure, "figure")
     app.register_blueprint(bp)
     for status in (404, 405):
         app.register_error_handler(status, _not_routed)

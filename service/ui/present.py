@@ -70,15 +70,14 @@ def sorted_checks(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(checks, key=lambda check: CHECK_ORDER.get(check["status"], len(CHECK_ORDER)))
 
 
+def figure(value: Any) -> str:
+    """Returns an evidence value as a page writes it: a figure as the record does, anything else as JSON."""
+    return display_number(value) if isinstance(value, int | float | bool) or value is None else exact(value)
+
+
 def evidence_rows(evidence: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Returns the evidence as (name, value) rows, figures as the record writes them; the inputs list apart."""
-    rows = []
-    for name, value in evidence.items():
-        if name == "inputs":
-            continue
-        text = display_number(value) if isinstance(value, int | float | bool) or value is None else exact(value)
-        rows.append((name, text))
-    return rows
+    return [(name, figure(value)) for name, value in evidence.items() if name != "inputs"]
 
 
 def estimate_pairs(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:

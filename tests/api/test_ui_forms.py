@@ -190,3 +190,18 @@ def test_the_ranking_at_best_layouts_runs_as_a_task_and_shows_its_rows(app, as_r
     assert response.status_code == 303 and "/ui/compare/rankings/" in response.headers["Location"]
     page = reviewer.text(response.headers["Location"])
     assert "Cost per run day" in page and page.count('href="/ui/submissions/') >= 2 and "<svg" in page
+
+
+def test_the_audit_trail_and_the_exports_download_from_the_pages(app, as_role, submitted):
+    _, view = submitted
+    reviewer = sign_in(app, as_role("reviewer"))
+    trail = reviewer.text(f"/ui/submissions/{view['id']}/audit")
+    as_csv = reviewer.get(f"/ui/submissions/{view['id']}/audit.csv?format=csv")
+    sarif = reviewer.get(f"/ui/submissions/{view['id']}/checks?format=sarif")
+    junit = reviewer.get(f"/ui/submissions/{view['id']}/checks?format=junit")
+
+    assert "submission.created" in trail and "evaluation.completed" in trail
+    assert as_csv.status_code == 200 and as_csv.mimetype == "text/csv" and "submission.created" in as_csv.text
+    assert sarif.status_code == 200 and json.loads(sarif.data)["version"] == "2.1.0"
+    assert junit.status_code == 200 and junit.data.startswith(b"<?xml")
+    assert reviewer.get(f"/ui/submissions/{view['id']}/checks?format=pdf").status_code == 422
