@@ -77,6 +77,9 @@ DEFAULTS: dict[str, Any] = {
     # A claim to render a draft older than this is taken over: the request that made it died. Longer than a
     # render and than gunicorn's worker timeout (60 s), so a live render is never duplicated.
     "DRAFT_PDF_CLAIM_STALE_S": 90,
+    # How long a browser stays signed in to the pages (/ui) after signing in with a token; never past the
+    # token's own expiry.
+    "UI_SESSION_LIFETIME_S": 8 * 3600,
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
     # Webhooks (service/webhooks.py, docs/webhooks.md): how long one attempt waits for the receiver's answer,

@@ -79,12 +79,19 @@ class Svg:
         svg = (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
                f'viewBox="0 0 {WIDTH} {self.height:.0f}" width="{WIDTH}" height="{self.height:.0f}">'
                f"<title>{escape(visible(self.title))}</title>{body}</svg>")
-        # A swatch is one coloured glyph (a square for a bar, dashes for a line), not a box of its own.
-        legend = " ".join(f'<span class="legend-item"><span style="color: {escape(colour)}">'
-                          f'{"- -" if is_line else "■"}</span> {escape(visible(label))}</span>'
+        # A swatch is a tiny SVG (a square for a bar, a dashed stroke for a line) coloured by presentation
+        # attributes: no style attribute, so the pages' Content-Security-Policy (style-src 'self') holds.
+        legend = " ".join(f'<span class="legend-item">{_swatch(colour, is_line)} {escape(visible(label))}</span>'
                           for label, colour, is_line in self.legend)
         return Markup(f'<div class="chart-body">{svg}'
                       + (f'<p class="legend">{legend}</p>' if legend else "") + "</div>")
+
+
+def _swatch(colour: str, is_line: bool) -> str:
+    """Returns a legend swatch of ``colour``: a dashed stroke for a line, a filled square for a bar."""
+    shape = (f'<line x1="0" y1="4" x2="12" y2="4" stroke="{escape(colour)}" stroke-width="2" stroke-dasharray="3 2"/>'
+             if is_line else f'<rect x="2" y="0" width="8" height="8" fill="{escape(colour)}"/>')
+    return f'<svg class="swatch" width="12" height="8" viewBox="0 0 12 8" aria-hidden="true">{shape}</svg>'
 
 
 def _drawable(maximum: float) -> bool:
