@@ -138,9 +138,9 @@ def get_record_pdf(record_id: str) -> Response:
         return _pdf_response(draft_pdf(record.document), record, DRAFT, link)
     if stored is None and prefers_async():
         row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1,
-                                now(), submission_id=record.submission_id)
+                                now(), [record.id, asdict(actor)], submission_id=record.submission_id)
         if send:
-            tasks.send(row, [record.id, asdict(actor)])
+            tasks.send(row)
         return tasks.accepted(row.id, **{"Preference-Applied": "respond-async"})
     if stored is None:
         stored = record_store.issue_signed_pdf(actor, record, signing_keys(), now())
