@@ -25,10 +25,6 @@ from service.errors import InvalidRequest
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
-# How long one command to Redis may wait (connect, then each reply): a hung Redis (paused, or gone without
-# closing the connection) costs a request this much per command instead of hanging it; the task then waits
-# in the outbox (service/task_outbox.py). Above the 1 s a worker's BRPOP waits for its next message.
-REDIS_SOCKET_TIMEOUT_S = 5
 # How often (s) a worker looks for messages whose worker died before acknowledging them (kombu's
 # unacked_restore_interval; its throttle 1 makes every look a scan), to re-queue those older than the
 # visibility timeout.
@@ -63,11 +59,14 @@ def check_time_limits(config: dict[str, Any]) -> None:
                              f"CELERY_VISIBILITY_TIMEOUT_S={visibility}")
 
 
-def redis_transport_options(config: dict[str, Any]) -> dict[str, Any]:
-    """Returns the broker's transport options on Redis: the visibility timeout, restores, socket timeouts."""
+def redelivery_options(config: dict[str, Any]) -> dict[str, Any]:
+    """Returns the broker's transport options on Redis that re-queue the messages of workers that died.
+
+    A message a worker took stays in Redis's unacknowledged set until acknowledged; once older than the
+    visibility timeout, a worker's next scan puts it back on its queue.
+    """
     return {"visibility_timeout": config["CELERY_VISIBILITY_TIMEOUT_S"],
-            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1,
-            "socket_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S}
+            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1}
 
 
 def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -100,14 +99,13 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
             backend = broker
         settings.update(broker_url=broker, result_backend=backend, task_always_eager=False)
         if str(broker).startswith(REDIS_SCHEMES):
-            settings["broker_transport_options"] = redis_transport_options(config)
+            settings["broker_transport_options"] = {**settings.get("broker_transport_options", {}),
+                                                    **redelivery_options(config)}
         if backend and str(backend).startswith(REDIS_SCHEMES):
             # Celery retries a result backend operation 20 times by default: a request would hang for
             # seconds when Redis is down. The backend is advisory for the API, so give up quickly.
             settings["result_backend_transport_options"] = {"retry_policy": {
                 "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}}
-            settings.update(redis_socket_timeout=REDIS_SOCKET_TIMEOUT_S,
-                            redis_socket_connect_timeout=REDIS_SOCKET_TIMEOUT_S)
     else:
         # One process: run each task when it is sent, keep its states in this process's memory (for
         # AsyncResult and update_state), and let a task's failure be recorded rather than raised at the caller.
