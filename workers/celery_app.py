@@ -59,14 +59,18 @@ def check_time_limits(config: dict[str, Any]) -> None:
                              f"CELERY_VISIBILITY_TIMEOUT_S={visibility}")
 
 
-def redelivery_options(config: dict[str, Any]) -> dict[str, Any]:
-    """Returns the broker's transport options on Redis that re-queue the messages of workers that died.
+def redis_broker_options(config: dict[str, Any]) -> dict[str, Any]:
+    """Returns the broker's transport options on Redis: re-queueing dead workers' messages, and connecting once.
 
     A message a worker took stays in Redis's unacknowledged set until acknowledged; once older than the
-    visibility timeout, a worker's next scan puts it back on its queue.
+    visibility timeout, a worker's next scan puts it back on its queue. Connecting to send a task is tried
+    once, not retried (kombu's default retries hold a request about 6 s when Redis refuses, and each retry
+    waits out the socket timeout again when it hangs): a task the broker did not take waits in the outbox.
+    A worker reconnects by its own retries (broker_connection_retry, broker_connection_max_retries).
     """
     return {"visibility_timeout": config["CELERY_VISIBILITY_TIMEOUT_S"],
-            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1}
+            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1,
+            "max_retries": 0}
 
 
 def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +104,7 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         settings.update(broker_url=broker, result_backend=backend, task_always_eager=False)
         if str(broker).startswith(REDIS_SCHEMES):
             settings["broker_transport_options"] = {**settings.get("broker_transport_options", {}),
-                                                    **redelivery_options(config)}
+                                                    **redis_broker_options(config)}
         if backend and str(backend).startswith(REDIS_SCHEMES):
             # Celery retries a result backend operation 20 times by default: a request would hang for
             # seconds when Redis is down. The backend is advisory for the API, so give up quickly.
