@@ -78,18 +78,20 @@ def find_by_key(session: Session, kind: str, key: str) -> TaskRun | None:
 
 
 def issue(session: Session, kind: str, key: str, total: int, requested_by: str | None, now: datetime,
-          args: list[Any], stale_s: float, submission_id: str | None = None,
+          args: list[Any] | None = None, stale_s: float | None = None, submission_id: str | None = None,
           user_id: int | None = None) -> tuple[TaskRun, bool]:
     """Returns the task for the work ``key`` and whether the caller must send it now. The caller commits.
 
     The row is written unsent with its message ``args`` (the outbox): the caller sends it after the commit
     (service/task_outbox.py), and so does any dispatcher should that fail. The same work asked for again
     gets the task issued first (queued, running or done), which is not sent again; a failed or stale one
-    (``is_stale`` after ``stale_s``) is reset to PENDING under its id, to be sent again. Raises
+    (``is_stale`` after ``stale_s``, by default the app's ``stale_after_s``) is reset to PENDING under its
+    id, to be sent again. Raises
     IntegrityError at flush when a concurrent request issued the same work first (read it again with
     ``find_by_key``). ``submission_id`` and ``user_id`` say who may read the task with a token of scope
     ``own`` (models.TaskRun).
     """
+    stale_s = stale_after_s(current_app.config) if stale_s is None else stale_s
     existing = find_by_key(session, kind, key)
     if existing is not None:
         if existing.state != FAILURE and not is_stale(existing, now, stale_s):
