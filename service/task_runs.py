@@ -84,7 +84,8 @@ def issue(session: Session, kind: str, key: str, total: int, requested_by: str |
 
     The row is written unsent with its message ``args`` (the outbox): the caller sends it after the commit
     (service/task_outbox.py), and so does any dispatcher should that fail. The same work asked for again
-    gets the task issued first (queued, running or done), which is not sent again; a failed or stale one
+    gets the task issued first (queued, running or done), which is not sent again unless it is still in
+    the outbox (then the caller tries to send it too; one sender at a time wins); a failed or stale one
     (``is_stale`` after ``stale_s``, by default the app's ``stale_after_s``) is reset to PENDING under its
     id, to be sent again. Raises
     IntegrityError at flush when a concurrent request issued the same work first (read it again with
@@ -94,6 +95,8 @@ def issue(session: Session, kind: str, key: str, total: int, requested_by: str |
     stale_s = stale_after_s(current_app.config) if stale_s is None else stale_s
     existing = find_by_key(session, kind, key)
     if existing is not None:
+        if existing.state == PENDING and not existing.sent:
+            return existing, True  # still in the outbox (the broker was unreachable): this request sends it too
         if existing.state != FAILURE and not is_stale(existing, now, stale_s):
             return existing, False
         # Only one of two requests retrying the same task wins the reset, and only it sends it.

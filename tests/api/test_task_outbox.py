@@ -99,7 +99,7 @@ def test_a_request_while_the_broker_is_down_is_accepted_and_sent_once_when_it_is
     with app.app_context():
         assert task_outbox.dispatch_pending().as_dict() == {"sent": 0, "failed": 1}
     assert submitter.post(COMPARISONS, json=_body()).get_json()["id"] == task_id
-    assert broker.sent == []
+    assert broker.sent == [] and not _row(app, task_id).sent
 
     # When the broker is back: a dispatcher (here an app that runs what it is sent, as a worker does)
     worker_app = make_app()
@@ -114,6 +114,20 @@ def test_a_request_while_the_broker_is_down_is_accepted_and_sent_once_when_it_is
     assert (row.sent, row.attempts, row.args) == (True, 1, None)
     with worker_app.app_context():
         assert task_outbox.unsent() == [] and task_outbox.dispatch_pending().sent == 0
+
+
+def test_the_same_work_asked_for_again_once_the_broker_is_back_sends_the_waiting_task(make_app):
+    app, broker = _on_broker(make_app)
+    broker.up = False
+    submitter = _caller(app)
+    task_id = submitter.post(COMPARISONS, json=_body()).get_json()["id"]
+
+    broker.up = True
+    again = submitter.post(COMPARISONS, json=_body())
+    once_more = submitter.post(COMPARISONS, json=_body())
+
+    assert again.get_json()["id"] == once_more.get_json()["id"] == task_id
+    assert broker.sent == [(COMPARE_CONFIGURATIONS, task_id)] and _row(app, task_id).sent
 
 
 def test_quotecheck_tasks_dispatch_sends_the_outbox_and_says_when_the_broker_refused(make_app):
