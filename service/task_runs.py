@@ -140,10 +140,10 @@ def claim(task_id: str, kind: str, key: str, total: int, delivery_tag: str | Non
     """
     now = _now()
     stale_s = stale_after_s(current_app.config)
-    claimable = or_(col(TaskRun.state) == PENDING,
-                    and_(col(TaskRun.state) == PROGRESS,
-                         or_(col(TaskRun.updated_at) < now - timedelta(seconds=stale_s),
-                             col(TaskRun.claimed_by) == delivery_tag)))
+    taken_over = col(TaskRun.updated_at) < now - timedelta(seconds=stale_s)
+    if delivery_tag is not None:  # (compared with None, SQL would match every row no message holds)
+        taken_over = or_(taken_over, col(TaskRun.claimed_by) == delivery_tag)
+    claimable = or_(col(TaskRun.state) == PENDING, and_(col(TaskRun.state) == PROGRESS, taken_over))
     with get_db().session() as session:
         if find(session, task_id) is None:
             session.add(TaskRun(id=task_id, kind=kind, key=key, state=PROGRESS, progress_current=0,

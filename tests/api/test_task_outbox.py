@@ -174,6 +174,10 @@ def test_each_run_claims_its_row_so_a_message_sent_twice_runs_once(make_app, clo
         first = claim("message-1")
         # A second message for the same task while the first run is alive waits for it to be stale
         busy = claim("message-2")
+        # ... and so does a run in-process (no message, no tag) while a run no message holds is alive
+        _set(app, task_id, claimed_by=None)
+        untagged = claim(None)
+        _set(app, task_id, claimed_by="message-1")
         # The first message redelivered (its worker died) takes the row back at once, counted again
         redelivered = claim("message-1")
         # Long unwritten, the row is stale: anyone may take it
@@ -184,6 +188,7 @@ def test_each_run_claims_its_row_so_a_message_sent_twice_runs_once(make_app, clo
 
     assert first.outcome == task_runs.RUN and first.row.attempts == 1 and first.row.state == "PROGRESS"
     assert busy.outcome == task_runs.BUSY and hard_s - 1 <= busy.wait_s <= hard_s + 1
+    assert untagged.outcome == task_runs.BUSY
     assert redelivered.outcome == task_runs.RUN and redelivered.row.attempts == 2
     assert stale.outcome == task_runs.RUN and stale.row.attempts == 3 and stale.row.claimed_by == "message-3"
     assert done.outcome == task_runs.DONE and done.row.result == {"rows": []}
