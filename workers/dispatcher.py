@@ -32,7 +32,8 @@ class Dispatcher(threading.Thread):
                 with self.app.app_context():
                     report = dispatch_pending()
                 if report.sent or report.failed:
-                    logger.info("task outbox: %d sent, %d left for the next pass", report.sent, report.failed)
+                    refused = "; the broker refused the next, the rest wait for the next pass" if report.failed else ""
+                    logger.info("task outbox: %d sent%s", report.sent, refused)
             except Exception:  # the database is unreachable: try again next time
                 logger.warning("task outbox: could not dispatch", exc_info=True)
             if self.stopping.wait(self.interval_s):

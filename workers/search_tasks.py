@@ -41,7 +41,7 @@ from rules.search import (
 from service import evaluation, task_runs
 from service.db import get_db
 from service.tasks_port import SEARCH_LAYOUTS
-from workers.tasks import TASK_OPTIONS, claim_run, report_progress
+from workers.tasks import TASK_OPTIONS, claim_run, publish_progress, report_progress
 
 SEARCH_CHUNK = SEARCH_LAYOUTS + ".chunk"  # (submission JSON text, chunk_document, search task id, chunks)
 MERGE_SEARCH = SEARCH_LAYOUTS + ".merge"  # (the chunks' results, submission JSON text, search task id)
@@ -91,7 +91,7 @@ def search_chunk_task(self: Task, submission_json: str, chunk: dict[str, Any], s
         raise
     if search_id:
         done = task_runs.advance(search_id)
-        self.update_state(task_id=search_id, state="PROGRESS", meta={"current": done, "total": total})
+        publish_progress(self, done, total, task_id=search_id)
     return part
 
 

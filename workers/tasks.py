@@ -55,12 +55,25 @@ def compare_configurations(submission_json: str, variants: list[dict[str, Any]],
 
 # --- tasks -------------------------------------------------------------------------------------------------
 
+def publish_progress(task: Task, current: int, total: int, task_id: str | None = None) -> None:
+    """Stores ``PROGRESS {current, total}`` in the result backend under ``task_id`` (default: the task's own id).
+
+    The backend only shows live progress (the task table is the record), so a Redis that is down or hangs
+    costs the step its socket timeout and is logged, but does not fail the task.
+    """
+    try:
+        task.update_state(task_id=task_id, state="PROGRESS", meta={"current": current, "total": total})
+    except Exception as error:  # redis.TimeoutError, redis.ConnectionError, …
+        logger.warning("task %s: progress %d/%d not published: %s", task_id or task.request.id, current, total,
+                       error)
+
+
 def report_progress(task: Task, current: int, total: int) -> None:
     """Reports progress to the result backend (Celery's PROGRESS state) and to the task table."""
     task_id = task.request.id
     if not task_id:  # called as a plain function: nobody to tell
         return
-    task.update_state(state="PROGRESS", meta={"current": current, "total": total})
+    publish_progress(task, current, total)
     if current:
         task_runs.progress(task_id, current, total)
 
