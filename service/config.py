@@ -63,6 +63,12 @@ DEFAULTS: dict[str, Any] = {
     # its worker process is killed (prefork pool only). A comparison of 16 variants takes about a second.
     "CELERY_TASK_SOFT_TIME_LIMIT_S": 120,
     "CELERY_TASK_TIME_LIMIT_S": 150,
+    # Redis hands a message a worker took but did not acknowledge (it died) to another worker after this
+    # long; more than the hard limit, so no running task is handed out twice. A task row in PROGRESS unwritten
+    # for longer than the hard limit is stale: its worker died, and asking for the same work runs it again.
+    "CELERY_VISIBILITY_TIMEOUT_S": 300,
+    # How often each worker sends the tasks the API accepted while the broker was unreachable (the outbox).
+    "TASK_DISPATCH_INTERVAL_S": 10,
     # How long the result backend keeps a task's state; the database keeps the outcome for good.
     "CELERY_RESULT_EXPIRES_S": 24 * 3600,
     # Further Celery settings by their lowercase names, applied last, e.g. {"broker_transport_options":

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import JSON, Column, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -296,6 +297,14 @@ class TaskRun(SQLModel, table=True):
     submission_id: str | None = Field(default=None, sa_column=Column(String(36), ForeignKey(SUBMISSION_FK),
                                                                     nullable=True))
     user_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("app_user.id"), nullable=True))
+    # The outbox (service/task_outbox.py): ``args`` is the message, kept until the task ends; ``sent`` is false
+    # from the request's commit until the broker took it; one sender at a time holds ``send_lease_until``.
+    args: list[Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))
+    sent: bool = Field(default=True, sa_column=Column(sa.Boolean, nullable=False, server_default=sa.true(), index=True))
+    send_lease_until: datetime | None = Field(default=None, sa_column=Column(sa.DateTime(timezone=True), nullable=True))
+    # Runs begun (task_runs.claim), and the message (its delivery tag) whose run holds the row while PROGRESS.
+    attempts: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    claimed_by: str | None = Field(default=None, max_length=64)
 
 
 class Addendum(SQLModel, table=True):

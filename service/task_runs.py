@@ -1,20 +1,28 @@
 """The task table: which background tasks were issued, their state, progress and outcome.
 
-The API inserts a row before it sends a task, and the task (in a worker, or in-process when no broker is
-configured) moves it along: PENDING → PROGRESS → SUCCESS | FAILURE. The database is shared by every API
-process and worker, so any of them answers ``GET /api/v1/tasks/{id}``, after restarts too; the Celery
-result backend only adds the live state of a task whose worker died before it could write here.
+The API inserts a row (with the task's message, unsent: the outbox, service/task_outbox.py) in the request's
+transaction, and the task (in a worker, or in-process when no broker is configured) moves it along:
+PENDING → PROGRESS → SUCCESS | FAILURE. The database is shared by every API process and worker, so any of
+them answers ``GET /api/v1/tasks/{id}``, after restarts too; the Celery result backend only adds the live
+state of a task whose worker died before it could write here.
+
+A run begins by claiming the row (``claim``): one run at a time holds a row in PROGRESS. A row in PROGRESS
+not written to (``updated_at``: its start and every step) for longer than the hard time limit is stale: the
+worker holding it died, since a live run is stopped at that limit. A stale row may be claimed again, and the
+same work asked for again re-runs it, as it re-runs a failed one.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from flask import current_app
-from sqlalchemy import case, update
+from sqlalchemy import and_, case, or_, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from rules.errors import QuotecheckError
@@ -33,6 +41,31 @@ RECORD_PDF = "record-pdf"  # quotecheck.render_record_pdf
 SEARCH = "search"  # quotecheck.search_layouts
 REMEDIES = "remedies"  # quotecheck.find_remedies
 
+# What a run that claims its row (``claim``) is to do.
+RUN = "run"  # the row is this run's: do the work
+DONE = "done"  # the row holds a result already: return it
+BUSY = "busy"  # another run holds the row and may still be alive: look again later
+ENDED = "ended"  # the row failed: only a new request runs it again (it resets the row and sends it anew)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The outcome of claiming a task's row: what to do, the row as it is now, and (BUSY) how long to wait."""
+
+    outcome: str
+    row: TaskRun
+    wait_s: float = 0.0
+
+
+def stale_after_s(config: Any) -> float:
+    """Returns how long a row in PROGRESS may go unwritten before it is stale: the tasks' hard time limit."""
+    return float(config["CELERY_TASK_TIME_LIMIT_S"])
+
+
+def is_stale(row: TaskRun, now: datetime, stale_s: float) -> bool:
+    """Returns whether ``row`` is a run in PROGRESS that nothing wrote to for longer than ``stale_s``."""
+    return row.state == PROGRESS and row.updated_at < now - timedelta(seconds=stale_s)
+
 
 def find(session: Session, task_id: str) -> TaskRun | None:
     """Returns the task ``task_id``, or None when no such task was issued."""
@@ -46,27 +79,39 @@ def find_by_key(session: Session, kind: str, key: str) -> TaskRun | None:
 
 
 def issue(session: Session, kind: str, key: str, total: int, requested_by: str | None, now: datetime,
-          submission_id: str | None = None, user_id: int | None = None) -> tuple[TaskRun, bool]:
+          args: list[Any] | None = None, stale_s: float | None = None, submission_id: str | None = None,
+          user_id: int | None = None) -> tuple[TaskRun, bool]:
     """Returns the task for the work ``key`` and whether the caller must send it now. The caller commits.
 
-    The same work asked for again gets the task issued first (queued, running or done), which is not sent
-    again; a failed one is reset to PENDING under its id and sent again. Raises IntegrityError at flush
-    when a concurrent request issued the same work first (read it again with ``find_by_key``).
-    ``submission_id`` and ``user_id`` say who may read the task with a token of scope ``own`` (models.TaskRun).
+    The row is written unsent with its message ``args`` (the outbox): the caller sends it after the commit
+    (service/task_outbox.py), and so does any dispatcher should that fail. The same work asked for again
+    gets the task issued first (queued, running or done), which is not sent again unless it is still in
+    the outbox (then the caller tries to send it too; one sender at a time wins); a failed or stale one
+    (``is_stale`` after ``stale_s``, by default the app's ``stale_after_s``) is reset to PENDING under its
+    id, to be sent again. Raises
+    IntegrityError at flush when a concurrent request issued the same work first (read it again with
+    ``find_by_key``). ``submission_id`` and ``user_id`` say who may read the task with a token of scope
+    ``own`` (models.TaskRun).
     """
+    stale_s = stale_after_s(current_app.config) if stale_s is None else stale_s
     existing = find_by_key(session, kind, key)
     if existing is not None:
-        if existing.state != FAILURE:
+        if existing.state == PENDING and not existing.sent:
+            return existing, True  # still in the outbox (the broker was unreachable): this request sends it too
+        if existing.state != FAILURE and not is_stale(existing, now, stale_s):
             return existing, False
-        # Only one of two requests retrying the same failed task wins the reset, and only it sends it.
-        reset = session.execute(update(TaskRun).where(col(TaskRun.id) == existing.id, col(TaskRun.state) == FAILURE)
+        # Only one of two requests retrying the same task wins the reset, and only it sends it.
+        retry = or_(col(TaskRun.state) == FAILURE,
+                    and_(col(TaskRun.state) == PROGRESS, col(TaskRun.updated_at) < now - timedelta(seconds=stale_s)))
+        reset = session.execute(update(TaskRun).where(col(TaskRun.id) == existing.id, retry)
                                 .values(state=PENDING, progress_current=0, progress_total=total, result=None,
-                                        error=None, requested_by=requested_by, updated_at=now)
+                                        error=None, requested_by=requested_by, updated_at=now, args=args,
+                                        sent=False, send_lease_until=None, claimed_by=None)
                                 .execution_options(synchronize_session=False))
         return find(session, existing.id) or existing, reset.rowcount == 1
     row = TaskRun(id=str(uuid.uuid4()), kind=kind, key=key, state=PENDING, progress_current=0,
                   progress_total=total, requested_by=requested_by, created_at=now, updated_at=now,
-                  submission_id=submission_id, user_id=user_id)
+                  submission_id=submission_id, user_id=user_id, args=args, sent=False)
     session.add(row)
     session.flush()
     return row, True
@@ -85,26 +130,47 @@ def _update(task_id: str, **values: Any) -> None:
         session.commit()
 
 
-def begin(task_id: str, kind: str, key: str, total: int) -> TaskRun:
-    """Returns the task's row, marked running; created when the task was sent without the API (no row yet).
+def claim(task_id: str, kind: str, key: str, total: int, delivery_tag: str | None) -> Claim:
+    """Returns what the run of task ``task_id`` delivered as message ``delivery_tag`` is to do (RUN, DONE, BUSY, ENDED).
 
-    A row already SUCCESS is returned unchanged: the task was delivered again (late acknowledgement after a
-    lost worker) or sent twice, and its stored result stands.
+    RUN: the row is now this run's, in PROGRESS at 0 of ``total`` with one more attempt counted; a row is
+    taken when it is PENDING, stale, or held by the same message (redelivered after its worker died: its
+    first run is over). A task sent without the API gets its row here. DONE: the row holds a result
+    (delivered again, or sent twice). BUSY: another run holds the row, which becomes stale after
+    ``wait_s``. ENDED: the row failed; a message for it is a leftover.
     """
+    now = _now()
+    stale_s = stale_after_s(current_app.config)
+    taken_over = col(TaskRun.updated_at) < now - timedelta(seconds=stale_s)
+    if delivery_tag is not None:  # (compared with None, SQL would match every row no message holds)
+        taken_over = or_(taken_over, col(TaskRun.claimed_by) == delivery_tag)
+    claimable = or_(col(TaskRun.state) == PENDING, and_(col(TaskRun.state) == PROGRESS, taken_over))
     with get_db().session() as session:
+        if find(session, task_id) is None:
+            session.add(TaskRun(id=task_id, kind=kind, key=key, state=PROGRESS, progress_current=0,
+                                progress_total=total, created_at=now, updated_at=now, attempts=1,
+                                claimed_by=delivery_tag))
+            try:
+                session.commit()
+                return Claim(RUN, find(session, task_id))  # type: ignore[arg-type]
+            except IntegrityError:  # created meanwhile by a run of the same task: claim it as any other
+                session.rollback()
+        claimed = session.execute(update(TaskRun).where(col(TaskRun.id) == task_id, claimable)
+                                  .values(state=PROGRESS, progress_current=0, progress_total=total, error=None,
+                                          attempts=col(TaskRun.attempts) + 1, claimed_by=delivery_tag,
+                                          sent=True, send_lease_until=None, updated_at=now)
+                                  .execution_options(synchronize_session=False))
+        session.commit()
         row = find(session, task_id)
-        if row is None:
-            moment = _now()
-            row = TaskRun(id=task_id, kind=kind, key=key, state=PROGRESS, progress_current=0, progress_total=total,
-                          created_at=moment, updated_at=moment)
-            session.add(row)
-            session.commit()
-            return row
-        if row.state == SUCCESS:
-            return row
-    _update(task_id, state=PROGRESS, progress_current=0, progress_total=total, error=None)
-    with get_db().session() as session:
-        return find(session, task_id) or row
+    assert row is not None
+    if claimed.rowcount == 1:
+        return Claim(RUN, row)
+    if row.state == SUCCESS:
+        return Claim(DONE, row)
+    if row.state == FAILURE:
+        return Claim(ENDED, row)
+    held_s = (now - row.updated_at).total_seconds()
+    return Claim(BUSY, row, wait_s=max(1.0, stale_s - held_s + 1.0))
 
 
 def progress(task_id: str, current: int, total: int) -> None:
@@ -139,12 +205,32 @@ def succeed(task_id: str, result: dict[str, Any]) -> None:
     with get_db().session() as session:
         row = find(session, task_id)
         total = row.progress_total if row is not None else 0
-    _update(task_id, state=SUCCESS, progress_current=total, result=result, error=None)
+    _update(task_id, state=SUCCESS, progress_current=total, result=result, error=None, args=None)
 
 
 def fail(task_id: str, error: BaseException) -> None:
     """Records the task's failure as a problem (RFC 9457 members, without ``instance``)."""
-    _update(task_id, state=FAILURE, error=problem_of(error))
+    _update(task_id, state=FAILURE, error=problem_of(error), args=None)
+
+
+def record_end(task_id: str, state: str, result: dict[str, Any] | None = None,
+               error: dict[str, Any] | None = None) -> bool:
+    """Returns whether the end the result backend knows of (``state`` SUCCESS or FAILURE) was written to the row.
+
+    Only a sent row that has not ended takes it: the task ended where it could not write here (killed at
+    the hard time limit, or the database was unreachable when it ended), so that the row and the backend
+    agree and the same work asked for again runs again after a failure.
+    """
+    with get_db().session() as session:
+        written = session.execute(update(TaskRun)
+                                  .where(col(TaskRun.id) == task_id, col(TaskRun.state).not_in(FINISHED),
+                                         col(TaskRun.sent).is_(True))
+                                  .values(state=state, result=result, error=error, args=None, updated_at=_now(),
+                                          progress_current=col(TaskRun.progress_total if state == SUCCESS
+                                                               else TaskRun.progress_current))
+                                  .execution_options(synchronize_session=False))
+        session.commit()
+        return written.rowcount == 1
 
 
 def problem_of(error: BaseException) -> dict[str, Any]:

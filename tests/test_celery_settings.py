@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from service import create_app
 from service.config import DEFAULTS
+from service.errors import InvalidRequest
 from workers.celery_app import celery_settings
 
 
@@ -65,3 +68,27 @@ def test_a_nested_setting_from_the_environment_stays_in_its_own_app(monkeypatch,
     assert first.config["CELERY"]["task_default_priority"] == 7
     assert "task_default_priority" not in second.config["CELERY"]
     assert json.dumps(DEFAULTS["CELERY"], sort_keys=True) == before
+
+
+def test_the_visibility_timeout_outlasts_the_hard_time_limit_and_dead_workers_messages_are_looked_for() -> None:
+    settings = _settings(CELERY_BROKER_URL="redis://r:6379/0", CELERY_TASK_TIME_LIMIT_S=150,
+                         CELERY_VISIBILITY_TIMEOUT_S=300,
+                         CELERY={"broker_transport_options": {"global_keyprefix": "qc:"}})
+
+    options = settings["broker_transport_options"]
+    assert options["visibility_timeout"] == 300 > settings["task_time_limit"] == 150
+    # Every look is a scan, so a message is re-queued within the interval of its timeout running out
+    assert options["unacked_restore_throttle"] == 1 and 0 < options["unacked_restore_interval"] < 300
+    assert options["global_keyprefix"] == "qc:"
+
+
+@pytest.mark.parametrize("limits", [
+    {"CELERY_TASK_TIME_LIMIT_S": 300, "CELERY_VISIBILITY_TIMEOUT_S": 300},
+    {"CELERY_TASK_SOFT_TIME_LIMIT_S": 150, "CELERY_TASK_TIME_LIMIT_S": 150},
+    {"CELERY_VISIBILITY_TIMEOUT_S": "soon"},
+    {"TASK_DISPATCH_INTERVAL_S": 0},
+])
+def test_time_limits_out_of_order_stop_the_start(tmp_path, limits) -> None:
+    with pytest.raises(InvalidRequest, match="CELERY_|TASK_DISPATCH"):
+        create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/q.db",
+                    **limits})

@@ -22,9 +22,14 @@ import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
 import workers.webhook_tasks  # noqa: F401
 from service import tasks_port
+from service.errors import InvalidRequest
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
+# How often (s) a worker looks for messages whose worker died before acknowledging them (kombu's
+# unacked_restore_interval; its throttle 1 makes every look a scan), to re-queue those older than the
+# visibility timeout.
+UNACKED_RESTORE_INTERVAL_S = 10
 # Only JSON crosses the broker: a message or result that only pickle could carry is refused, not executed.
 JSON_ONLY: dict[str, Any] = {
     "task_serializer": "json",
@@ -35,8 +40,43 @@ JSON_ONLY: dict[str, Any] = {
 }
 
 
+def check_time_limits(config: dict[str, Any]) -> None:
+    """Raises InvalidRequest unless soft time limit < hard time limit < the broker's visibility timeout.
+
+    A message a worker took is handed to another worker when it was not acknowledged within the visibility
+    timeout; a task runs at most its hard time limit, so with a longer timeout a running task is never
+    handed out twice, and one whose worker died is re-queued once the timeout ran out.
+    """
+    soft, hard = config["CELERY_TASK_SOFT_TIME_LIMIT_S"], config["CELERY_TASK_TIME_LIMIT_S"]
+    visibility = config["CELERY_VISIBILITY_TIMEOUT_S"]
+    for name, value in (("CELERY_TASK_SOFT_TIME_LIMIT_S", soft), ("CELERY_TASK_TIME_LIMIT_S", hard),
+                        ("CELERY_VISIBILITY_TIMEOUT_S", visibility), ("TASK_DISPATCH_INTERVAL_S",
+                                                                      config["TASK_DISPATCH_INTERVAL_S"])):
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise InvalidRequest(f"{name} must be a positive number of seconds, found {value!r}")
+    if not soft < hard < visibility:
+        raise InvalidRequest(f"the task time limits must be soft < hard < the broker's visibility timeout, found "
+                             f"CELERY_TASK_SOFT_TIME_LIMIT_S={soft}, CELERY_TASK_TIME_LIMIT_S={hard}, "
+                             f"CELERY_VISIBILITY_TIMEOUT_S={visibility}")
+
+
+def redis_broker_options(config: dict[str, Any]) -> dict[str, Any]:
+    """Returns the broker's transport options on Redis: re-queueing dead workers' messages, and connecting once.
+
+    A message a worker took stays in Redis's unacknowledged set until acknowledged; once older than the
+    visibility timeout, a worker's next scan puts it back on its queue. Connecting to send a task is tried
+    once, not retried (kombu's default retries hold a request about 6 s when Redis refuses, and each retry
+    waits out the socket timeout again when it hangs): a task the broker did not take waits in the outbox.
+    A worker reconnects by its own retries (broker_connection_retry, broker_connection_max_retries).
+    """
+    return {"visibility_timeout": config["CELERY_VISIBILITY_TIMEOUT_S"],
+            "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1,
+            "max_retries": 0}
+
+
 def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
     """Returns the Celery settings (lowercase names) for a Flask app's configuration."""
+    check_time_limits(config)
     broker = config.get("CELERY_BROKER_URL")
     backend = config.get("CELERY_RESULT_BACKEND")
     settings: dict[str, Any] = {
@@ -63,6 +103,9 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         if backend is None and str(broker).startswith(REDIS_SCHEMES):
             backend = broker
         settings.update(broker_url=broker, result_backend=backend, task_always_eager=False)
+        if str(broker).startswith(REDIS_SCHEMES):
+            settings["broker_transport_options"] = {**settings.get("broker_transport_options", {}),
+                                                    **redis_broker_options(config)}
         if backend and str(backend).startswith(REDIS_SCHEMES):
             # Celery retries a result backend operation 20 times by default: a request would hang for
             # seconds when Redis is down. The backend is advisory for the API, so give up quickly.
@@ -108,7 +151,9 @@ class CeleryQueue:
     def send(self, name: str, args: list[Any], task_id: str) -> None:
         # ignore_result: the task records its outcome in the task table; the sender need not subscribe to
         # the result backend for a result it never waits for.
-        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True)
+        # retry=False: one attempt, bounded by the socket timeouts; a task the broker did not take stays in
+        # the outbox for the next dispatcher (service/task_outbox.py) rather than holding the request.
+        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True, retry=False)
 
     def forget(self, task_id: str) -> None:
         self.celery_app.backend.forget(task_id)

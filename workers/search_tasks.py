@@ -15,7 +15,8 @@ search's task id too, so its result, or the chord's failure when a chunk died be
 records the search as failed. Without a broker the chord runs eagerly in the process that sent it: the
 chunks one after another, each reporting its step, then the merge.
 
-Idempotent as the other tasks are: a search whose row is SUCCESS returns at once, a merge delivered again
+Idempotent as the other tasks are: the search claims its row (``workers.tasks.claim_run``), so a search whose
+row is SUCCESS returns at once and one redelivered after its worker died starts again; a merge delivered again
 returns the stored result, and a chunk delivered again searches its chunk again (the same result; its
 step is counted again, capped at the total).
 """
@@ -40,7 +41,7 @@ from rules.search import (
 from service import evaluation, task_runs
 from service.db import get_db
 from service.tasks_port import SEARCH_LAYOUTS
-from workers.tasks import TASK_OPTIONS, report_progress
+from workers.tasks import TASK_OPTIONS, claim_run, publish_progress, report_progress
 
 SEARCH_CHUNK = SEARCH_LAYOUTS + ".chunk"  # (submission JSON text, chunk_document, search task id, chunks)
 MERGE_SEARCH = SEARCH_LAYOUTS + ".merge"  # (the chunks' results, submission JSON text, search task id)
@@ -65,9 +66,9 @@ def search_layouts_task(self: Task, submission_json: str) -> dict[str, Any] | No
         return search_submission(submission, evaluation.policy())
     chunks = default_chunks()
     key = search_key(submission, engine_version(), evaluation.policy().identity()["digest"])
-    row = task_runs.begin(search_id, task_runs.SEARCH, key, len(chunks))
-    if row.state == task_runs.SUCCESS and row.result is not None:
-        return row.result
+    claim = claim_run(self, task_runs.SEARCH, key, len(chunks))
+    if claim.outcome != task_runs.RUN:
+        return claim.row.result
     report_progress(self, 0, len(chunks))
     header = [search_chunk_task.s(submission_json, chunk_document(chunk), search_id, len(chunks)) for chunk in chunks]
     merge = merge_search_task.s(submission_json, search_id).set(task_id=search_id)
@@ -90,7 +91,7 @@ def search_chunk_task(self: Task, submission_json: str, chunk: dict[str, Any], s
         raise
     if search_id:
         done = task_runs.advance(search_id)
-        self.update_state(task_id=search_id, state="PROGRESS", meta={"current": done, "total": total})
+        publish_progress(self, done, total, task_id=search_id)
     return part
 
 

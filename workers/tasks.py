@@ -6,9 +6,10 @@ database); ``quotecheck.compare_quotes`` ranks stored quotes at their best layou
 ``service.record_store.issue_signed_pdf``, the function the API calls when it renders one for a request.
 The tasks run inside the Flask app context (workers/celery_app.py), keep their state, progress and
 outcome in the task table (service/task_runs.py), report progress with
-``update_state(state="PROGRESS", meta={"current", "total"})``, and are idempotent: a task delivered again
-returns its stored result. Only JSON crosses the broker, so no task returns bytes: a PDF is stored in the
-database (``record_pdf``) and the result says where to fetch it.
+``update_state(state="PROGRESS", meta={"current", "total"})``, and are idempotent: each run claims its
+row first (``claim_run``), so a task delivered again returns its stored result, one redelivered after its
+worker died runs again, and one sent twice runs once. Only JSON crosses the broker, so no task returns
+bytes: a PDF is stored in the database (``record_pdf``) and the result says where to fetch it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task, shared_task
+from celery.utils.log import get_task_logger
 from flask import current_app
 
 from rules.compare import compare, comparison_key
@@ -33,6 +35,11 @@ from service.tasks_port import COMPARE_CONFIGURATIONS, COMPARE_QUOTES, RENDER_RE
 # Options every task shares; the app-wide settings (workers/celery_app.py) say the same, but a task
 # should not depend on a worker's configuration for its delivery guarantees.
 TASK_OPTIONS: dict[str, Any] = {"bind": True, "acks_late": True, "reject_on_worker_lost": True}
+# How many times a run whose row another run holds looks again (each once that run would be stale) before it
+# leaves the row to that run and to the next request for the same work.
+BUSY_RETRIES = 3
+
+logger = get_task_logger(__name__)
 
 
 def compare_configurations(submission_json: str, variants: list[dict[str, Any]], policy: Any = None,
@@ -48,28 +55,66 @@ def compare_configurations(submission_json: str, variants: list[dict[str, Any]],
 
 # --- tasks -------------------------------------------------------------------------------------------------
 
+def publish_progress(task: Task, current: int, total: int, task_id: str | None = None) -> None:
+    """Stores ``PROGRESS {current, total}`` in the result backend under ``task_id`` (default: the task's own id).
+
+    The backend only shows live progress (the task table is the record), so a Redis that is down or hangs
+    costs the step its socket timeout and is logged, but does not fail the task.
+    """
+    try:
+        task.update_state(task_id=task_id, state="PROGRESS", meta={"current": current, "total": total})
+    except Exception as error:  # redis.TimeoutError, redis.ConnectionError, …
+        logger.warning("task %s: progress %d/%d not published: %s", task_id or task.request.id, current, total,
+                       error)
+
+
 def report_progress(task: Task, current: int, total: int) -> None:
     """Reports progress to the result backend (Celery's PROGRESS state) and to the task table."""
     task_id = task.request.id
     if not task_id:  # called as a plain function: nobody to tell
         return
-    task.update_state(state="PROGRESS", meta={"current": current, "total": total})
+    publish_progress(task, current, total)
     if current:
         task_runs.progress(task_id, current, total)
 
 
+def delivery_tag(task: Task) -> str | None:
+    """Returns the broker's tag of the message being run (kept when a message is redelivered); None in-process."""
+    properties = getattr(task.request, "properties", None) or {}
+    tag = properties.get("delivery_tag")
+    return str(tag) if tag is not None else None
+
+
+def claim_run(task: Task, kind: str, key: str, total: int) -> task_runs.Claim:
+    """Returns the claim of the task's row (task_runs.claim): RUN, DONE or ENDED.
+
+    While another run holds the row the task is retried (a new message, this one acknowledged) for when
+    that run would be stale; after BUSY_RETRIES it gives up with ENDED, leaving the row to that run.
+    """
+    claim = task_runs.claim(task.request.id, kind, key, total, delivery_tag(task))
+    if claim.outcome != task_runs.BUSY:
+        return claim
+    if task.request.retries >= BUSY_RETRIES:
+        logger.warning("task %s is held by another run; leaving it to that run", task.request.id)
+        return task_runs.Claim(task_runs.ENDED, claim.row)
+    raise task.retry(countdown=claim.wait_s, max_retries=BUSY_RETRIES)
+
+
 def run_keyed(task: Task, kind: str, key: str, total: int,
-              work: Callable[[Callable[[int, int], None]], dict[str, Any]]) -> dict[str, Any]:
+              work: Callable[[Callable[[int, int], None]], dict[str, Any]]) -> dict[str, Any] | None:
     """Returns ``work(on_progress)``'s result, kept in the task table under ``key``; a finished run's result at once.
 
     Progress goes to the result backend and the table (``report_progress``); a failure is recorded and raised.
-    Called as a plain function (no task id), it only runs ``work``.
+    A message for a row that failed (a leftover) returns None without running. Called as a plain function
+    (no task id), it only runs ``work``.
     """
     task_id = task.request.id
     if task_id:
-        row = task_runs.begin(task_id, kind, key, total)
-        if row.state == task_runs.SUCCESS and row.result is not None:
-            return row.result
+        claim = claim_run(task, kind, key, total)
+        if claim.outcome == task_runs.DONE:
+            return claim.row.result
+        if claim.outcome == task_runs.ENDED:
+            return None
     report_progress(task, 0, total)
     try:
         result = work(lambda done, of: report_progress(task, done, of))
@@ -83,7 +128,8 @@ def run_keyed(task: Task, kind: str, key: str, total: int,
 
 
 @shared_task(name=COMPARE_CONFIGURATIONS, **TASK_OPTIONS)
-def compare_configurations_task(self: Task, submission_json: str, variants: list[dict[str, Any]]) -> dict[str, Any]:
+def compare_configurations_task(self: Task, submission_json: str,
+                                variants: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Returns the comparison (see ``compare_configurations``) under the app's policy, keeping it in the task table."""
     policy = evaluation.policy()
     key = comparison_key(json.loads(submission_json), variants, engine_version(), policy.identity()["digest"])
@@ -92,7 +138,7 @@ def compare_configurations_task(self: Task, submission_json: str, variants: list
 
 
 @shared_task(name=COMPARE_QUOTES, **TASK_OPTIONS)
-def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any]:
+def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any] | None:
     """Returns stored quotes ranked at their best layouts (rules.compare_quotes) under the app's policy.
 
     ``quotes_json``: a JSON array of ``[submission id, submission document]`` pairs, in the order requested.
@@ -105,7 +151,7 @@ def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any]:
 
 
 @shared_task(name=RENDER_RECORD_PDF, **TASK_OPTIONS)
-def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) -> dict[str, Any]:
+def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) -> dict[str, Any] | None:
     """Returns where the signed PDF of approved record ``record_id`` is, rendering and storing it first if needed.
 
     ``actor`` (``{"name", "role", "token_id", "token_prefix"}``) is who asked: the audit event that issues the
@@ -121,10 +167,9 @@ def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) ->
         with get_db().session() as session:
             record = record_store.get_record(session, record_id)
         if task_id:
-            key = record_store.record_pdf_key(record.id, record.digest)
-            row = task_runs.begin(task_id, task_runs.RECORD_PDF, key, 1)
-            if row.state == task_runs.SUCCESS and row.result is not None:
-                return row.result
+            claim = claim_run(self, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1)
+            if claim.outcome != task_runs.RUN:
+                return claim.row.result
         report_progress(self, 0, 1)
         stored = record_store.issue_signed_pdf(who, record, signing_keys(), clock_of(current_app.config)())
         result = {"record_id": record.id, "record_digest": record.digest, "record_status": "signed",

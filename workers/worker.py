@@ -2,20 +2,23 @@
 
 The Flask app is created from the environment (``QUOTECHECK_*``, as for the API), so a worker reads the
 same database, broker, queue and signing key. The module must not have an attribute named ``app`` that is
-not the Celery app: ``celery -A`` looks for ``app`` first, then ``celery``.
+not the Celery app: ``celery -A`` looks for ``app`` first, then ``celery``. Once the worker is ready its
+main process sends the task outbox's unsent tasks, then every TASK_DISPATCH_INTERVAL_S (workers/dispatcher.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
 from service import create_app
 from service.db import get_db
+from workers.dispatcher import Dispatcher
 
 flask_app = create_app()
 celery = flask_app.extensions["celery"]
+dispatcher = Dispatcher(flask_app, flask_app.config["TASK_DISPATCH_INTERVAL_S"])
 
 
 @worker_process_init.connect(weak=False)
@@ -23,3 +26,13 @@ def _fresh_database_connections(**_: Any) -> None:
     # A prefork child inherits the parent's pooled connections; sharing a socket across processes corrupts
     # it. Drop them without closing (the parent still owns them); the child opens its own.
     get_db(flask_app).engine.dispose(close=False)
+
+
+@worker_ready.connect(weak=False)
+def _start_dispatcher(**_: Any) -> None:
+    dispatcher.start()
+
+
+@worker_shutting_down.connect(weak=False)
+def _stop_dispatcher(**_: Any) -> None:
+    dispatcher.stop()

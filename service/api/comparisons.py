@@ -94,12 +94,13 @@ def create_comparison(body: dict[str, Any]) -> Response:
     variant_documents(submission, variants)
     identity = policy().identity()
     key, private = tasks.key_for(actor, comparison_key(submission, variants, engine_version(), identity["digest"]))
-    row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now(), private=private, event={
-        "action": "comparison.requested", "input_digest": submission_digest(submission),
-        "engine_version": engine_version(), "policy_version": identity["version"],
-        "detail": {"key": key, "variants": [v["name"] for v in variants]}})
+    event = {"action": "comparison.requested", "input_digest": submission_digest(submission),
+             "engine_version": engine_version(), "policy_version": identity["version"],
+             "detail": {"key": key, "variants": [v["name"] for v in variants]}}
+    row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now(), [json.dumps(submission), variants],
+                            event=event, private=private)
     if send:
-        tasks.send(row, [json.dumps(submission), variants])
+        tasks.send(row)
     return tasks.accepted(row.id)
 
 
@@ -116,9 +117,10 @@ def _compare_stored(actor: Actor, ids: list[str]) -> Response:
         raise InvalidRequest(str(error), error.problems) from None
     identity = policy().identity()
     key, private = tasks.key_for(actor, quotes_key(quotes, engine_version(), identity["digest"]))
-    row, send = tasks.issue(actor, task_runs.QUOTE_COMPARISON, key, len(quotes), now(), private=private, event={
-        "action": "comparison.requested", "engine_version": engine_version(), "policy_version": identity["version"],
-        "detail": {"key": key, "submissions": ids}})
+    event = {"action": "comparison.requested", "engine_version": engine_version(),
+             "policy_version": identity["version"], "detail": {"key": key, "submissions": ids}}
+    row, send = tasks.issue(actor, task_runs.QUOTE_COMPARISON, key, len(quotes), now(), [json.dumps(quotes)],
+                            event=event, private=private)
     if send:
-        tasks.send(row, [json.dumps(quotes)])
+        tasks.send(row)
     return tasks.accepted(row.id)

@@ -140,9 +140,9 @@ def get_record_pdf(record_id: str) -> Response:
         return _pdf_response(draft_pdfs.cached_draft_pdf(record, now), record, DRAFT, link)
     if stored is None and (tasks_port.runs_in_background() or prefers_async()):
         row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1,
-                                now(), submission_id=record.submission_id)
+                                now(), [record.id, asdict(actor)], submission_id=record.submission_id)
         if send:
-            tasks.send(row, [record.id, asdict(actor)])
+            tasks.send(row)
         applied = {"Preference-Applied": "respond-async"} if prefers_async() else {}
         return tasks.accepted(row.id, **applied)
     if stored is None:

@@ -74,9 +74,9 @@ def get_remedies(submission_id: str) -> Response:
              "input_digest": submission_digest(document), "engine_version": engine_version(),
              "policy_version": identity["version"], "detail": {"key": key}}
     row, send = tasks.issue(actor, task_runs.REMEDIES, key, int(policy().value("remedies.max_evaluations")), now(),
-                            event=event, submission_id=submission_id, private=private)
+                            [json.dumps(document)], event=event, submission_id=submission_id, private=private)
     if send:
-        tasks.send(row, [json.dumps(document)])
+        tasks.send(row)
     view = tasks.load_view(row.id)
     if view["state"] == task_runs.SUCCESS:  # the service runs tasks in-process: it has finished already
         return json_response(view["result"])

@@ -62,8 +62,8 @@ def create_search(body: dict[str, Any]) -> Response:
     key, private = tasks.key_for(actor, search_key(document, engine_version(), identity["digest"]))
     event = {"action": "search.requested", "submission_id": submission_id, "input_digest": submission_digest(document),
              "engine_version": engine_version(), "policy_version": identity["version"], "detail": {"key": key}}
-    row, send = tasks.issue(actor, task_runs.SEARCH, key, len(default_chunks()), now(), event=event,
-                            submission_id=submission_id, private=private)
+    row, send = tasks.issue(actor, task_runs.SEARCH, key, len(default_chunks()), now(), [json.dumps(document)],
+                            event=event, submission_id=submission_id, private=private)
     if send:
-        tasks.send(row, [json.dumps(document)])
+        tasks.send(row)
     return tasks.accepted(row.id)

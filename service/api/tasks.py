@@ -2,7 +2,9 @@
 
 Issuing and sending tasks is shared by the blueprints that accept work (comparisons, record PDFs); the
 task table (service/task_runs.py) is the source of truth, and the Celery result backend adds the live
-progress of a running task and the end of one whose worker died before it could record it.
+progress of a running task and the end of one whose worker died before it could record it, which is then
+written to the row (``reconcile``). A task is written with the request's audit event and sent after the
+commit (service/task_outbox.py): a broker that cannot take it leaves it PENDING in the outbox, still 202.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, url_for
 from sqlalchemy.exc import IntegrityError
 
-from service import audit, task_runs
+from service import audit, task_outbox, task_runs
 from service.audit import Actor, timestamp
 from service.auth import current_actor, require
 from service.db import get_db
@@ -22,21 +24,10 @@ from service.errors import NotFound, ServiceUnavailable
 from service.http import json_response
 from service.models import TaskRun
 from service.openapi import operation
-from service.tasks_port import (
-    COMPARE_CONFIGURATIONS,
-    COMPARE_QUOTES,
-    FIND_REMEDIES,
-    RENDER_RECORD_PDF,
-    SEARCH_LAYOUTS,
-    task_queue,
-)
+from service.tasks_port import task_queue
 from service.visibility import may_see
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
-
-TASK_NAMES = {task_runs.COMPARISON: COMPARE_CONFIGURATIONS, task_runs.QUOTE_COMPARISON: COMPARE_QUOTES,
-              task_runs.RECORD_PDF: RENDER_RECORD_PDF, task_runs.SEARCH: SEARCH_LAYOUTS,
-              task_runs.REMEDIES: FIND_REMEDIES}
 
 
 def key_for(actor: Actor, key: str) -> tuple[str, bool]:
@@ -50,21 +41,30 @@ def key_for(actor: Actor, key: str) -> tuple[str, bool]:
     return "sha256:" + hashlib.sha256(f"{key}\nuser:{actor.user_id}".encode()).hexdigest(), True
 
 
-def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, event: dict[str, Any] | None = None,
-          submission_id: str | None = None, private: bool = False) -> tuple[TaskRun, bool]:
+def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, args: list[Any],
+          event: dict[str, Any] | None = None, submission_id: str | None = None,
+          private: bool = False) -> tuple[TaskRun, bool]:
     """Returns the task for the work ``key`` and whether it must be sent now (see task_runs.issue).
 
-    ``event``: the audit event to append with it (``action``, ``detail`` and other audit.append
-    arguments); ``detail`` gains ``task_id`` and ``sent``. ``submission_id``: the submission the work is
-    about; ``private``: the work is the actor's own (its key must then name the actor's user). Either lets
-    a token of scope ``own`` read the task.
+    ``args``: the task's message (JSON), kept in the outbox until it is sent and the task ends. ``event``:
+    the audit event to append with it (``action``, ``detail`` and other audit.append arguments);
+    ``detail`` gains ``task_id`` and ``sent`` (whether this request queued the work). ``submission_id``:
+    the submission the work is about; ``private``: the work is the actor's own (its key must then name the
+    actor's user). Either lets a token of scope ``own`` read the task. A task that has not ended is first
+    brought in line with the result backend (``reconcile``), so that one that failed where it could not
+    record it runs again.
     """
     db = get_db()
+    with db.session() as session:
+        existing = task_runs.find_by_key(session, kind, key)
+    if existing is not None and existing.state not in task_runs.FINISHED:
+        reconcile(existing)
+    stale_s = task_runs.stale_after_s(current_app.config)
     for attempt in (1, 2):
         try:
             with db.session() as session:
-                row, send = task_runs.issue(session, kind, key, total, actor.name, now, submission_id=submission_id,
-                                            user_id=actor.user_id if private else None)
+                row, send = task_runs.issue(session, kind, key, total, actor.name, now, args, stale_s,
+                                            submission_id=submission_id, user_id=actor.user_id if private else None)
                 if event is not None:
                     fields = {k: v for k, v in event.items() if k != "detail"}
                     audit.append(session, actor=actor, occurred_at=now,
@@ -78,26 +78,19 @@ def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, event: d
     raise AssertionError("unreachable")
 
 
-def send(row: TaskRun, args: list[Any]) -> None:
-    """Sends the task of ``row`` to the queue (or runs it now, with no broker); 503 when the queue is unreachable."""
+def send(row: TaskRun) -> None:
+    """Hands the task of ``row`` (issued and committed) to the queue, or runs it now with no broker.
+
+    A broker that cannot take it leaves it in the outbox (PENDING, sent when the broker is back: see
+    service/task_outbox.py); the request is answered 202 all the same. ServiceUnavailable (503), with the
+    task recorded as failed, only when this service runs no background tasks at all (TASK_QUEUE is None).
+    """
     try:
-        queue = task_queue()
+        task_queue()
     except ServiceUnavailable as problem:
         task_runs.fail(row.id, problem)
         raise
-    try:
-        # A task sent again under its id (after a failure) must not show the last run's end meanwhile.
-        queue.forget(row.id)
-    except Exception as error:  # the result store is only advisory here; sending decides
-        current_app.logger.warning("could not clear the result backend's state of task %s: %s", row.id, error)
-    try:
-        queue.send(TASK_NAMES[row.kind], args, row.id)
-    except Exception as error:  # kombu.exceptions.OperationalError, redis.ConnectionError, …
-        current_app.logger.error("could not send task %s (%s): %s", row.id, row.kind, error)
-        problem = ServiceUnavailable(f"the task queue (CELERY_BROKER_URL) is not reachable: {error}; "
-                                     "nothing was queued: send the request again later")
-        task_runs.fail(row.id, problem)
-        raise problem from None
+    task_outbox.send(row.id)
 
 
 def _live(task_id: str) -> tuple[str, Any] | None:
@@ -109,26 +102,43 @@ def _live(task_id: str) -> tuple[str, Any] | None:
         return None
 
 
+def reconcile(row: TaskRun) -> tuple[TaskRun, tuple[int, int] | None]:
+    """Returns ``row`` as it is once an end the result backend knows of was written to it, and the live progress.
+
+    Only a sent task that has not ended asks the backend: for its live progress (``(current, total)``, shown
+    but not written), or its end where the task could not record it (killed at the hard time limit, or its
+    database write failed), which is written so that the row and the backend agree and asking again runs
+    a failed task again.
+    """
+    if row.state in task_runs.FINISHED or not row.sent:
+        return row, None
+    live = _live(row.id)
+    if live is None:
+        return row, None
+    status, meta = live
+    if status == "PROGRESS" and isinstance(meta, dict):
+        total = int(meta.get("total", row.progress_total)) or row.progress_total
+        return row, (max(row.progress_current, int(meta.get("current", 0))), total)
+    if status == "SUCCESS" and isinstance(meta, dict):
+        ended = {"state": task_runs.SUCCESS, "result": meta, "progress_current": row.progress_total}
+    elif status == "FAILURE":
+        ended = {"state": task_runs.FAILURE, "error": {
+            "type": current_app.config["PROBLEM_TYPE_BASE"] + "task-failed", "title": "Task failed", "status": 500,
+            "detail": f"the task ended with {type(meta).__name__} where it could not record its outcome (stopped "
+                      "at the hard time limit, or the database was unreachable); ask again to run it again"}}
+    else:
+        return row, None
+    task_runs.record_end(row.id, ended["state"], result=ended.get("result"), error=ended.get("error"))
+    with get_db().session() as session:
+        return task_runs.find(session, row.id) or row, None
+
+
 def view_of(row: TaskRun) -> dict[str, Any]:
     """Returns the representation of a task: state, progress, and its result or error once it ended."""
-    state, current, total = row.state, row.progress_current, row.progress_total
-    result, error = row.result, row.error
-    if state not in task_runs.FINISHED:
-        live = _live(row.id)
-        if live is not None:
-            status, meta = live
-            if status == "PROGRESS" and isinstance(meta, dict):
-                state = task_runs.PROGRESS
-                current = max(current, int(meta.get("current", 0)))
-                total = int(meta.get("total", total)) or total
-            elif status == "SUCCESS" and isinstance(meta, dict):
-                state, current, result = task_runs.SUCCESS, total, meta
-            elif status == "FAILURE":
-                # Ended where the task could not record it: killed at the hard time limit, or its database
-                # write failed.
-                state = task_runs.FAILURE
-                error = {"type": current_app.config["PROBLEM_TYPE_BASE"] + "task-failed", "title": "Task failed",
-                         "status": 500, "detail": f"{type(meta).__name__}: {meta}"}
+    row, live = reconcile(row)
+    state, current, total, result, error = row.state, row.progress_current, row.progress_total, row.result, row.error
+    if live is not None and state not in task_runs.FINISHED:
+        state, (current, total) = task_runs.PROGRESS, live
     link = url_for("tasks.get_task", task_id=row.id)
     view: dict[str, Any] = {"id": row.id, "kind": row.kind, "state": state,
                             "progress": {"current": current, "total": total},

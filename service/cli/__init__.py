@@ -26,6 +26,7 @@ COMMANDS = {
     "token": "service.cli.accounts:token",
     "audit": "service.cli.audit:audit",
     "webhook": "service.cli.webhooks:webhook",
+    "tasks": "service.cli.tasks:tasks",
     # signed records
     "verify": "service.record.cli:verify",
     "sign": "service.record.cli:sign",

@@ -196,17 +196,22 @@ def test_a_task_id_never_issued_is_404(as_role):
     assert response.status_code == 404 and response.mimetype == "application/problem+json"
 
 
-def test_an_unreachable_broker_is_503_and_nothing_is_left_pending(make_app):
+def test_an_unreachable_broker_is_202_and_the_task_waits_in_the_outbox(make_app):
     app = make_app(CELERY_BROKER_URL="redis://127.0.0.1:1/0")  # nothing listens on port 1
     submitter = _submitter(app)
 
     response = submitter.post(COMPARISONS, json={"submission": example(),
                                                  "variants": [{"name": "as quoted", "patch": {}}]})
 
-    assert response.status_code == 503 and "not reachable" in response.get_json()["detail"]
+    # Accepted all the same: queued once the broker is back (tests/api/test_task_outbox.py sends it)
+    assert response.status_code == 202, response.get_json()
+    assert response.get_json()["state"] == "PENDING"
     task_id = _events(app, "comparison.requested")[0].detail["task_id"]
-    task = submitter.get(f"/api/v1/tasks/{task_id}").get_json()
-    assert task["state"] == "FAILURE" and task["error"]["status"] == 503
+    assert submitter.get(f"/api/v1/tasks/{task_id}").get_json()["state"] == "PENDING"
+    from service import task_outbox
+
+    with app.app_context():
+        assert task_outbox.unsent() == [task_id]
 
 
 def test_without_a_task_queue_background_work_is_503_and_recorded_as_failed(make_app):

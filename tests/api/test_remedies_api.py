@@ -81,7 +81,7 @@ def test_the_remedies_of_a_failing_submission_are_the_search_of_its_document(app
 
 def test_while_the_search_runs_the_answer_is_202_with_the_task(app, as_role, monkeypatch):
     # Given a queue that holds the task without running it
-    monkeypatch.setattr(tasks, "send", lambda row, args: None)
+    monkeypatch.setattr(tasks, "send", lambda row: None)
     submission_id = _submit(as_role("submitter"), _document())["id"]
     reader = as_role("reviewer")
 
