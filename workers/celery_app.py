@@ -62,6 +62,7 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         if backend is None and str(broker).startswith(REDIS_SCHEMES):
             backend = broker
         settings.update(broker_url=broker, result_backend=backend, task_always_eager=False)
+        settings.update(redis_timeouts(config))
         if backend and str(backend).startswith(REDIS_SCHEMES):
             # Celery retries a result backend operation 20 times by default: a request would hang for
             # seconds when Redis is down. The backend is advisory for the API, so give up quickly.
@@ -79,6 +80,22 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         settings[name] = value
     settings.update(JSON_ONLY)
     return settings
+
+
+def redis_timeouts(config: dict[str, Any]) -> dict[str, Any]:
+    """Returns the Celery settings that bound every wait on Redis, broker and result backend alike.
+
+    Without them a Redis that accepts connections but never answers (paused, or a dead proxy in front of it)
+    holds a request for as long as the kernel keeps the socket: publishing a task, clearing or reading its
+    state, pinging the workers. With them each such call gives up after about one socket timeout.
+    """
+    connect_s, socket_s = config["CELERY_CONNECT_TIMEOUT_S"], config["CELERY_SOCKET_TIMEOUT_S"]
+    return {
+        "broker_connection_timeout": connect_s,
+        "broker_transport_options": {"socket_connect_timeout": connect_s, "socket_timeout": socket_s},
+        "redis_socket_connect_timeout": connect_s,
+        "redis_socket_timeout": socket_s,
+    }
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -113,6 +130,23 @@ class CeleryQueue:
     def state(self, task_id: str) -> tuple[str | None, Any]:
         meta = self.celery_app.backend.get_task_meta(task_id)
         return meta.get("status"), meta.get("result")
+
+    def uses_broker(self) -> bool:
+        return not self.celery_app.conf.task_always_eager
+
+    def depth(self) -> int | None:
+        if not self.uses_broker():
+            return None
+        queue = self.celery_app.conf.task_default_queue
+        with self.celery_app.connection_for_read() as connection:
+            # Declaring counts the messages (Redis: LLEN of the queue's lists, key prefix applied) and declares
+            # nothing new: the API sends to this queue anyway. A passive declaration would do, but kombu's
+            # Redis transport looks the queue up without the key prefix.
+            return connection.default_channel.queue_declare(queue=queue).message_count
+
+    def live_workers(self, timeout_s: float) -> list[str]:
+        replies = self.celery_app.control.ping(timeout=timeout_s, limit=1) or []
+        return sorted(name for reply in replies for name in reply)
 
 
 def init_app(app: Flask) -> None:

@@ -86,8 +86,9 @@ def send(row: TaskRun, args: list[Any]) -> None:
         queue.send(TASK_NAMES[row.kind], args, row.id)
     except Exception as error:  # kombu.exceptions.OperationalError, redis.ConnectionError, …
         current_app.logger.error("could not send task %s (%s): %s", row.id, row.kind, error)
-        problem = ServiceUnavailable(f"the task queue (CELERY_BROKER_URL) is not reachable: {error}; "
-                                     "nothing was queued: send the request again later")
+        # The broker's address stays in the log: the caller learns what to do, not where Redis runs.
+        problem = ServiceUnavailable("the task queue (CELERY_BROKER_URL) is not reachable or did not answer in "
+                                     "time; nothing was queued: send the request again later")
         task_runs.fail(row.id, problem)
         raise problem from None
 
