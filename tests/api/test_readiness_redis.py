@@ -1,0 +1,68 @@
+"""GET /readyz with a broker: not ready while no worker answers a ping, ready once one runs (real Redis, real worker).
+
+The worker is started as in test_workers_redis.py (`celery -A workers.worker worker`, its own queue and key
+prefix on Redis db QUOTECHECK_TEST_REDIS_DB); skipped when Redis is not on 127.0.0.1:6379.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from flask import Flask
+from test_workers_redis import _start_worker, _stop, _tail, celery_config, isolation, redis_url  # noqa: F401
+
+pytestmark = pytest.mark.redis
+
+WORKER_START_S = 60
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask], celery_config: dict[str, Any]) -> Flask:  # noqa: F811
+    """The API on Redis; the worker check is cached for a minute, as a long READINESS_CACHE_S would be."""
+    return make_app(**celery_config, READINESS_CACHE_S=60, READINESS_WORKER_TIMEOUT_S=0.5)
+
+
+def _ready_within(client: Any, path: str, timeout_s: float, process: Any, log: Any) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = client.get(path)
+        if response.status_code == 200:
+            return response.get_json()
+        assert process.poll() is None, _tail(log)
+        assert time.monotonic() < deadline, f"not ready within {timeout_s} s: {response.get_json()}\n{_tail(log)}"
+        time.sleep(0.2)
+
+
+def test_not_ready_without_a_worker_ready_with_one(app, database_url, tmp_path, celery_config):  # noqa: F811
+    client = app.test_client()
+
+    # No worker: the database and the broker answer, no worker does
+    response = client.get("/readyz")
+    assert response.status_code == 503 and response.mimetype == "application/problem+json"
+    assert "Retry-After" in response.headers
+    checks = response.get_json()["checks"]
+    assert checks["database"]["status"] == "ok" and checks["broker"] == {"status": "ok", "queued": 0}
+    assert checks["workers"]["status"] == "failed" and "no worker answered" in checks["workers"]["detail"]
+    # A probe that leaves the workers out sees the API ready
+    assert client.get("/readyz?exclude=workers").status_code == 200
+
+    log = tmp_path / "worker.log"
+    process = _start_worker(database_url, tmp_path / "instance", celery_config, log, celery_config["CELERY_QUEUE"])
+    try:
+        while " ready." not in (log.read_text(errors="replace") if log.exists() else ""):
+            assert process.poll() is None, _tail(log)
+            time.sleep(0.2)
+        # The outcome of the last ping is kept for READINESS_CACHE_S: a probe now costs no ping
+        started = time.monotonic()
+        assert client.get("/readyz").status_code == 503
+        assert time.monotonic() - started < 0.4
+
+        # Once the cached outcome expires, the running worker answers
+        app.config["READINESS_CACHE_S"] = 0
+        body = _ready_within(client, "/readyz", WORKER_START_S, process, log)
+        assert body["status"] == "ready" and body["checks"]["workers"] == {"status": "ok", "live": 1}
+    finally:
+        _stop(process)
