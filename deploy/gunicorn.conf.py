@@ -16,3 +16,27 @@ limit_request_fields = 100
 accesslog = "-"
 errorlog = "-"
 forwarded_allow_ips = os.environ.get("QUOTECHECK_FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+# /metrics adds up the counts of every worker process when they write them to one directory
+# (prometheus_client's multiprocess mode, PROMETHEUS_MULTIPROC_DIR; docs/settings.md, "Metrics"). Set here,
+# before the workers start, so each of them counts there. The counts of an earlier run are removed at start.
+metrics_dir = os.environ.get("QUOTECHECK_METRICS_DIR")
+if metrics_dir:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+
+
+def on_starting(server):
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        for name in os.listdir(directory):
+            if name.endswith(".db"):
+                os.remove(os.path.join(directory, name))
+
+
+def child_exit(server, worker):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

@@ -47,6 +47,9 @@ DEFAULTS: dict[str, Any] = {
     # answer; the outcome of that check is kept this long, so frequent probes cost one ping per period.
     "READINESS_WORKER_TIMEOUT_S": 1,
     "READINESS_CACHE_S": 5,
+    # GET /metrics answers `Authorization: Bearer <METRICS_TOKEN>` (a Prometheus scraper's credentials file) and
+    # admin API tokens. None: admin API tokens only. At least 32 characters.
+    "METRICS_TOKEN": None,
     "DEFAULT_PAGE_SIZE": 20,
     "MAX_PAGE_SIZE": 100,
     # The record signing key. Neither file set: an ECDSA P-256 key and a self-signed certificate generated on

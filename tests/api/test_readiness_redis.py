@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from prometheus_client.parser import text_string_to_metric_families
+from task_support import example, three_variants
 from test_workers_redis import _start_worker, _stop, _tail, celery_config, isolation, redis_url  # noqa: F401
 
 pytestmark = pytest.mark.redis
@@ -66,3 +68,16 @@ def test_not_ready_without_a_worker_ready_with_one(app, database_url, tmp_path, 
         assert body["status"] == "ready" and body["checks"]["workers"] == {"status": "ok", "live": 1}
     finally:
         _stop(process)
+
+
+def test_the_metrics_count_the_tasks_waiting_on_the_queue(app, as_role):
+    submission = example()
+    # Queued, and no worker runs: the task waits on the queue
+    assert as_role("submitter").post("/api/v1/comparisons", json={
+        "submission": submission, "variants": three_variants(submission)}).status_code == 202
+
+    response = as_role("admin").get("/metrics")
+
+    scraped = {sample.name: sample.value for family in text_string_to_metric_families(response.get_data(as_text=True))
+               for sample in family.samples if not sample.labels}
+    assert scraped["quotecheck_broker_up"] == 1 and scraped["quotecheck_queue_depth"] == 1

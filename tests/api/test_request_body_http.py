@@ -7,33 +7,20 @@ blanks, which is valid JSON at any length, so a body cut short would be accepted
 
 from __future__ import annotations
 
-import http.client
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from api_support import FAILING_SUBMISSION, new_token
+from gunicorn_support import gunicorn, request
 
 from service import create_app
 from service.config import DEFAULTS
 from service.db import get_db
 
-ROOT = Path(__file__).parents[2]
 LIMIT = DEFAULTS["MAX_CONTENT_LENGTH"]
 PIECE = 64 * 1024
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -44,39 +31,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     app = create_app(config)
     _, token = new_token(app, "submitter")
     get_db(app).engine.dispose()
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QUOTECHECK_")}
-    env.update({f"QUOTECHECK_{key}": value for key, value in config.items()})
-    env.update(QUOTECHECK_BIND=f"127.0.0.1:{port}", QUOTECHECK_WORKERS="1", QUOTECHECK_AUTO_MIGRATE="false")
-    log = folder / "gunicorn.log"
-    with log.open("wb") as output:
-        command = [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "service.wsgi:app"]
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _request(port, "GET", "/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            time.sleep(0.2)
+    with gunicorn({**config, "AUTO_MIGRATE": "false"}, folder / "gunicorn.log") as port:
         yield {"port": port, "headers": {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _request(port: int, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
              ) -> tuple[int, str, bytes]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.getheader("Content-Type", ""), response.read()
-    finally:
-        connection.close()
+    return request(port, method, path, body, headers)
 
 
 def _padded_submission(size: int) -> bytes:
