@@ -50,6 +50,9 @@ DEFAULTS: dict[str, Any] = {
     # GET /metrics answers `Authorization: Bearer <METRICS_TOKEN>` (a Prometheus scraper's credentials file) and
     # admin API tokens. None: admin API tokens only. At least 32 characters.
     "METRICS_TOKEN": None,
+    # "json": one JSON object per log line, with the request id (service/logs.py); "text": Python's default
+    # format. deploy/gunicorn.conf.py makes "json" the default of the API under gunicorn.
+    "LOG_FORMAT": "text",
     "DEFAULT_PAGE_SIZE": 20,
     "MAX_PAGE_SIZE": 100,
     # The record signing key. Neither file set: an ECDSA P-256 key and a self-signed certificate generated on

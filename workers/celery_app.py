@@ -11,16 +11,19 @@ sends tasks by name; the service never imports this package.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from celery import Celery, Task
+from celery.signals import task_postrun, task_prerun
 from flask import Flask
 
 # Registers the shared tasks on every Celery app, this module's included.
 import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
 import workers.webhook_tasks  # noqa: F401
-from service import tasks_port
+from service import logs, tasks_port
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
@@ -121,8 +124,11 @@ class CeleryQueue:
 
     def send(self, name: str, args: list[Any], task_id: str) -> None:
         # ignore_result: the task records its outcome in the task table; the sender need not subscribe to
-        # the result backend for a result it never waits for.
-        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True)
+        # the result backend for a result it never waits for. The request id goes along in a header, for the
+        # worker's logs of the task.
+        rid = logs.request_id()
+        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True,
+                                                headers={REQUEST_ID_HEADER: rid} if rid else None)
 
     def forget(self, task_id: str) -> None:
         self.celery_app.backend.forget(task_id)
@@ -147,6 +153,40 @@ class CeleryQueue:
     def live_workers(self, timeout_s: float) -> list[str]:
         replies = self.celery_app.control.ping(timeout=timeout_s, limit=1) or []
         return sorted(name for reply in replies for name in reply)
+
+
+# --- the request id in the logs of a task ------------------------------------------------------------------
+
+REQUEST_ID_HEADER = "quotecheck_request_id"
+_running: dict[str, tuple[float, Any]] = {}
+task_logger = logging.getLogger("quotecheck.tasks")
+
+
+def _sent_request_id(task: Task) -> str | None:
+    """Returns the request id a task was sent with: a message header (a worker) or the eager call's headers."""
+    rid = getattr(task.request, REQUEST_ID_HEADER, None) or (task.request.headers or {}).get(REQUEST_ID_HEADER)
+    return rid if isinstance(rid, str) else None
+
+
+@task_prerun.connect(weak=False)
+def _task_started(task_id: str = "", task: Task | None = None, **_: Any) -> None:
+    if task is None:
+        return
+    binding = logs.bound_request_id(_sent_request_id(task))
+    binding.__enter__()
+    _running[task_id] = (time.perf_counter(), binding)
+    task_logger.info("task %s %s started", task.name, task_id, extra={"task": task.name, "task_id": task_id})
+
+
+@task_postrun.connect(weak=False)
+def _task_ended(task_id: str = "", task: Task | None = None, state: str | None = None, **_: Any) -> None:
+    started, binding = _running.pop(task_id, (None, None))
+    if task is not None:
+        duration_ms = round((time.perf_counter() - started) * 1000, 1) if started is not None else None
+        task_logger.info("task %s %s ended: %s", task.name, task_id, state,
+                         extra={"task": task.name, "task_id": task_id, "state": state, "duration_ms": duration_ms})
+    if binding is not None:
+        binding.__exit__(None, None, None)
 
 
 def init_app(app: Flask) -> None:

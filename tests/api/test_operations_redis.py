@@ -1,4 +1,5 @@
-"""GET /readyz with a broker: not ready while no worker answers a ping, ready once one runs (real Redis, real worker).
+"""Operations with real Redis and a real worker: readiness (no worker: not ready; one: ready), the queue depth in
+/metrics, and the request id in the worker's JSON task logs.
 
 The worker is started as in test_workers_redis.py (`celery -A workers.worker worker`, its own queue and key
 prefix on Redis db QUOTECHECK_TEST_REDIS_DB); skipped when Redis is not on 127.0.0.1:6379.
@@ -6,6 +7,7 @@ prefix on Redis db QUOTECHECK_TEST_REDIS_DB); skipped when Redis is not on 127.0
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from prometheus_client.parser import text_string_to_metric_families
-from task_support import example, three_variants
+from task_support import example, poll, three_variants
 from test_workers_redis import _start_worker, _stop, _tail, celery_config, isolation, redis_url  # noqa: F401
 
 pytestmark = pytest.mark.redis
@@ -81,3 +83,28 @@ def test_the_metrics_count_the_tasks_waiting_on_the_queue(app, as_role):
     scraped = {sample.name: sample.value for family in text_string_to_metric_families(response.get_data(as_text=True))
                for sample in family.samples if not sample.labels}
     assert scraped["quotecheck_broker_up"] == 1 and scraped["quotecheck_queue_depth"] == 1
+
+
+def test_the_request_id_reaches_the_json_logs_of_the_worker_that_runs_the_task(app, as_role, database_url, tmp_path,
+                                                                               celery_config):  # noqa: F811
+    log = tmp_path / "worker.log"
+    process = _start_worker(database_url, tmp_path / "instance", {**celery_config, "LOG_FORMAT": "json"}, log,
+                            celery_config["CELERY_QUEUE"])
+    try:
+        submission = example()
+        response = as_role("submitter").post("/api/v1/comparisons", json={
+            "submission": submission, "variants": three_variants(submission)}, headers={"X-Request-Id": "req-w-1"})
+        assert response.status_code == 202
+        view, _ = poll(as_role("submitter").get, response.headers["Location"], timeout_s=WORKER_START_S)
+        assert view["state"] == "SUCCESS", view
+    finally:
+        _stop(process)
+
+    entries = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entries.append(json.loads(line))
+        except ValueError:  # Celery's start-up banner is printed, not logged
+            continue
+    task_lines = [e for e in entries if e.get("task_id") == view["id"]]
+    assert len(task_lines) == 2 and all(e["request_id"] == "req-w-1" for e in task_lines), task_lines
