@@ -217,3 +217,12 @@ def test_postgres_connections_carry_the_connect_and_statement_timeouts():
     assert db_postgres.connect_args(Timeouts(connect_s=0.5, statement_s=30, socket_s=45)) == {
         "connect_timeout": 2, "options": "-c statement_timeout=30000"}
     assert db_postgres.connect_args(Timeouts(connect_s=5.2, statement_s=None, socket_s=None)) == {"connect_timeout": 6}
+
+
+def test_a_task_that_failed_on_the_database_is_told_without_its_address(app):
+    error = OperationalError("SELECT 1", {}, Exception('connection to server at "10.1.2.3", port 5432 failed'))
+
+    with app.app_context():
+        problem = task_runs.problem_of(error)
+
+    assert problem["status"] == 503 and "10.1.2.3" not in problem["detail"] and "5432" not in problem["detail"]
