@@ -17,6 +17,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench import pdf_targets
+from bench.api_path import bench_api, bench_evaluation
+from bench.remedies import bench_remedies
 from rules.estimates.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
 from rules.evaluate import default_engine, evaluate
 from rules.search import search_submission
@@ -185,6 +188,12 @@ PARTS: dict[str, tuple[str, Callable[[], list[bool]]]] = {
     "pdf": ("record PDF: render + PAdES sign (fresh process)", lambda: [bench_record_pdf()]),
     "goodput": (f"goodput simulation: {GOODPUT_TRIALS:,} trials against one evaluation", lambda: [bench_goodput()]),
     "search": ("layout search: a 1,024-GPU 70B job against one evaluation", lambda: [bench_search()]),
+    "remedies": ("remediation search: the one-rack example against one evaluation", lambda: [bench_remedies()]),
+    "evaluation": ("evaluation against jsonschema validation; the largest document; refusing 1,024 node groups",
+                   bench_evaluation),
+    "api": ("POST /api/v1/submissions against a bare parse-and-validate endpoint (gunicorn, PostgreSQL, wrk)",
+            bench_api),
+    "pdf-targets": ("record PDF against one page, an evaluation and 40 pages, side by side", pdf_targets.run),
 }
 
 

@@ -17,9 +17,8 @@ from typing import Any
 
 import rfc8785
 
-import schemas
 from rules.errors import InvalidSubmission, Problem
-from rules.evaluate import engine_version, evaluate, submission_digest
+from rules.evaluate import engine_version, evaluate, submission_digest, validate_submission
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
@@ -84,7 +83,8 @@ def variant_documents(submission: dict[str, Any], variants: list[dict[str, Any]]
     """Returns each variant's patched submission; InvalidSubmission lists every problem of every variant.
 
     ``variants`` is ``[{"name": ..., "patch": {...}}, ...]`` with unique names. Each patched submission
-    must satisfy the submission schema (the base submission need not, if every patch completes it).
+    must satisfy the submission schema (the base submission need not, if every patch completes it), as
+    ``validate_submission`` checks a submission: the schema, hidden text, numbers JSON carries exactly.
     """
     problems: list[Problem] = []
     prepared: list[Variant] = []
@@ -96,7 +96,10 @@ def variant_documents(submission: dict[str, Any], variants: list[dict[str, Any]]
                                                                f"{seen[name]} too; names must be unique"))
         seen.setdefault(name, index)
         document = merge_patch(submission, patch)
-        problems += [locate(index, name, patch, p) for p in schemas.validate("submission", document)]
+        try:
+            validate_submission(document, f"variant {name!r}")
+        except InvalidSubmission as error:
+            problems += [locate(index, name, patch, p) for p in error.problems]
         prepared.append(Variant(name, patch, document))
     if problems:
         noun = "problem" if len(problems) == 1 else "problems"
@@ -167,7 +170,9 @@ def compare(submission: dict[str, Any], variants: list[dict[str, Any]], policy: 
     prepared = variant_documents(submission, variants)
     rows = []
     for done, variant in enumerate(prepared, start=1):
-        rows.append(comparison_row(variant, evaluate(variant.document, policy, now=now)))
+        # variant_documents validated each patched submission: it is evaluated without validating it again.
+        record = evaluate(variant.document, policy, now=now, validated=True)
+        rows.append(comparison_row(variant, record))
         if on_progress is not None:
             on_progress(done, len(prepared))
     identity = policy.identity()

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import string
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime
-from functools import cache
+from functools import cache, partial
 from importlib import metadata
 from typing import Any
-
-import rfc8785
 
 import schemas
 from rules.artifacts import artifact_problems
@@ -23,8 +20,10 @@ from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Prob
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
+from schemas.canonical_json import digest_of
 from schemas.json_reader import (
     MAX_JSON_BYTES,
+    MAX_LISTED_PROBLEMS,
     JsonError,
     JsonTooLarge,
     as_doubles,
@@ -65,15 +64,17 @@ def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, 
     """Returns the submission in ``raw`` after checking it as JSON (schemas.json_reader, as the API reads a
     body: size, UTF-8, depth, unique member names, no U+0000 or lone surrogate, exact numbers) and its schema.
 
-    Raises InvalidSubmission with one Problem per violation, located by JSON Pointer.
+    The schema's count limits are checked first, on a plain parse (``check_counts``), so a document of 1,024
+    node groups is refused before it is read with care. Raises InvalidSubmission with one Problem per
+    violation, located by JSON Pointer.
     """
     try:
-        document = read_json(raw, origin, max_bytes=MAX_SUBMISSION_BYTES)
+        document = read_json(raw, origin, max_bytes=MAX_SUBMISSION_BYTES, precheck=partial(check_counts, origin=origin))
     except JsonTooLarge as error:
         raise InvalidSubmission(error.detail, _oversize_problems(raw)) from None
     except JsonError as error:
         raise InvalidSubmission(error.detail, error.problems) from None
-    validate_submission(document, origin)
+    validate_submission(document, origin, counted=True)
     return document
 
 
@@ -81,32 +82,61 @@ def _oversize_problems(raw: bytes | str) -> list[Problem]:
     """Returns the schema problems of an over-limit document that is still small enough to inspect.
 
     An oversized submission is refused either way; locating the field that made it so (usually one long
-    text) tells the user what to cut. Beyond OVERSIZE_INSPECT_BYTES the document is not parsed at all.
+    text, or a list beyond its count limit) tells the user what to cut. Beyond OVERSIZE_INSPECT_BYTES the
+    document is not parsed at all.
     """
     try:
-        document = read_json(raw, max_bytes=OVERSIZE_INSPECT_BYTES)
+        document = read_json(raw, max_bytes=OVERSIZE_INSPECT_BYTES, precheck=check_counts)
+    except InvalidSubmission as beyond:
+        return beyond.problems
     except JsonError:
         return []
-    return schemas.validate("submission", document)
+    return schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS)
 
 
-def validate_submission(document: Any, origin: str = "submission") -> None:
-    """Raises InvalidSubmission listing every schema problem of ``document``; returns None when valid.
+def check_counts(document: Any, origin: str = "submission") -> None:
+    """Raises InvalidSubmission for the arrays and objects of ``document`` beyond the submission schema's count
+    limits (maxItems, maxProperties); cheap, since what those lists hold is not looked at (schemas/limits.py)."""
+    beyond = schemas.count_problems("submission", document)
+    if beyond:
+        raise InvalidSubmission(f"{origin} does not satisfy the submission schema's count limits "
+                                f"({_counted(beyond, True)}); what those lists hold is validated once they are "
+                                "within them", beyond[:MAX_LISTED_PROBLEMS])
 
-    Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema problems; a
-    raw diagnostic in ``measurements`` that its parser cannot read (rules/artifacts.py) once the schema holds.
+
+def _counted(problems: list[Problem], complete: bool) -> str:
+    """Returns how many problems there are, and how many of them are listed (MAX_LISTED_PROBLEMS at most)."""
+    if not complete:
+        return f"more than {MAX_LISTED_PROBLEMS} problems; the first {MAX_LISTED_PROBLEMS} found are listed"
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        return f"{len(problems):,} problems; the first {MAX_LISTED_PROBLEMS} are listed"
+    return f"{len(problems)} problem" + ("" if len(problems) == 1 else "s")
+
+
+def validate_submission(document: Any, origin: str = "submission", *, counted: bool = False) -> None:
+    """Raises InvalidSubmission listing the schema problems of ``document``; returns None when valid.
+
+    The schema's count limits are checked first (``check_counts``; ``counted``: the caller has), so a
+    document beyond them is refused for those alone. Validation stops after MAX_LISTED_PROBLEMS + 1
+    problems, so a refusal costs little whatever the document holds; the detail says when more are not
+    listed. Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema
+    problems; a raw diagnostic in ``measurements`` that its parser cannot read (rules/artifacts.py) once the
+    schema holds.
     """
-    problems = (schemas.validate("submission", document) + hidden_text_problems(document)
+    if not counted:
+        check_counts(document, origin)
+    problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1)
+    complete = len(problems) <= MAX_LISTED_PROBLEMS
+    problems = (problems + (hidden_text_problems(document) if complete else [])
                 or unrepresentable_numbers(document) or artifact_problems(document))
     if problems:
-        noun = "problem" if len(problems) == 1 else "problems"
-        raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({len(problems)} {noun})",
-                                problems)
+        raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({_counted(problems, complete)})",
+                                problems[:MAX_LISTED_PROBLEMS])
 
 
 def submission_digest(document: dict[str, Any]) -> str:
     """Returns ``sha256:<hex>`` of the RFC 8785 canonical form of a submission."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+    return digest_of(document)
 
 
 def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,

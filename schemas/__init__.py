@@ -1,4 +1,12 @@
-"""The public JSON Schemas (draft 2020-12) and a validator that reports problems by JSON Pointer."""
+"""The public JSON Schemas (draft 2020-12) and a validator that reports problems by JSON Pointer.
+
+``jsonschema`` decides and words every problem. When ``jsonschema-rs`` is installed it answers first
+whether a document is valid (a valid example in a fraction of the time); only a document it finds invalid
+(or cannot read) is validated again by ``jsonschema``, whose problems are the ones reported. The fast
+validator checks each format with ``jsonschema``'s own FormatChecker, and documents holding a tuple (an
+array to it, not to ``jsonschema``) are left to ``jsonschema``; tests/test_fast_validation.py holds the two
+to the same answer on every example, base and fixture and on mutations of them.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,13 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
+from schemas.limits import CountLimits, count_message
 from schemas.problem import Problem
+
+try:  # optional: without it every document is validated by jsonschema alone
+    import jsonschema_rs
+except ImportError:  # pragma: no cover - depends on the installation
+    jsonschema_rs = None
 
 SCHEMA_NAMES = ("submission", "policy", "record", "catalogue", "addendum")
 
@@ -37,8 +51,69 @@ def validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=FormatChecker())
 
 
-def validate(name: str, document: Any) -> list[Problem]:
-    """Returns the problems of ``document`` against schema ``name``, most specific first; [] if valid."""
+@cache
+def fast_validator(name: str) -> Any:
+    """Returns the ``jsonschema-rs`` validator of schema ``name`` (formats checked as ``jsonschema`` checks them),
+    or None when the package is not installed."""
+    if jsonschema_rs is None:
+        return None
+    checker = FormatChecker()
+    formats = {format_name: (lambda value, format_name=format_name: checker.conforms(value, format_name))
+               for format_name in checker.checkers}
+    return jsonschema_rs.Draft202012Validator(load_schema(name), formats=formats, validate_formats=True)
+
+
+def _holds_tuple(document: Any) -> bool:
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, tuple):
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
+def _fast_says_valid(name: str, document: Any) -> bool:
+    fast = fast_validator(name)
+    if fast is None or _holds_tuple(document):
+        return False
+    try:
+        return bool(fast.is_valid(document))
+    except ValueError:  # a value it cannot read (a lone surrogate, an object of no JSON type)
+        return False
+
+
+def is_valid(name: str, document: Any) -> bool:
+    """Returns True when ``document`` satisfies schema ``name``: the same answer as ``validate(...) == []``."""
+    return _fast_says_valid(name, document) or not validate(name, document, at_most=1, fast=False)
+
+
+@cache
+def count_limits(name: str) -> CountLimits:
+    """Returns the count limits (maxItems, maxProperties) of schema ``name``, checked before its full validation."""
+    return CountLimits(load_schema(name))
+
+
+def count_problems(name: str, document: Any) -> list[Problem]:
+    """Returns the problems of each array or object of ``document`` beyond its count limit in schema ``name``.
+
+    Cheap whatever the document holds (schemas/limits.py): a refusal for an oversized list never validates
+    its items. The problems are worded and located as ``validate`` words and locates them.
+    """
+    return count_limits(name).check(document)
+
+
+def validate(name: str, document: Any, *, at_most: int | None = None, fast: bool = True) -> list[Problem]:
+    """Returns the problems of ``document`` against schema ``name``, sorted by pointer; [] if valid.
+
+    ``at_most``: validation stops once that many distinct problems are found (those are returned), so the
+    cost of a refusal is bounded. ``fast``: a valid document is recognised by ``jsonschema-rs`` when installed.
+    """
+    if fast and _fast_says_valid(name, document):
+        return []
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []
     for error in validator(name).iter_errors(document):
@@ -48,6 +123,9 @@ def validate(name: str, document: Any) -> list[Problem]:
             if key not in seen:
                 seen.add(key)
                 problems.append(problem)
+        if at_most is not None and len(problems) >= at_most:
+            del problems[at_most:]
+            break
     problems.sort(key=lambda p: p.pointer)
     return problems
 
@@ -105,12 +183,8 @@ def _describe(error: ValidationError) -> Problem:
         return Problem(pointer, f"{_quote(found)} is not one of {', '.join(map(str, expected))}")
     if kind == "const":
         return Problem(pointer, f"must be {_quote(expected)}, found {_quote(found)}")
-    if kind in ("maxItems", "minItems"):
-        word = "at most" if kind == "maxItems" else "at least"
-        return Problem(pointer, f"must have {word} {expected} items, found {len(found)}")
-    if kind in ("minProperties", "maxProperties"):
-        word = "at least" if kind == "minProperties" else "at most"
-        return Problem(pointer, f"must have {word} {expected} fields, found {len(found)}")
+    if kind in ("maxItems", "minItems", "minProperties", "maxProperties"):
+        return Problem(pointer, count_message(kind, expected, len(found)))
     if kind == "pattern":
         return Problem(pointer, f"{_quote(found)} does not match the pattern {expected}")
     if kind == "format":

@@ -27,6 +27,7 @@ import math
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from schemas.problem import Problem
@@ -121,8 +122,15 @@ def unrepresentable_numbers(document: Any, pointer: str = "") -> list[Problem]:
     return sorted(problems, key=lambda p: p.pointer)
 
 
-def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None = MAX_JSON_BYTES) -> Any:
-    """Returns the JSON value in ``data``, read as the module docstring says; JsonError (a subclass) otherwise."""
+def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None = MAX_JSON_BYTES,
+              precheck: Callable[[Any], None] | None = None) -> Any:
+    """Returns the JSON value in ``data``, read as the module docstring says; JsonError (a subclass) otherwise.
+
+    ``precheck`` is called first with the value as a plain parse reads it (at the C parser's speed: member
+    names, depth and values not looked at) and refuses it by raising: a schema's count limits are checked
+    so, before the careful read, whose cost grows with the document. Text that does not parse is left to the
+    careful read, which says what is wrong.
+    """
     size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
     if max_bytes is not None and size > max_bytes:
         raise JsonTooLarge(f"{origin} is {size:,} bytes; the limit is {max_bytes:,} bytes")
@@ -133,6 +141,8 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
             raise NotJson(f"{origin} is not UTF-8 text: {error.reason} at byte {error.start}") from None
     else:
         text = data.removeprefix("\ufeff")
+    if precheck is not None:
+        _precheck(text, precheck)
     try:
         document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_members)
     except RecursionError:
@@ -145,6 +155,14 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
     _inspect(document, origin, nul="\\u0000" in text, surrogate=_SURROGATE_ESCAPE.search(text) is not None,
              numbers=_LONG_NUMBER.search(text) is not None)
     return document
+
+
+def _precheck(text: str, precheck: Callable[[Any], None]) -> None:
+    try:
+        quick = json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return
+    precheck(quick)
 
 
 def _too_deep(origin: str) -> str:

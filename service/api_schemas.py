@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import schemas
 from service.addendum_schemas import ADDENDUM_COMPONENTS
 from service.comparison_schemas import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
 from service.export_schemas import CHECK_LIST, CSV, JUNIT_XML, SARIF_LOG
@@ -143,6 +144,8 @@ SUBMISSION: dict[str, Any] = {
             "blocking": {"type": "array", "items": {"type": "object"}}}},
         "final_record_id": _NULLABLE_TEXT,
         "diff": {"$ref": "#/components/schemas/RevisionDiff"},
+        "remedy": {"type": "object", "description": "the remedy a revision was made from (POST .../remedies/{remedy}/"
+                                                    "revision): its id and its changes in words"},
         "waiver": {"$ref": "#/components/schemas/Waiver"},
         "decision": {"$ref": "#/components/schemas/Decision"},
     },
@@ -299,13 +302,13 @@ TASK: dict[str, Any] = {
     "required": ["id", "kind", "state", "progress", "created_at", "updated_at", "links"],
     "properties": {
         "id": _TEXT,
-        "kind": {"enum": ["comparison", "quote-comparison", "record-pdf", "search"]},
+        "kind": {"enum": ["comparison", "quote-comparison", "record-pdf", "search", "remedies"]},
         "state": {"enum": ["PENDING", "PROGRESS", "SUCCESS", "FAILURE"],
                   "description": "PENDING: queued; PROGRESS: running; SUCCESS: `result`; FAILURE: `error`"},
         "progress": {"type": "object", "required": ["current", "total"],
                      "properties": {"current": {"type": "integer"}, "total": {"type": "integer"}}},
         "result": {"anyOf": [{"$ref": f"#/components/schemas/{name}"}
-                             for name in ("Comparison", "QuoteComparison", "RecordPdfResult", "Search")]},
+                             for name in ("Comparison", "QuoteComparison", "RecordPdfResult", "Search", "Remedies")]},
         "error": {"$ref": "#/components/schemas/Problem"},
         "created_at": _TIME, "updated_at": _TIME,
         "links": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -320,6 +323,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "RecordPdfResult": RECORD_PDF_RESULT,
     "Search": SEARCH,
     "SearchLayout": SEARCH_LAYOUT,
+    # The remediation search: the record schema's remedies member, which GET .../remedies returns.
+    "Remedies": schemas.load_schema("record")["properties"]["remedies"],
     "Task": TASK,
     "PurchaseOrderLink": PURCHASE_ORDER_LINK,
     "SignedRecord": SIGNED_RECORD,

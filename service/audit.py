@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import rfc8785
 from sqlalchemy import update
 from sqlmodel import Session, col, func, select
 
+from schemas.canonical_json import canonical_json
 from service.models import AuditChainHead, AuditEvent
 from service.signals import audit_anchored, audit_appended
 
@@ -72,7 +72,7 @@ def canonical_event(event: AuditEvent) -> dict[str, Any]:
 
 def event_hash(event: AuditEvent) -> str:
     """Returns the hex SHA-256 of the canonical serialisation of ``event``."""
-    return hashlib.sha256(rfc8785.dumps(canonical_event(event))).hexdigest()
+    return hashlib.sha256(canonical_json(canonical_event(event))).hexdigest()
 
 
 def append(session: Session, *, action: str, actor: Actor | None, occurred_at: datetime,
@@ -80,24 +80,62 @@ def append(session: Session, *, action: str, actor: Actor | None, occurred_at: d
            policy_version: str | None = None, before_state: str | None = None, after_state: str | None = None,
            detail: dict[str, Any] | None = None) -> AuditEvent:
     """Returns the event appended to the chain inside the caller's transaction (committed with it)."""
-    # Bumping the head row first takes the chain's write lock: a concurrent appender waits here until
-    # this transaction ends, and then sees this event as its predecessor.
-    session.execute(update(AuditChainHead).where(col(AuditChainHead.id) == HEAD_ID)
-                 .values(length=AuditChainHead.length + 1))
-    head = session.exec(select(AuditChainHead).where(AuditChainHead.id == HEAD_ID)
-                        .execution_options(populate_existing=True)).one()
-    event = AuditEvent(id=head.length, occurred_at=occurred_at, submission_id=submission_id, action=action,
-                       actor=actor.name if actor else None, actor_role=actor.role if actor else None,
-                       token_prefix=actor.token_prefix if actor else None, input_digest=input_digest,
-                       engine_version=engine_version, policy_version=policy_version, before_state=before_state,
-                       after_state=after_state, detail=detail or {}, prev_hash=head.last_hash, hash="")
-    event.hash = event_hash(event)
-    head.last_hash = event.hash
-    session.add(event)
-    session.add(head)
+    return append_all(session, [Entry(action, actor, occurred_at, submission_id, input_digest, engine_version,
+                                      policy_version, before_state, after_state, detail)])[0]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """An event to append: the fields of ``append`` (its position and hashes are given under the chain's lock)."""
+
+    action: str
+    actor: Actor | None
+    occurred_at: datetime
+    submission_id: str | None = None
+    input_digest: str | None = None
+    engine_version: str | None = None
+    policy_version: str | None = None
+    before_state: str | None = None
+    after_state: str | None = None
+    detail: dict[str, Any] | None = None
+
+    def event(self, position: int, prev_hash: str) -> AuditEvent:
+        """Returns the event at ``position`` of the chain after the event whose hash is ``prev_hash``, hashed."""
+        actor = self.actor
+        event = AuditEvent(id=position, occurred_at=self.occurred_at, submission_id=self.submission_id,
+                           action=self.action, actor=actor.name if actor else None,
+                           actor_role=actor.role if actor else None, token_prefix=actor.token_prefix if actor else None,
+                           input_digest=self.input_digest, engine_version=self.engine_version,
+                           policy_version=self.policy_version, before_state=self.before_state,
+                           after_state=self.after_state, detail=self.detail or {}, prev_hash=prev_hash, hash="")
+        event.hash = event_hash(event)
+        return event
+
+
+def append_all(session: Session, entries: list[Entry]) -> list[AuditEvent]:
+    """Returns the events of ``entries`` appended to the chain in order, inside the caller's transaction.
+
+    The chain's write lock (its head row) is taken here, so a caller writes everything else of its
+    transaction first and appends last: a concurrent appender waits only for the append and the commit.
+    """
+    # Bumping the head row takes the chain's write lock, and RETURNING reads the head in the same statement: a
+    # concurrent appender waits here until this transaction ends, and then sees these events as predecessors.
+    length, prev_hash = session.execute(
+        update(AuditChainHead).where(col(AuditChainHead.id) == HEAD_ID)
+        .values(length=AuditChainHead.length + len(entries))
+        .returning(AuditChainHead.length, AuditChainHead.last_hash)
+        .execution_options(synchronize_session=False)).one()
+    events = []
+    for position, entry in enumerate(entries, start=length - len(entries) + 1):
+        events.append(entry.event(position, prev_hash))
+        prev_hash = events[-1].hash
+    session.execute(update(AuditChainHead).where(col(AuditChainHead.id) == HEAD_ID).values(last_hash=prev_hash)
+                    .execution_options(synchronize_session=False))
+    session.add_all(events)
     session.flush()
-    audit_appended.send(session, event=event)
-    return event
+    for event in events:
+        audit_appended.send(session, event=event)
+    return events
 
 
 @dataclass(frozen=True)

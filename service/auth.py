@@ -202,6 +202,12 @@ def authenticate(session: Session, header: str | None, now: datetime) -> Actor:
     stored = row.token_hash if row is not None else _DUMMY_HASH
     if not hmac.compare_digest(stored, hash_token(token)) or row is None:
         raise Unauthorized("the API token is not valid", invalid_token=True)
+    return actor_of_token(session, row, now)
+
+
+def actor_of_token(session: Session, row: ApiToken, now: datetime) -> Actor:
+    """Returns the Actor of a token row whose secret was checked (now, or at a browser sign-in); Unauthorized
+    when the token is revoked or expired, or its user is disabled, by ``now``."""
     if row.revoked_at is not None:
         successor = session.exec(select(ApiToken.prefix).where(ApiToken.rotated_from_id == row.id)).first()
         if successor is not None:

@@ -96,6 +96,15 @@ DEFAULTS: dict[str, Any] = {
     # Days a new or rotated API token is valid (1-3650); `--expires 30d` overrides it per token. An expired
     # token gets 401.
     "TOKEN_LIFETIME_DAYS": DEFAULT_TOKEN_LIFETIME_DAYS,
+    # A record's DRAFT PDF is rendered once and kept (service/draft_pdfs.py). A request that finds another
+    # rendering the same draft waits at most this long for it, then answers 503 (ask again).
+    "DRAFT_PDF_WAIT_S": 30,
+    # A claim to render a draft older than this is taken over: the request that made it died. Longer than a
+    # render and than gunicorn's worker timeout (60 s), so a live render is never duplicated.
+    "DRAFT_PDF_CLAIM_STALE_S": 90,
+    # How long a browser stays signed in to the pages (/ui) after signing in with a token; never past the
+    # token's own expiry.
+    "UI_SESSION_LIFETIME_S": 8 * 3600,
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
     # Webhooks (service/webhooks.py, docs/webhooks.md): how long one attempt waits for the receiver's answer,

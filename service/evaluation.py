@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from sqlmodel import Session
 from rules.best_layout import with_layout_search
 from rules.evaluate import default_engine, engine_version, evaluate
 from rules.policy import Policy, default_policy, load_policy
+from rules.remedies import needs_remedies, remedies_key, search_remedies
 from rules.search import NothingToSearch, search_key, search_submission
 from service import metrics, task_runs
 
@@ -54,6 +56,33 @@ def layout_search(session: Session, document: dict[str, Any]) -> dict[str, Any] 
 def with_search(session: Session, document: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     """Returns ``record`` (the evaluation of ``document``) with its ``layout_search`` member where one applies."""
     return with_layout_search(document, record, layout_search(session, document), policy())
+
+
+def find_remedies(session: Session, document: dict[str, Any], record: dict[str, Any] | None = None,
+                  on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Returns the remediation search of ``document`` (rules/remedies.py) under the app's policy.
+
+    ``record``: its evaluation, when the caller has it. The layout candidate comes from the record's layout
+    search, else from a finished search task of the same document, else from a search run here.
+    """
+    searched = (record or {}).get("layout_search") or layout_search(session, document) or {}
+    return search_remedies(document, policy(), record=record, layout_search=searched, on_progress=on_progress)
+
+
+def remedies(session: Session, document: dict[str, Any], record: dict[str, Any]) -> dict[str, Any] | None:
+    """Returns the remedies of ``document``, whose evaluation is ``record``, when one of its checks fails or warns.
+
+    A remediation task that finished for the same document, engine version and policy (GET
+    /api/v1/submissions/{id}/remedies, not one private to a vendor's token) gives its stored result;
+    otherwise the search runs here. None when every check passes (waived checks count by their original status).
+    """
+    if not needs_remedies(record):
+        return None
+    key = remedies_key(document, engine_version(), policy().identity()["digest"])
+    row = task_runs.find_by_key(session, task_runs.REMEDIES, key)
+    if row is not None and row.state == task_runs.SUCCESS and row.result is not None:
+        return row.result
+    return find_remedies(session, document, record)
 
 
 def init_app(app: Flask) -> None:

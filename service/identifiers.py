@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from typing import Any
 
-import rfc8785
+from schemas.canonical_json import digest_of
 
 
 def new_id() -> str:
@@ -16,7 +15,7 @@ def new_id() -> str:
 
 def body_digest(document: Any) -> str:
     """Returns ``sha256:<hex>`` of the canonical JSON of a request body (what the audit log records)."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+    return digest_of(document)
 
 
 def etag_of(version: int) -> str:

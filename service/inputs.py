@@ -34,8 +34,10 @@ def is_json_media_type(mimetype: str) -> bool:
     return mimetype == "application/json" or (mimetype.startswith("application/") and mimetype.endswith("+json"))
 
 
-def json_body() -> Any:
+def json_body(precheck: Callable[[Any], None] | None = None) -> Any:
     """Returns the parsed JSON body: 415 when it is not declared as JSON, 400 or 422 when it is not read.
+
+    ``precheck`` refuses the body from a plain parse before it is read with care (schemas.json_reader).
 
     Werkzeug raises 413 first when the body exceeds MAX_CONTENT_LENGTH. The body is read by
     schemas.json_reader, as the command line reads a file: UTF-8 (a leading byte order mark is ignored),
@@ -48,7 +50,7 @@ def json_body() -> Any:
         found = request.mimetype or "no Content-Type"
         raise UnsupportedMediaType(f"the body must be JSON sent as Content-Type: application/json; found {found}")
     try:
-        return read_json(raw, "the body", max_bytes=current_app.config.get("MAX_CONTENT_LENGTH"))
+        return read_json(raw, "the body", max_bytes=current_app.config.get("MAX_CONTENT_LENGTH"), precheck=precheck)
     except NotJson as error:
         raise MalformedRequest(error.detail, error.problems) from None
     except UnacceptableJson as error:
@@ -105,8 +107,9 @@ class Body:
     ``schema`` (an API schema, service/api_schemas.py) is checked by ``validate_body``, then ``check``
     (what a JSON Schema cannot say: patterns as Python matches them, dates, limits from the configuration)
     raises InvalidRequest for what remains. A body of a contract schema (``SubmissionDocument``) has no
-    ``schema`` here and is checked by ``validator`` (rules.evaluate.validate_submission). ``documented``
-    is the component when it refers to other components where ``schema`` only checks the shape.
+    ``schema`` here and is checked by ``validator`` (rules.evaluate.validate_submission), after ``precheck``
+    (its count limits, on a plain parse, before the body is read with care). ``documented`` is the component
+    when it refers to other components where ``schema`` only checks the shape.
     """
 
     component: str
@@ -115,10 +118,11 @@ class Body:
     check: Callable[[Any], None] | None = None
     validator: Callable[[Any], None] | None = None
     documented: dict[str, Any] | None = None
+    precheck: Callable[[Any], None] | None = None
 
     def read(self) -> Any:
         """Returns the request's body after checking it (see the class docstring)."""
-        document = json_body()
+        document = json_body(self.precheck)
         if self.validator is not None:
             self.validator(document)
         if self.schema is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # Deterministic constraint names, so Alembic can compare and alter them on every database.
@@ -164,6 +164,25 @@ class RecordPdf(SQLModel, table=True):
     created_at: datetime
 
 
+class DraftPdf(SQLModel, table=True):
+    """The DRAFT PDF of a record that is not signed, rendered once per record digest and renderer, then served.
+
+    A record's document never changes under its digest, so neither does its draft, until the renderer
+    does (template, stylesheet, the code that builds the view: ``render.renderer_digest``). A row without
+    ``pdf`` is a claim: the request that inserted it at ``claimed_at`` is rendering the draft, and
+    requests for the same draft wait for it (service/draft_pdfs.py) rather than render it again.
+    """
+
+    __tablename__ = "draft_pdf"
+
+    record_digest: str = Field(primary_key=True, max_length=DIGEST_LENGTH)
+    renderer: str = Field(primary_key=True, max_length=DIGEST_LENGTH)
+    claimed_at: datetime
+    rendered_at: datetime | None = None
+    pdf_digest: str | None = Field(default=None, max_length=DIGEST_LENGTH)
+    pdf: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+
+
 class Waiver(SQLModel, table=True):
     """A reviewer's waiver of one check result, bound to that result's digest."""
 
@@ -280,11 +299,9 @@ class TaskRun(SQLModel, table=True):
 
 
 class Addendum(SQLModel, table=True):
-    """A signed as-built addendum of an approved final record: acceptance measurements, every check re-decided.
+    """A signed as-built addendum of an approved final record (service/addenda.py); rows are never updated.
 
-    Rows are never updated, and the record they name is never changed by them (service/addenda.py).
-    ``input_digest`` is the request body's digest: the same measurements and note attached to the same record
-    again find this row instead of issuing another.
+    ``input_digest``: the request body's digest, so the same measurements attached again find this row.
     """
 
     __table_args__ = (UniqueConstraint("record_id", "input_digest"),)
@@ -321,63 +338,15 @@ class CalibrationPoint(SQLModel, table=True):
     created_at: datetime
 
 
-class WebhookSubscription(SQLModel, table=True):
-    """An admin's webhook: the URL that is sent the events it names, signed with its secret (service/webhooks.py).
+class UiSession(SQLModel, table=True):
+    """A browser's signed-in session (service/ui): the SHA-256 of its cookie, the API token it was opened with,
+    the per-session CSRF token its forms carry, and when it ends. Signing out deletes the row."""
 
-    ``secret`` is kept as given out (the service signs with it, so it cannot keep a hash instead); a deleted
-    subscription keeps its row and delivery log, ``deleted_at`` set, and is sent nothing more.
-    """
-
-    __tablename__ = "webhook_subscription"
+    __tablename__ = "ui_session"
 
     id: int | None = Field(default=None, primary_key=True)
-    url: str = Field(max_length=2000)
-    events: list[str] = Field(sa_type=JSON)
-    description: str | None = Field(default=None, max_length=200)
-    secret: str = Field(max_length=100)
-    created_by: str = Field(max_length=200)
+    cookie_hash: str = Field(max_length=HEX_HASH_LENGTH, unique=True)
+    token_id: int = Field(foreign_key="api_token.id", index=True)
+    csrf_token: str = Field(max_length=64)
     created_at: datetime
-    deleted_at: datetime | None = None
-
-
-class WebhookDelivery(SQLModel, table=True):
-    """One event for one subscription in the outbox, written in the transaction of the audit event it reports.
-
-    ``id`` is the ``webhook-id`` header, the same on every attempt (receivers drop repeats by it); ``event_id``
-    is the body's ``id``, shared by the deliveries of one event to several subscriptions. ``body`` is the JSON
-    text every attempt sends, byte for byte. ``state``: pending → delivered, or failed after the last attempt,
-    or cancelled when the subscription is deleted first; ``next_attempt_at`` is when a pending one is due.
-    """
-
-    __tablename__ = "webhook_delivery"
-    __table_args__ = (Index("ix_webhook_delivery_due", "state", "next_attempt_at"),)
-
-    id: str = Field(primary_key=True, max_length=36)
-    subscription_id: int = Field(foreign_key="webhook_subscription.id", index=True)
-    event_id: str = Field(max_length=36)
-    event_type: str = Field(max_length=64)
-    audit_event_id: int = Field(foreign_key="audit_event.id")
-    submission_id: str | None = Field(default=None, foreign_key=SUBMISSION_FK, max_length=36)
-    body: str = Field(sa_type=Text)
-    state: str = Field(max_length=16)
-    attempts: int = 0
-    next_attempt_at: datetime | None = None
-    last_status_code: int | None = None
-    last_error: str | None = Field(default=None, max_length=500)
-    created_at: datetime
-    delivered_at: datetime | None = None
-
-
-class WebhookAttempt(SQLModel, table=True):
-    """One attempt to send a delivery: when, how long it took, and the receiver's status code or the error."""
-
-    __tablename__ = "webhook_attempt"
-    __table_args__ = (UniqueConstraint("delivery_id", "number"),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    delivery_id: str = Field(foreign_key="webhook_delivery.id", max_length=36, index=True)
-    number: int
-    attempted_at: datetime
-    duration_ms: int
-    status_code: int | None = None
-    error: str | None = Field(default=None, max_length=500)
+    expires_at: datetime

@@ -203,13 +203,23 @@ def _header_description(name: str) -> dict[str, str]:
     return {"description": text} if text else {}
 
 
+# The blueprints of pages for people (service/ui), not of the API: the document leaves their routes out.
+PAGE_BLUEPRINTS = frozenset({"ui"})
+
+
+def api_rules(app: Flask) -> list[Any]:
+    """Returns the URL rules of the API (every route ``app`` serves but the pages'), sorted by path."""
+    return sorted((rule for rule in app.url_map.iter_rules() if rule.endpoint.partition(".")[0] not in PAGE_BLUEPRINTS),
+                  key=lambda r: r.rule)
+
+
 def build_document(app: Flask) -> dict[str, Any]:
-    """Returns the OpenAPI 3.1 document describing every route ``app`` serves."""
+    """Returns the OpenAPI 3.1 document describing every route of the API that ``app`` serves."""
     paths: dict[str, dict[str, Any]] = {}
     components = {contract_component(name): _embed(schemas.load_schema(name), contract_component(name))
                   for name in schemas.SCHEMA_NAMES}
     components.update(COMPONENTS)
-    for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
+    for rule in api_rules(app):
         view = app.view_functions[rule.endpoint]
         path, path_parameters = openapi_path(rule.rule)
         for method in sorted((rule.methods or set()) - IGNORED_METHODS):

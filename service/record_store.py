@@ -140,8 +140,8 @@ def issue_signed_pdf(actor: Actor, record: Record, keys: SigningKeys, now: datet
     (workers/tasks.py) alike: the record's envelope is signed first if it was issued unsigned
     (``signed_envelope``) and attached as it is; the PDF is rendered outside any transaction (about a
     second), then stored and audited (``record.pdf_issued``). Of two renders at once the first stored
-    stands and both return it. WorkflowConflict for any other record: a DRAFT is rendered per request,
-    never signed nor stored.
+    stands and both return it. WorkflowConflict for any other record: a DRAFT is never signed: it is
+    rendered once and kept apart (service/draft_pdfs.py).
     """
     if not is_signed_record(record):
         raise WorkflowConflict(f"record {record.id} is not an approved final record: only an approved record's PDF "

@@ -8,6 +8,7 @@ request read before that statement is therefore still current when it writes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col, select
 
-from rules.evaluate import submission_digest
+from rules.remedies import with_remedies
 from service import audit, evaluation, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
@@ -160,7 +161,8 @@ def compare_and_set(session: Session, submission_id: str, expected_version: int,
 
 
 def _store_evaluation(session: Session, submission_id: str, revision: Revision, record: dict[str, Any],
-                      now: datetime) -> Evaluation:
+                      now: datetime) -> tuple[Evaluation, Record, list[CheckResult]]:
+    """Returns the stored evaluation of ``revision``, its record and its check results (with their digests)."""
     policy = record["policy"]
     evaluation = Evaluation(submission_id=submission_id, revision_id=revision.id, revision=revision.number,
                             verdict=record["verdict"], engine_version=record["engine"]["version"],
@@ -168,26 +170,27 @@ def _store_evaluation(session: Session, submission_id: str, revision: Revision, 
                             policy_digest=policy["digest"], created_at=now)
     session.add(evaluation)
     session.flush()
-    for check in record["checks"]:
-        session.add(CheckResult(evaluation_id=evaluation.id, check_id=check["id"], status=check["status"],
-                                basis=check["basis"], digest=workflow.result_digest(check),
-                                evidence=check["evidence"]))
+    results = [CheckResult(evaluation_id=evaluation.id, check_id=check["id"], status=check["status"],
+                           basis=check["basis"], digest=workflow.result_digest(check), evidence=check["evidence"])
+               for check in record["checks"]]
+    session.add_all(results)
     record_id = new_id()
     document = {**record, "record_id": record_id,
                 "submission": {**record["submission"], "id": submission_id, "revision": revision.number}}
-    session.add(Record(id=record_id, submission_id=submission_id, evaluation_id=evaluation.id, kind="evaluation",
-                       document=document, digest=body_digest(document), created_at=now))
+    stored = Record(id=record_id, submission_id=submission_id, evaluation_id=evaluation.id, kind="evaluation",
+                    document=document, digest=body_digest(document), created_at=now)
+    session.add(stored)
     session.flush()
-    return evaluation
+    return evaluation, stored, results
 
 
-def _evaluation_event(session: Session, actor: Actor, submission_id: str, before: State, record: dict[str, Any],
-                      revision: int, now: datetime) -> None:
-    audit.append(session, action="evaluation.completed", actor=actor, occurred_at=now, submission_id=submission_id,
-                 input_digest=record["submission"]["digest"], before_state=before, after_state=State.EVALUATED,
-                 detail={"revision": revision, "verdict": record["verdict"], "summary": record["summary"],
-                         "policy_digest": record["policy"]["digest"]},
-                 **engine_policy(record))
+def _evaluation_event(actor: Actor, submission_id: str, before: State, record: dict[str, Any], revision: int,
+                      now: datetime) -> audit.Entry:
+    return audit.Entry("evaluation.completed", actor, now, submission_id, input_digest=record["submission"]["digest"],
+                       before_state=before, after_state=State.EVALUATED,
+                       detail={"revision": revision, "verdict": record["verdict"], "summary": record["summary"],
+                               "policy_digest": record["policy"]["digest"]},
+                       **engine_policy(record))
 
 
 def find_idempotent(session: Session, token_id: int, key: str) -> IdempotencyKey | None:
@@ -197,28 +200,38 @@ def find_idempotent(session: Session, token_id: int, key: str) -> IdempotencyKey
 
 
 def create_submission(session: Session, actor: Actor, document: dict[str, Any], record: dict[str, Any],
-                      now: datetime) -> str:
-    """Returns the id of a new submission stored with its first revision and evaluation."""
+                      now: datetime, before_audit: Callable[[Snapshot], None] | None = None) -> Snapshot:
+    """Returns the snapshot of a new submission stored with its first revision and evaluation ``record``.
+
+    ``record`` is the evaluation of ``document``: its submission digest is the revision's. The snapshot is
+    what ``load`` would read back, built from the rows written. The audit chain is locked last, by its two
+    events (submitted, evaluated), so concurrent submitters wait on one another only for that append and the
+    commit; ``before_audit(snapshot)`` runs just before it (what may still fail, an Idempotency-Key's unique
+    row, fails before this transaction holds the chain).
+    """
     submission_id = new_id()
     quote = document.get("quote", {})
     # The INSERT is the transaction's first write, which takes SQLite's write lock before any read.
-    session.add(Submission(id=submission_id, state=State.SUBMITTED, version=1, revision=1, vendor=quote.get("vendor"),
-                           quote_id=quote.get("quote_id"), verdict=None, submitter=actor.name,
-                           submitter_token_id=actor.token_id, created_at=now, updated_at=now))
+    submission = Submission(id=submission_id, state=State.EVALUATED, version=1, revision=1,
+                            vendor=quote.get("vendor"), quote_id=quote.get("quote_id"), verdict=record["verdict"],
+                            submitter=actor.name, submitter_token_id=actor.token_id, created_at=now, updated_at=now)
+    session.add(submission)
     session.flush()
-    revision = Revision(submission_id=submission_id, number=1, document=document, digest=submission_digest(document),
+    revision = Revision(submission_id=submission_id, number=1, document=document, digest=record["submission"]["digest"],
                         author=actor.name, author_token_id=actor.token_id, created_at=now)
     session.add(revision)
     session.flush()
-    audit.append(session, action="submission.created", actor=actor, occurred_at=now, submission_id=submission_id,
-                 input_digest=revision.digest, before_state=None, after_state=State.SUBMITTED,
-                 detail={"revision": 1, "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id")},
-                 **engine_policy(record))
-    _store_evaluation(session, submission_id, revision, record, now)
-    session.execute(update(Submission).where(col(Submission.id) == submission_id)
-                    .values(state=State.EVALUATED, verdict=record["verdict"]))
-    _evaluation_event(session, actor, submission_id, State.SUBMITTED, record, 1, now)
-    return submission_id
+    evaluation, stored, results = _store_evaluation(session, submission_id, revision, record, now)
+    snap = Snapshot(submission, evaluation, stored, results, [], [], {actor.token_id: actor.user_id})
+    snap.revision_token_ids = {actor.token_id}
+    if before_audit is not None:
+        before_audit(snap)
+    created = audit.Entry("submission.created", actor, now, submission_id, input_digest=revision.digest,
+                          before_state=None, after_state=State.SUBMITTED,
+                          detail={"revision": 1, "vendor": quote.get("vendor"), "quote_id": quote.get("quote_id")},
+                          **engine_policy(record))
+    audit.append_all(session, [created, _evaluation_event(actor, submission_id, State.SUBMITTED, record, 1, now)])
+    return snap
 
 
 def remember_idempotency_key(session: Session, actor: Actor, key: str, request_digest: str, submission_id: str,
@@ -230,8 +243,11 @@ def remember_idempotency_key(session: Session, actor: Actor, key: str, request_d
 
 
 def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, Any], record: dict[str, Any],
-           now: datetime) -> dict[str, Any]:
-    """Returns the diff of a new revision's evaluation against the previous one, after storing both."""
+           now: datetime, origin: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Returns the diff of a new revision's evaluation against the previous one, after storing both.
+
+    ``origin``: where the revision came from (a remedy: its id and changes), added to the audit event's detail.
+    """
     submission = snap.submission
     workflow.check_transition(submission.state, Event.REVISE)
     if actor.role != "admin" and actor.user_id != snap.submitter_user:
@@ -244,16 +260,16 @@ def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, A
                     vendor=quote.get("vendor"), quote_id=quote.get("quote_id"), verdict=record["verdict"],
                     updated_at=now)
     revision = Revision(submission_id=submission.id, number=number, document=document,
-                        digest=submission_digest(document), author=actor.name, author_token_id=actor.token_id,
+                        digest=record["submission"]["digest"], author=actor.name, author_token_id=actor.token_id,
                         created_at=now)
     session.add(revision)
     session.flush()
-    audit.append(session, action="revision.created", actor=actor, occurred_at=now, submission_id=submission.id,
-                 input_digest=revision.digest, before_state=submission.state, after_state=State.REVISED,
-                 detail={"revision": number}, **engine_policy(record))
-    _store_evaluation(session, submission.id, revision, record, now)
-    _evaluation_event(session, actor, submission.id, State.REVISED, record, number, now)
-    new_digests = {c["id"]: workflow.result_digest(c) for c in record["checks"]}
+    _, _, results = _store_evaluation(session, submission.id, revision, record, now)
+    revised = audit.Entry("revision.created", actor, now, submission.id, input_digest=revision.digest,
+                          before_state=submission.state, after_state=State.REVISED,
+                          detail={"revision": number, **(origin or {})}, **engine_policy(record))
+    audit.append_all(session, [revised, _evaluation_event(actor, submission.id, State.REVISED, record, number, now)])
+    new_digests = {result.check_id: result.digest for result in results}
     reopened = [{"waiver_id": w.id, "check_id": check_id} for check_id, w in active_before.items()
                 if new_digests.get(check_id) != w.result_digest]
     return {"from_revision": submission.revision, "to_revision": number,
@@ -368,7 +384,10 @@ def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decisi
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
     # The record procurement receives carries the layout search: the best layout of the quoted GPUs beside the
     # submitted one (advice; the check results and their digests are the evaluation's, unchanged).
-    document = evaluation.with_search(session, current_document(session, snap.submission.id), document)
+    submitted = current_document(session, snap.submission.id)
+    document = evaluation.with_search(session, submitted, document)
+    # ... and, where a check failed or warned, the remedies: the changes that would make every check pass.
+    document = with_remedies(document, evaluation.remedies(session, submitted, document))
     document["issue"] = 1
     document["audit_anchor"] = audit.anchor(session).as_record_member()
     return store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)

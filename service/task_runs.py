@@ -31,6 +31,7 @@ COMPARISON = "comparison"  # quotecheck.compare_configurations
 QUOTE_COMPARISON = "quote-comparison"  # quotecheck.compare_quotes
 RECORD_PDF = "record-pdf"  # quotecheck.render_record_pdf
 SEARCH = "search"  # quotecheck.search_layouts
+REMEDIES = "remedies"  # quotecheck.find_remedies
 
 
 def find(session: Session, task_id: str) -> TaskRun | None:

@@ -22,12 +22,17 @@ COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, d
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
 DELIVER_WEBHOOKS = "quotecheck.deliver_webhooks"  # (): sends the webhook deliveries due now (service/webhooks.py)
+FIND_REMEDIES = "quotecheck.find_remedies"  # (submission JSON text)
 
 EXTENSION = "quotecheck.task_queue"
 
 
 class TaskQueue(Protocol):
     """What the service needs of a task queue."""
+
+    # True when sent tasks run in other processes (a broker and its workers); False when ``send`` runs them
+    # in the sending process before it returns (no broker).
+    in_background: bool
 
     def send(self, name: str, args: list[Any], task_id: str) -> None:
         """Queues task ``name`` with JSON ``args`` under ``task_id`` (or runs it now, in-process); raises when the
@@ -62,6 +67,12 @@ def task_queue() -> TaskQueue:
     if queue is None:
         raise ServiceUnavailable("this service runs no background tasks (TASK_QUEUE is not set); nothing was queued")
     return queue
+
+
+def runs_in_background() -> bool:
+    """Returns True when the current app hands tasks to workers elsewhere (a broker is configured)."""
+    queue = current_app.extensions.get(EXTENSION)
+    return bool(queue is not None and getattr(queue, "in_background", False))
 
 
 def init_app(app: Flask) -> None:

@@ -28,7 +28,7 @@ from sqlmodel import col, select
 
 from service.config import clock_of
 from service.db import Database
-from service.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from service.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from service.webhooks import CANCELLED, DELIVERED, FAILED, PENDING, SECRET_PREFIX
 
 # A claimed delivery is due again this long after its send's timeout, should its drain have died meanwhile.

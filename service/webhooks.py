@@ -28,8 +28,9 @@ from service import tasks_port
 from service.audit import Actor, append, timestamp
 from service.errors import InvalidRequest, NotFound
 from service.identifiers import new_id
-from service.models import AuditEvent, Submission, WebhookDelivery, WebhookSubscription
+from service.models import AuditEvent, Submission
 from service.signals import audit_appended
+from service.webhook_models import WebhookDelivery, WebhookSubscription
 
 logger = logging.getLogger(__name__)
 

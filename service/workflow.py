@@ -6,16 +6,14 @@ docs/workflow.md describes the same machine for people.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
 from typing import Any
 
-import rfc8785
-
 from rules.errors import Problem
 from rules.evaluate import verdict_of
+from schemas.canonical_json import digest_of
 from service.errors import ApprovalBlocked, WorkflowConflict
 
 
@@ -89,8 +87,7 @@ def result_digest(check: dict[str, Any]) -> str:
 
     A waiver binds to this digest, so any change in the numbers that decided the check re-opens it.
     """
-    canonical = rfc8785.dumps({"status": check["status"], "evidence": check["evidence"]})
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+    return digest_of({"status": check["status"], "evidence": check["evidence"]})
 
 
 class WaiverState(StrEnum):

@@ -20,6 +20,7 @@ from celery.signals import task_postrun, task_prerun
 from flask import Flask
 
 # Registers the shared tasks on every Celery app, this module's included.
+import workers.remedy_tasks  # noqa: F401
 import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
 import workers.webhook_tasks  # noqa: F401
@@ -121,6 +122,8 @@ class CeleryQueue:
 
     def __init__(self, celery_app: Celery) -> None:
         self.celery_app = celery_app
+        # Eager (no broker): a sent task runs in the sending process before send returns.
+        self.in_background = not celery_app.conf.task_always_eager
 
     def send(self, name: str, args: list[Any], task_id: str) -> None:
         # ignore_result: the task records its outcome in the task table; the sender need not subscribe to

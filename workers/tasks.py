@@ -111,8 +111,9 @@ def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) ->
     ``actor`` (``{"name", "role", "token_id", "token_prefix"}``) is who asked: the audit event that issues the
     PDF names them. The PDF itself stays in the database (``record_pdf``, served by
     ``GET /api/v1/records/{id}.pdf``); the result carries its digest and size, never its bytes.
-    WorkflowConflict when the record is not an approved final record (a draft is rendered per request). The
-    PDF is issued by ``record_store.issue_signed_pdf``, as when the API renders it for a request.
+    WorkflowConflict when the record is not an approved final record (the API renders a draft, once:
+    service/draft_pdfs.py). The PDF is issued by ``record_store.issue_signed_pdf``, as when the API
+    renders it for a request.
     """
     task_id = self.request.id
     who = Actor(**actor)

@@ -13,6 +13,7 @@ from service.api import (
     meta,
     metrics,
     records,
+    remedies,
     reviews,
     searches,
     submissions,
@@ -32,6 +33,6 @@ def refuse_nul_in_path() -> None:
 def init_app(app: Flask) -> None:
     """Registers every blueprint of the API."""
     app.before_request(refuse_nul_in_path)
-    for blueprint in (submissions.bp, reviews.bp, records.bp, addenda.bp, comparisons.bp, searches.bp, tasks.bp,
-                      keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp, metrics.bp):
+    for blueprint in (submissions.bp, reviews.bp, records.bp, addenda.bp, comparisons.bp, searches.bp, remedies.bp,
+                      tasks.bp, keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp, metrics.bp):
         app.register_blueprint(blueprint)

@@ -18,7 +18,7 @@ from flask import Blueprint, Response, current_app, request, url_for
 from sqlmodel import Session
 
 from rules.errors import Problem
-from service import purchase_orders, record_store, task_runs
+from service import draft_pdfs, purchase_orders, record_store, task_runs, tasks_port
 from service.api import tasks
 from service.api_schemas import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
 from service.auth import current_actor, public, require
@@ -29,7 +29,6 @@ from service.inputs import Body, accepts, refuse
 from service.models import Record
 from service.openapi import operation
 from service.record import canonical_bytes, signing_keys, verify_document
-from service.record.render import draft_pdf
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
 
@@ -101,7 +100,8 @@ def get_record(record_id: str) -> Response:
 
 PREFER_PARAMETER = {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
                     "description": "`respond-async` (RFC 7240): render an approved record's signed PDF that was "
-                                   "not rendered yet in a background task and answer 202 with the task"}
+                                   "not rendered yet in a background task and answer 202 with the task (with "
+                                   "a broker configured that is what happens without the header too)"}
 
 
 def prefers_async() -> bool:
@@ -113,19 +113,22 @@ def prefers_async() -> bool:
 @bp.get("/<record_id>.pdf")
 @operation(tag="records", errors=(404, 503), media_type="application/pdf", parameters=(PREFER_PARAMETER,),
            responses={200: ("The signed PDF of an approved record, else an unsigned DRAFT", "Pdf"), **NOT_MODIFIED,
-                      202: ("`Prefer: respond-async` and the signed PDF is not rendered yet: the task that renders "
-                            "and stores it (`Location`); then GET this URL again", "Task", "application/json")},
+                      202: ("The signed PDF is not rendered yet and a worker renders it (a broker is configured, "
+                            "or `Prefer: respond-async`): the task that renders and stores it (`Location`); then "
+                            "GET this URL again", "Task", "application/json")},
            response_headers={200: (*RECORD_HEADERS, "Content-Disposition"), 202: ("Location", "Preference-Applied")})
 @require("read")
 def get_record_pdf(record_id: str) -> Response:
     """Read a record as PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT.
 
-    The signed PDF is rendered when first requested (about a second), stored, and served unchanged from
-    then on: its digest is in the audit log (`record.pdf_issued`). It carries the record's signed envelope
-    as issued and the DSSE verdict attestation. A record that is not approved renders as a DRAFT on every
-    request (watermarked, unsigned, not stored). With `Prefer: respond-async` a signed PDF not rendered
-    yet is rendered by a background task instead: 202 with the task (`Location`, `GET /api/v1/tasks/{id}`),
-    whose result links back here; a stored PDF or a DRAFT is answered at once, as without the header.
+    The signed PDF is rendered once, stored, and served unchanged from then on: its digest is in the
+    audit log (`record.pdf_issued`). It carries the record's signed envelope as issued and the DSSE
+    verdict attestation. When a broker is configured, a signed PDF not rendered yet is rendered by a
+    worker: 202 with the task (`Location`, `GET /api/v1/tasks/{id}`), whose result links back here; ask
+    again then. Without a broker it is rendered for the request (about a second), unless the request says
+    `Prefer: respond-async`, which gives the 202 and the task too. A record that is not approved is a
+    DRAFT (watermarked, unsigned), rendered on its first request, stored, and served from then on with an
+    ETag; free text in it is cut at fixed bounds with a note (the attached JSON holds it whole).
     """
     actor = current_actor()
     with get_db().session() as session:
@@ -134,14 +137,14 @@ def get_record_pdf(record_id: str) -> Response:
         stored = record_store.stored_pdf(session, record) if signed else None
         link = _version_links(session, record)
     if not signed:
-        # Rendered anew on each request, outside any transaction: it takes about a second and needs no database.
-        return _pdf_response(draft_pdf(record.document), record, DRAFT, link)
-    if stored is None and prefers_async():
+        return _pdf_response(draft_pdfs.cached_draft_pdf(record, now), record, DRAFT, link)
+    if stored is None and (tasks_port.runs_in_background() or prefers_async()):
         row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1,
                                 now(), submission_id=record.submission_id)
         if send:
             tasks.send(row, [record.id, asdict(actor)])
-        return tasks.accepted(row.id, **{"Preference-Applied": "respond-async"})
+        applied = {"Preference-Applied": "respond-async"} if prefers_async() else {}
+        return tasks.accepted(row.id, **applied)
     if stored is None:
         stored = record_store.issue_signed_pdf(actor, record, signing_keys(), now())
     return _pdf_response(stored.pdf, record, SIGNED, link)
@@ -152,9 +155,10 @@ def _pdf_response(pdf: bytes, record: Record, status: str, link: str) -> Respons
     disposition = f'attachment; filename="commissioning-record-{record.id}{suffix}.pdf"'
     if status == SIGNED:
         return _conditional(pdf, "application/pdf", status, link, {"Content-Disposition": disposition})
-    # A draft is rendered anew on each request (its bytes differ): no ETag to revalidate against.
+    # A draft is stored once rendered, so its bytes stay the same until the renderer changes (a new release):
+    # an ETag to revalidate against, and no-cache so that a client does revalidate.
     return _conditional(pdf, "application/pdf", status, link,
-                        {"Content-Disposition": disposition, "Cache-Control": "no-store"}, etag=False)
+                        {"Content-Disposition": disposition, "Cache-Control": "no-cache"})
 
 
 @bp.post("/verify")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, request, url_for
@@ -11,7 +12,7 @@ from sqlalchemy import or_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
-from rules.evaluate import validate_submission
+from rules.evaluate import check_counts, validate_submission
 from service import audit, store, verdicts
 from service.auth import current_actor, require
 from service.db import get_db
@@ -41,7 +42,8 @@ LIST_FORMAT = {"description": "json (default) or csv; without it the Accept head
                "enum": list(LIST_FORMATS)}
 
 # The body of a submission or a revision: the contract schema, checked as the engine checks it.
-SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=validate_submission)
+SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=partial(validate_submission, counted=True),
+                       precheck=check_counts)
 
 LIST_QUERY = Query({"type": "object", "properties": {
     "state": {"description": "only submissions in this state", "enum": list(State)},
@@ -85,25 +87,36 @@ def create_submission(body: dict[str, Any]) -> Response:
     once, and stored with the evaluation record; the response carries every check with its evidence.
     """
     actor = current_actor()
-    digest = body_digest(body)
     key = request.headers.get("Idempotency-Key")
     if key is not None and not _IDEMPOTENCY_KEY.match(key):
         raise InvalidRequest("Idempotency-Key must be 1-255 visible ASCII characters",
                              [ParameterProblem("", "1-255 visible ASCII characters", "Idempotency-Key")])
     db = get_db()
+    # The body's digest is needed before the evaluation only to answer a retry; otherwise the evaluation's is used.
+    digest = body_digest(body) if key is not None else None
     if key is not None:
         with db.session() as session:
             seen = store.find_idempotent(session, actor.token_id, key)
             if seen is not None:
                 return _replay(key, digest, seen.request_digest, seen.response)
+    # Evaluated outside any transaction: nothing is locked while the engine runs.
     moment = now()
     record = evaluate_submission(body, moment)
+    views: list[dict[str, Any]] = []
+
+    def respond(session: Session, snap: store.Snapshot) -> dict[str, Any]:
+        # The response is built from the rows just written (not read back) and stored with the key before the
+        # audit chain is locked: a concurrent retry with the same key fails on the key's unique row, not later.
+        view = submission_view(snap, moment.date(), required_approvers())
+        if key is not None:
+            store.remember_idempotency_key(session, actor, key, record["submission"]["digest"], snap.submission.id,
+                                           view, moment)
+        return view
+
     try:
         with db.session() as session:
-            submission_id = store.create_submission(session, actor, body, record, moment)
-            view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
-            if key is not None:
-                store.remember_idempotency_key(session, actor, key, digest, submission_id, view, moment)
+            store.create_submission(session, actor, body, record, moment,
+                                    before_audit=lambda snap: views.append(respond(session, snap)))
             session.commit()
     except IntegrityError:
         if key is None:
@@ -114,7 +127,7 @@ def create_submission(body: dict[str, Any]) -> Response:
             if seen is None:
                 raise
             return _replay(key, digest, seen.request_digest, seen.response)
-    return _created(view, 201)
+    return _created(views[0], 201)
 
 
 @bp.get("")

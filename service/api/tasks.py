@@ -22,13 +22,21 @@ from service.errors import NotFound, ServiceUnavailable
 from service.http import json_response
 from service.models import TaskRun
 from service.openapi import operation
-from service.tasks_port import COMPARE_CONFIGURATIONS, COMPARE_QUOTES, RENDER_RECORD_PDF, SEARCH_LAYOUTS, task_queue
+from service.tasks_port import (
+    COMPARE_CONFIGURATIONS,
+    COMPARE_QUOTES,
+    FIND_REMEDIES,
+    RENDER_RECORD_PDF,
+    SEARCH_LAYOUTS,
+    task_queue,
+)
 from service.visibility import may_see
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
 TASK_NAMES = {task_runs.COMPARISON: COMPARE_CONFIGURATIONS, task_runs.QUOTE_COMPARISON: COMPARE_QUOTES,
-              task_runs.RECORD_PDF: RENDER_RECORD_PDF, task_runs.SEARCH: SEARCH_LAYOUTS}
+              task_runs.RECORD_PDF: RENDER_RECORD_PDF, task_runs.SEARCH: SEARCH_LAYOUTS,
+              task_runs.REMEDIES: FIND_REMEDIES}
 
 
 def key_for(actor: Actor, key: str) -> tuple[str, bool]:

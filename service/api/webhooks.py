@@ -17,8 +17,8 @@ from service.auth import current_actor, require
 from service.db import get_db
 from service.http import json_response, now
 from service.inputs import Body, Query, accepts
-from service.models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from service.openapi import operation
+from service.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from service.webhook_schemas import DELIVERY_STATES, WEBHOOK_REQUEST
 
 bp = Blueprint("webhooks", __name__, url_prefix="/api/v1/webhooks")

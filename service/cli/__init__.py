@@ -19,6 +19,7 @@ COMMANDS = {
     "evaluate": "service.cli.evaluation:evaluate",
     "parse": "service.cli.parse:parse",
     "search": "service.cli.search:search",
+    "remedies": "service.cli.remedies:remedies",
     "serve": "service.cli.server:serve",
     "db": "service.cli.server:db",
     "user": "service.cli.accounts:user",

@@ -16,10 +16,13 @@ from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 from rules.evaluate import evaluate as run_evaluation
 from rules.policy import load_policy
+from rules.remedies import needs_remedies, search_remedies, with_remedies
 from service import exports
 from service.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, fail_input
 from service.exports.model import Artifact, Export, headline
 
+# The remedies the table shows (the record holds them all; `quotecheck remedies` lists them).
+_REMEDIES_SHOWN = 3
 STATUS_MARK = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "DATA?",
                "not-applicable": "n/a", "waived": "WAIVED"}
 
@@ -58,18 +61,27 @@ def validate(file: str) -> None:
 @click.option("--search/--no-search", "search", default=True, show_default=True,
               help="search the layouts of the quoted GPUs and evaluate the submission at the best one "
                    "(the record's layout_search; training workloads only)")
-def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, search: bool) -> None:
+@click.option("--remedies/--no-remedies", "remedies", default=True, show_default=True,
+              help="when a check fails or warns, search the smallest changes that make every check pass "
+                   "(the record's remedies; see `quotecheck remedies`)")
+def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, search: bool, remedies: bool) -> None:
     """Evaluate FILE and print one row per acceptance check (or the record as JSON, SARIF, JUnit XML or CSV).
 
     With a training workload the record also holds the layout search of the quoted GPUs: the fastest layout
     that fits memory, how the submitted layout compares, and the layout-dependent checks at the best layout.
+    When a check fails or warns, the record holds the remedies too: the changes to the quote or the workload
+    that make every check pass, each evaluated in full, cheapest first.
     """
     try:
         submission = read_submission(file)
         policy = load_policy(policy_path)
     except (InvalidSubmission, InvalidPolicy) as error:
         fail_input(error)
-    record = (evaluate_with_layout_search if search else run_evaluation)(submission, policy)
+    # read_submission validated the document (parse_submission): it is not validated again.
+    record = (evaluate_with_layout_search if search else run_evaluation)(submission, policy, validated=True)
+    if remedies and needs_remedies(record):
+        record = with_remedies(record, search_remedies(submission, policy, record=record,
+                                                       layout_search=record.get("layout_search")))
     text = json.dumps(record, indent=2, ensure_ascii=False)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -111,6 +123,11 @@ def render_table(record: dict[str, Any]) -> str:
             lines.append(f"  {check['id']}: {check['remediation']}")
     if "layout_search" in record:
         lines.extend(["", *layout_search_lines(record["layout_search"])])
+    if "remedies" in record:
+        section = record["remedies"]
+        lines.extend(["", f"remedies: {section['note']}"])
+        for rank, remedy in enumerate(section["remedies"][:_REMEDIES_SHOWN], start=1):
+            lines.extend(f"  {line}" for line in remedy_lines(remedy, section["currency"], f"{rank}."))
     return "\n".join(lines)
 
 
@@ -128,6 +145,27 @@ def layout_search_lines(section: dict[str, Any]) -> list[str]:
                      f"at the best layout")
     lines.append(f"  at the best layout the verdict is {section['verdict_at_best'].upper()}: " + ", ".join(
         f"{row['id']} {row['best']['status']}" for row in section["checks"] if row["best"]))
+    return lines
+
+
+def _cost(remedy: dict[str, Any], currency: str | None) -> str:
+    unit = f"{currency} " if currency else ""
+    if remedy["added_cost"] is not None:
+        return f"{unit}{remedy['added_cost']:+,.0f}"
+    known = f" + {unit}{remedy['priced_cost']:+,.0f}" if remedy["priced_cost"] else ""
+    return "unpriced" + known
+
+
+def remedy_lines(remedy: dict[str, Any], currency: str | None, heading: str) -> list[str]:
+    """Returns one remedy as text: heading, verdict, added cost, days, then each change on its own line."""
+    days = "days unknown" if remedy["days"] is None else f"{remedy['days']:,.2f} days"
+    lines = [f"{heading} {remedy['id']}: {remedy['verdict'].upper()}, {_cost(remedy, currency)}, {days} "
+             f"({remedy['scope']})"]
+    lines += [f"    - {change}" for change in remedy["changes"]]
+    if remedy["unpriced"]:
+        lines.append(f"    unpriced: {'; '.join(remedy['unpriced'])}")
+    if remedy["remaining"]:
+        lines.append("    still: " + ", ".join(f"{c['id']} {c['status']}" for c in remedy["remaining"]))
     return lines
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass, field
 from typing import Any
 
-from rules.checks import CHECKS
+from service.record.view import deciding_figure
 
-# The deciding-figure template of each check (rules/checks/<id>.py ``headline``).
-HEADLINES = {check.id: check.headline for check in CHECKS}
 
 @dataclass(frozen=True)
 class Artifact:
@@ -55,13 +52,4 @@ def effective_status(check: dict[str, Any]) -> str:
 
 def headline(check: dict[str, Any]) -> str:
     """Returns the deciding figure of a check result in one line (its message when the check gives none)."""
-    template = HEADLINES.get(check["id"], "")
-    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-    # A figure the check could not give (no GPU count fits memory: gpus_needed is null) is explained by the message.
-    if check["status"] in ("pass", "warn", "fail") and template and all(
-            check["evidence"].get(name) is not None for name in fields):
-        try:
-            return template.format(**check["evidence"])
-        except (KeyError, ValueError, IndexError):
-            pass
-    return check["message"]
+    return deciding_figure(check)

@@ -7,6 +7,7 @@ from sqlalchemy import Connection, create_engine, pool, text
 from sqlmodel import SQLModel
 
 import service.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import service.webhook_models  # noqa: F401
 
 target_metadata = SQLModel.metadata
 

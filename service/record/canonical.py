@@ -7,6 +7,7 @@ from typing import Any
 
 import rfc8785
 
+from schemas.canonical_json import canonical_json
 from schemas.json_reader import SAFE_INTEGER, as_doubles
 
 __all__ = ["SAFE_INTEGER", "as_doubles", "canonical_bytes", "is_approved", "not_approved_reason", "record_digest",
@@ -21,11 +22,11 @@ def canonical_bytes(document: Any) -> bytes:
     Raises ValueError (or an ``rfc8785`` error, a ValueError too) for a value JSON cannot carry.
     """
     try:
-        return rfc8785.dumps(document)
+        return canonical_json(document)
     except rfc8785.IntegerDomainError:  # the rare record that holds a reader's big integer: walk it once more
         # The double is the number the signature covered (RFC 8785 writes 9.11068987392e20 as
         # 911068987392000000000, which Python's json reads back as an int), so it is the one canonicalised.
-        return rfc8785.dumps(as_doubles(document, "a member"))
+        return canonical_json(as_doubles(document, "a member"))
 
 
 def sha256_digest(data: bytes) -> str:

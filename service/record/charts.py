@@ -1,7 +1,9 @@
 """Charts of a record's evidence as inline SVG, drawn in Python: no script, no fetch, every label escaped.
 
-Each function takes one check's evidence and returns SVG markup (``markupsafe.Markup``), or None when the
-evidence lacks what the chart needs — a chart is drawn only from evidence that exists.
+Each function takes one check's evidence and returns markup (``markupsafe.Markup``): the SVG drawing and
+its legend as a line of HTML text below it, or None when the evidence lacks what the chart needs — a chart
+is drawn only from evidence that exists. The legend is HTML because WeasyPrint lays out and draws SVG text
+one letter at a time, so a legend's long labels cost more in SVG than the rest of the chart.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ MEMORY_PARTS = (  # evidence name, label, colour (Okabe-Ito, distinguishable in 
     ("activations_gib", "activations", "#E69F00"),
     ("other_gib", "other", "#CC79A7"),
 )
+CHART_MAX_RACKS = 16  # bars of the rack power chart
 LIMIT_COLOURS = {"budget": "#D55E00", "pdu": "#0072B2", "cooling": "#009E73", "window": "#D55E00"}
 
 
@@ -50,6 +53,7 @@ class Svg:
         self.height = height
         self.title = title
         self.parts: list[str] = []
+        self.legend: list[tuple[str, str, bool]] = []  # (label, colour, drawn as a dashed line) per entry
 
     def add(self, tag: str, text: str | None = None, **attributes: Any) -> None:
         attrs = "".join(f' {name.rstrip("_").replace("_", "-")}="{escape(str(value))}"'
@@ -72,9 +76,22 @@ class Svg:
 
     def markup(self) -> Markup:
         body = "".join(self.parts)
-        return Markup(f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
-                      f'viewBox="0 0 {WIDTH} {self.height:.0f}" width="{WIDTH}" height="{self.height:.0f}">'
-                      f"<title>{escape(visible(self.title))}</title>{body}</svg>")
+        svg = (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" '
+               f'viewBox="0 0 {WIDTH} {self.height:.0f}" width="{WIDTH}" height="{self.height:.0f}">'
+               f"<title>{escape(visible(self.title))}</title>{body}</svg>")
+        # A swatch is a tiny SVG (a square for a bar, a dashed stroke for a line) coloured by presentation
+        # attributes: no style attribute, so the pages' Content-Security-Policy (style-src 'self') holds.
+        legend = " ".join(f'<span class="legend-item">{_swatch(colour, is_line)} {escape(visible(label))}</span>'
+                          for label, colour, is_line in self.legend)
+        return Markup(f'<div class="chart-body">{svg}'
+                      + (f'<p class="legend">{legend}</p>' if legend else "") + "</div>")
+
+
+def _swatch(colour: str, is_line: bool) -> str:
+    """Returns a legend swatch of ``colour``: a dashed stroke for a line, a filled square for a bar."""
+    shape = (f'<line x1="0" y1="4" x2="12" y2="4" stroke="{escape(colour)}" stroke-width="2" stroke-dasharray="3 2"/>'
+             if is_line else f'<rect x="2" y="0" width="8" height="8" fill="{escape(colour)}"/>')
+    return f'<svg class="swatch" width="12" height="8" viewBox="0 0 12 8" aria-hidden="true">{shape}</svg>'
 
 
 def _drawable(maximum: float) -> bool:
@@ -107,16 +124,9 @@ def _nice_step(raw: float) -> float:
     return 10 * magnitude
 
 
-def _legend(svg: Svg, y: float, items: Iterable[tuple[str, str, bool]], left: float = 10) -> None:
-    """Draws legend entries (label, colour, is_line) in a row starting at ``left``."""
-    x = left
-    for label, colour, is_line in items:
-        if is_line:
-            svg.line(x, y - 4, x + 14, y - 4, stroke=colour, width=2.5, dash="5 3")
-        else:
-            svg.rect(x, y - 9, 14, 10, colour)
-        svg.text(x + 18, y, label, size=10)
-        x += 26 + 6.2 * len(label)
+def _legend(svg: Svg, items: Iterable[tuple[str, str, bool]]) -> None:
+    """Adds legend entries (label, colour, is_line) to the chart's legend, a line of text below the drawing."""
+    svg.legend += list(items)
 
 
 def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
@@ -130,7 +140,7 @@ def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
     if not _drawable(maximum):
         return None
     left, right, top, bar = 110.0, WIDTH - 20.0, 14.0, 34.0
-    svg = Svg(140, f"Per-GPU memory: {short(total)} GiB needed of {short(usable or capacity)} GiB usable")
+    svg = Svg(96, f"Per-GPU memory: {short(total)} GiB needed of {short(usable or capacity)} GiB usable")
     axis_y = top + bar + 14
     _axis(svg, left, right, axis_y, top - 4, maximum, "GiB per GPU")
     svg.text(left - 8, top + bar / 2 + 4, "needed", anchor="end", weight="bold")
@@ -146,10 +156,10 @@ def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
         lx = left + (right - left) * value / maximum
         svg.line(lx, top - 6, lx, top + bar + 6, stroke=colour, width=2.5, dash="5 3" if label == "usable" else None)
     legend = [(f"{label} {short(value or 0)}", colour, False) for label, value, colour in parts]
-    _legend(svg, 112, legend)
+    _legend(svg, legend)
     limits = [(f"usable {short(usable)} GiB", LIMIT_COLOURS["budget"], True)] if usable is not None else []
     limits.append((f"capacity {short(capacity)} GiB", INK, True))
-    _legend(svg, 132, limits)
+    _legend(svg, limits)
     return svg.markup()
 
 
@@ -161,6 +171,16 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
     limits = (("budget_kw", "power budget", LIMIT_COLOURS["budget"]),
               ("pdu_derated_kw", "derated PDU", LIMIT_COLOURS["pdu"]),
               ("cooling_kw", "cooling", LIMIT_COLOURS["cooling"]))
+    title = "Rack power against budget, derated PDU rating and cooling"
+    if len(racks) > CHART_MAX_RACKS:
+        # A bar per rack of 256 would run for pages: the racks nearest a limit, in the evidence's order.
+        def headroom(rack: Mapping[str, Any]) -> float:
+            caps = [v for name, _, _ in limits if (v := number(rack.get(name))) is not None and v > 0]
+            return (number(rack.get("draw_kw")) or 0.0) / min(caps) if caps else 0.0
+
+        nearest = sorted(range(len(racks)), key=lambda i: headroom(racks[i]), reverse=True)[:CHART_MAX_RACKS]
+        title += f" (the {CHART_MAX_RACKS} of {len(racks)} racks nearest a limit)"
+        racks = [racks[i] for i in sorted(nearest)]
     values = [number(r.get("draw_kw")) or 0.0 for r in racks]
     values += [v for r in racks for name, _, _ in limits if (v := number(r.get(name))) is not None]
     maximum = max(values) * 1.1 or 1.0
@@ -168,7 +188,7 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
         return None
     left, right, top, row = 130.0, WIDTH - 20.0, 12.0, 34.0
     axis_y = top + row * len(racks)
-    svg = Svg(axis_y + 56, "Rack power against budget, derated PDU rating and cooling")
+    svg = Svg(axis_y + 34, title)
     _axis(svg, left, right, axis_y, top - 4, maximum, "kW per rack")
     for i, rack in enumerate(racks):
         y = top + i * row
@@ -182,7 +202,7 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
             if value is not None:
                 lx = left + (right - left) * value / maximum
                 svg.line(lx, y + 2, lx, y + row - 2, stroke=colour, width=2.5, dash="5 3")
-    _legend(svg, axis_y + 48, [("draw", "#999999", False), *((label, colour, True) for _, label, colour in limits)])
+    _legend(svg, [("draw", "#999999", False), *((label, colour, True) for _, label, colour in limits)])
     return svg.markup()
 
 
@@ -258,7 +278,7 @@ def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
         return None
     left, right, top, row = 110.0, WIDTH - 20.0, 12.0, 30.0
     axis_y = top + row * len(bars)
-    svg = Svg(axis_y + 56, "Days to complete against the completion window")
+    svg = Svg(axis_y + 34, "Days to complete against the completion window")
     _axis(svg, left, right, axis_y, top - 4, maximum, "days")
     for i, (label, value) in enumerate(bars):
         y = top + i * row
@@ -270,7 +290,7 @@ def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
     svg.line(wx, top - 4, wx, axis_y, stroke=LIMIT_COLOURS["window"], width=2.5, dash="5 3")
     share = number(evidence.get("window_probability"))
     inside = f", {share:.0%} of simulated runs inside" if share is not None else ""
-    _legend(svg, axis_y + 48, [(f"window {short(window)} days{inside}", LIMIT_COLOURS["window"], True)])
+    _legend(svg, [(f"window {short(window)} days{inside}", LIMIT_COLOURS["window"], True)])
     return svg.markup()
 
 

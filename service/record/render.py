@@ -8,6 +8,7 @@ record envelope and the DSSE verdict attestation attached, then PAdES-signed); a
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import threading
 from collections.abc import Mapping
 from functools import cache
@@ -23,15 +24,15 @@ from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest
 from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnsignableRecord
+from service.record.free_text import ShownText
 from service.record.keys import SigningKeys
+from service.record.listing import display_number, exact, flat
 from service.record.pades import sign_pdf
+from service.record.pointers import compact_pointers
 from service.record.view import (
     SOURCE_LABELS,
     STATUS_LABELS,
     column_names,
-    display_number,
-    exact,
-    flat,
     record_view,
     shown,
 )
@@ -85,9 +86,10 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
     env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat, layout=describe_layout,
+                       pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
                        source_label=lambda s: SOURCE_LABELS.get(s, str(s)))
-    env.tests.update(list_like=lambda v: isinstance(v, list | tuple),
+    env.tests.update(list_like=lambda v: isinstance(v, list | tuple), shown_text=lambda v: isinstance(v, ShownText),
                      list_of_mappings=lambda v: isinstance(v, list | tuple) and bool(v)
                      and all(isinstance(i, Mapping) for i in v))
     return env
@@ -147,6 +149,27 @@ def warm_up() -> None:
     environment().get_template("record.html")
     html_to_pdf('<html><head><link rel="stylesheet" href="quotecheck-asset:record.css"></head><body class="final">'
                 '<p>warm <b>up</b> <span class="mono">0</span><span class="kv">x</span></p></body></html>', [])
+
+
+# What decides how a record looks in its PDF, beside the record itself (see renderer_digest).
+RENDERER_SOURCES = (TEMPLATE_DIR / "record.html", TEMPLATE_DIR / "record.css", Path(__file__),
+                    Path(__file__).with_name("view.py"), Path(__file__).with_name("charts.py"),
+                    Path(__file__).with_name("free_text.py"))
+
+
+@cache
+def renderer_digest() -> str:
+    """Returns ``sha256:<hex>`` of what decides a record's PDF besides the record: template, stylesheet, code.
+
+    The template and stylesheet, the modules that build the view and draw the charts, and the WeasyPrint
+    version: a stored DRAFT PDF is served only while this is what rendered it (service/draft_pdfs.py).
+    """
+    from weasyprint import __version__ as weasyprint_version
+
+    digest = hashlib.sha256(f"weasyprint {weasyprint_version}\n".encode())
+    for source in RENDERER_SOURCES:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def draft_pdf(record: dict[str, Any]) -> bytes:

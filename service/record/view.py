@@ -5,17 +5,34 @@ service/record/render.py turns it into HTML and PDF.
 
 from __future__ import annotations
 
-import math
-import textwrap
+import string
 from collections.abc import Mapping
 from typing import Any
 
 from markupsafe import Markup
 
+from rules.checks import CHECKS
 from rules.evaluate import verdict_of
 from schemas.text import visible
-from service.record.canonical import canonical_bytes, record_digest
+from service.record.canonical import record_digest
 from service.record.charts import chart_for, chart_title
+from service.record.free_text import (
+    MESSAGE_BOUND,
+    NAME_BOUND,
+    NOTES_BOUND,
+    PARAGRAPH_BOUND,
+    bounded,
+    bounded_or_none,
+)
+from service.record.listing import (
+    APPENDIX_LINE_CHARS,
+    POINTER_COLUMNS,
+    capped,
+    display_number,
+    exact,
+    key_value_blocks,
+)
+from service.record.pointers import appendix_rows, number_references
 
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
@@ -41,103 +58,28 @@ WORKLOAD_FIGURES = (
 )
 
 
+QUOTED_NODES_MAX_CHARS = 400  # the cover's "Quoted nodes" line, of up to 64 node groups
+
 # --- formatting ------------------------------------------------------------------------------------------
 
-def display_number(value: Any) -> str:
-    """Returns a figure for a table: integers exact with separators, floats to four significant digits."""
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        if not math.isfinite(value) or value == 0:
-            return str(value) if value else "0"
-        magnitude = math.floor(math.log10(abs(value)))
-        if magnitude >= 15 or magnitude < -4:
-            return f"{value:.4g}"
-        decimals = max(0, 3 - magnitude)
-        text = f"{value:,.{decimals}f}"
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    return str(value)
+def deciding_figure(check: Mapping[str, Any]) -> str:
+    """Returns the deciding figure of a check result (its check's headline over the evidence), else its message.
 
-
-def exact(value: Any) -> str:
-    """Returns an input value as given: integers with separators, floats in full, containers as compact JSON."""
-    if isinstance(value, bool) or value is None:
-        return display_number(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, dict | list):
-        return canonical_bytes(value).decode("utf-8")
-    return str(value)
-
-
-def _is_nested(value: Any) -> bool:
-    """Returns True for a value shown as a sub-table: a non-empty object, or a list holding objects or lists."""
-    if isinstance(value, Mapping):
-        return bool(value)
-    return isinstance(value, list | tuple) and any(isinstance(item, Mapping | list | tuple) for item in value)
-
-
-def flat(value: Any) -> str:
-    """Returns a value that is not nested as one line: a figure, a list of figures joined, or '(none)'."""
-    if isinstance(value, list | tuple):
-        return ", ".join(display_number(item) for item in value) if value else "(none)"
-    if isinstance(value, Mapping):
-        return "(empty)"
-    if isinstance(value, str) and not value:
-        return "(empty)"
-    return display_number(value)
-
-
-# Widths (characters) a key column snaps to, so that most tables share one.
-KEY_COLUMNS = (18, 22, 26, 30, 34, 38)
-POINTER_COLUMNS = (30, 38, 46, 54, 62)
-# Characters per line of the monospace key/value blocks: the 177 mm text width of the page (A4 less margins
-# and padding) over the advance of DejaVu Sans Mono (0.602 em) at the block's font size, less a margin of 2.
-EVIDENCE_LINE_CHARS = 104  # 7.8 pt (templates/record.css .kv)
-APPENDIX_LINE_CHARS = 116  # 7 pt (.appendix-inputs .kv)
-
-
-def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] = KEY_COLUMNS,
-                     line_chars: int = EVIDENCE_LINE_CHARS, text: Any = None,
-                     nested: Any = None) -> list[dict[str, Any]]:
-    """Returns a two-column listing as blocks: runs of plain rows as one preformatted text, nested values apart.
-
-    A row is the key padded to the column width, then the value, wrapped here with continuation lines
-    indented to the value column: in a monospace font every value starts at the same place. A run of rows
-    is one block of text because WeasyPrint lays out one block of N lines several times faster than N table
-    rows, and a record has hundreds. Nested values (objects, lists of objects) get a sub-table.
+    The summary table of the PDF and the CLI's table show it in one row; the message stays in the check's
+    own section.
     """
-    text, nested = text or flat, nested or _is_nested
-    longest = max((len(key) for key, _ in items), default=0) + 2
-    width = next((w for w in columns if w >= longest), columns[-1])
-    blocks: list[dict[str, Any]] = []
-    lines: list[str] = []
-    for key, value in items:
-        if nested(value):
-            if lines:
-                blocks.append({"text": "\n".join(lines)})
-                lines = []
-            blocks.append({"key": key, "value": value})
-        else:
-            lines += _wrapped_row(key, text(value), width, line_chars)
-    if lines:
-        blocks.append({"text": "\n".join(lines)})
-    return blocks
-
-
-def _wrapped_row(key: str, value: str, width: int, line_chars: int) -> list[str]:
-    head = key.ljust(width) if len(key) < width else key + "  "
-    room = max(line_chars - len(head), 24)
-    chunks: list[str] = []
-    for paragraph in value.split("\n"):
-        chunks += textwrap.wrap(paragraph, room, break_on_hyphens=False) or [""]
-    return [head + chunks[0]] + [" " * len(head) + chunk for chunk in chunks[1:]]
+    by_id = {c.id: c for c in CHECKS}
+    template = by_id[check["id"]].headline if check["id"] in by_id else ""
+    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    evidence = check.get("evidence") or {}
+    # A figure the check could not give (no GPU count fits memory: gpus_needed is null) is explained by the message.
+    if check["status"] in ("pass", "warn", "fail") and template and all(
+            evidence.get(name) is not None for name in fields):
+        try:
+            return template.format(**evidence)
+        except (KeyError, ValueError, IndexError):
+            pass
+    return check["message"]
 
 
 def column_names(rows: list[Mapping[str, Any]]) -> list[str]:
@@ -164,16 +106,6 @@ def _inputs_by_pointer(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return by_pointer
 
 
-def _number_references(inputs: list[dict[str, Any]]) -> list[str]:
-    """Numbers each distinct reference once (catalogue refs repeat across inputs); sets ``ref_number``."""
-    numbers: dict[str, int] = {}
-    for quantity in inputs:
-        ref = quantity.get("ref")
-        if ref:
-            quantity["ref_number"] = numbers.setdefault(ref, len(numbers) + 1)
-    return list(numbers)
-
-
 def _workload(record: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Any]]:
     objective = next((c.get("evidence") or {} for c in record["checks"] if c["id"] == "training-objective"), {})
     figures = []
@@ -192,7 +124,7 @@ def _workload(record: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]
         groups.append(f"{display_number(nodes['value'])} nodes" + (f" × {display_number(gpus['value'])} GPUs"
                                                                    if gpus else ""))
     if groups:
-        figures.append(("Quoted nodes", "; ".join(groups)))
+        figures.append(("Quoted nodes", capped("; ".join(groups), QUOTED_NODES_MAX_CHARS)))
     return figures
 
 
@@ -200,14 +132,19 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     """Returns what the template shows of a record: cover facts, each check with chart and inputs, the appendix."""
     inputs = _inputs_by_pointer(record)
     submission = record["submission"]
-    checks = []
+    waiver_of = {w.get("check_id"): _bounded_waiver(w) for w in record.get("waivers") or []}
+    checks, figures = [], {}
     for check in record["checks"]:
         evidence = check.get("evidence") or {}
         pointers = evidence.get("inputs") or []
+        figures[check["id"]] = deciding_figure({**check, "status": check.get("original_status") or check["status"]})
         checks.append({
             **check,
             "original_status": check.get("original_status"),
-            "waiver": check.get("waiver") or _waiver_of(record, check["id"]),
+            "figure": bounded(figures[check["id"]], MESSAGE_BOUND),
+            "message": bounded(check["message"], MESSAGE_BOUND),
+            "remediation": bounded(check["remediation"], MESSAGE_BOUND) if check.get("remediation") else "",
+            "waiver": _bounded_waiver(check["waiver"]) if check.get("waiver") else waiver_of.get(check["id"]),
             "chart": (chart := chart_for(check)),
             "chart_title": chart_title(chart) if chart else "",
             "evidence": key_value_blocks([(k, v) for k, v in evidence.items() if k != "inputs"]),
@@ -218,9 +155,10 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
     evaluated_verdict = verdict_of([c.get("original_status") or c["status"] for c in record["checks"]])
     status_of = {c["id"]: c.get("original_status") or c["status"] for c in record["checks"]}
-    waivers = [{**waiver, "status": status_of.get(waiver.get("check_id"))} for waiver in record.get("waivers") or []]
-    appendix = sorted(inputs.values(), key=lambda q: q["pointer"])
-    references = _number_references(appendix)
+    waivers = [{**_bounded_waiver(waiver), "status": status_of.get(waiver.get("check_id"))}
+               for waiver in record.get("waivers") or []]
+    appendix = appendix_rows(list(inputs.values()))
+    ref_numbers, references = number_references(appendix)
     return {
         "draft": draft,
         "record_id": record.get("record_id") or "(unsaved evaluation)",
@@ -229,9 +167,9 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "evaluated_verdict": evaluated_verdict,
         "waivers": waivers,
         "summary": summary,
-        "vendor": submission.get("vendor") or "(not named)",
-        "quote_id": submission.get("quote_id") or "(none)",
-        "notes": submission.get("notes"),
+        "vendor": bounded(submission.get("vendor") or "(not named)", NAME_BOUND),
+        "quote_id": bounded(submission.get("quote_id") or "(none)", NAME_BOUND),
+        "notes": bounded_or_none(submission.get("notes"), NOTES_BOUND),
         "submission_id": submission.get("id"),
         "revision": submission.get("revision"),
         "submission_digest": submission["digest"],
@@ -239,15 +177,36 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "policy": record["policy"],
         "engine": record["engine"],
         "workload": _workload(record, inputs),
-        "decisions": record.get("decisions") or [],
-        "purchase_orders": record.get("purchase_orders") or [],
+        "decisions": [_bounded_decision(d) for d in record.get("decisions") or []],
+        "purchase_orders": [_bounded_names(po, "actor") for po in record.get("purchase_orders") or []],
         "issue": record.get("issue"),
         "supersedes": record.get("supersedes"),
         "checks": checks,
         "layout_search": record.get("layout_search"),
-        "appendix": _appendix_text(appendix),
-        "references": references,
+        "remedies": record.get("remedies"),
+        "layout_rows": _layout_rows(record.get("layout_search"), record["checks"], figures),
+        "appendix": _appendix_text(appendix, ref_numbers),
+        "references": [bounded(ref, PARAGRAPH_BOUND) for ref in references],
     }
+
+
+def _layout_rows(search: Mapping[str, Any] | None, checks: list[Mapping[str, Any]],
+                 figures: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Returns the layout search's rows (check id, status and text at the submitted and at the best layout).
+
+    At the submitted layout a check says what its own section says: the row gives its deciding figure
+    instead of repeating the message.
+    """
+    by_id = {check["id"]: check for check in checks}
+    rows = []
+    for row in (search or {}).get("checks") or []:
+        submitted, best, check = row.get("submitted"), row.get("best"), by_id.get(row.get("id"))
+        if submitted and check is not None and submitted.get("message") == check["message"]:
+            submitted = {**submitted, "message": figures[check["id"]]}
+        rows.append({"id": row.get("id"),
+                     **{name: {**at, "message": bounded(str(at.get("message", "")), MESSAGE_BOUND)} if at else None
+                        for name, at in (("submitted", submitted), ("best", best))}})
+    return rows
 
 
 SOURCE_ORDER = ("measurement", "vendor_limit", "facility_design", "assumption", "missing", "text or absent")
@@ -266,15 +225,18 @@ def _group_by_source(quantities: list[dict[str, Any]]) -> list[tuple[str, list[d
     return sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank)))
 
 
-def _appendix_text(inputs: list[dict[str, Any]]) -> str:
-    """Returns the appendix listing: every input, then its value, source and reference number."""
+def _appendix_text(rows: list[tuple[str, Any]], ref_numbers: Mapping[str, int]) -> str:
+    """Returns the appendix listing: each listed input, then its value, source and reference number."""
     def describe(quantity: Mapping[str, Any]) -> str:
-        ref = f" · [{quantity['ref_number']}]" if quantity.get("ref_number") else ""
-        return f"{exact(quantity['value'])} · {SOURCE_LABELS.get(quantity['source'], quantity['source'])}{ref}"
+        ref = quantity.get("ref")
+        number = f" · [{ref_numbers[ref]}]" if ref in ref_numbers else (" · [reference: the attached JSON]"
+                                                                          if ref else "")
+        return f"{exact(quantity['value'])} · {SOURCE_LABELS.get(quantity['source'], quantity['source'])}{number}"
 
-    items = [("input", "value · source · reference"), *((q["pointer"], q) for q in inputs)]
+    items = [("input", "value · source · reference"), *rows]
     blocks = key_value_blocks(items, columns=POINTER_COLUMNS, line_chars=APPENDIX_LINE_CHARS,
-                              text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False)
+                              text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False,
+                              pairs=False)
     return "\n".join(block["text"] for block in blocks)
 
 
@@ -285,5 +247,18 @@ def _unrecorded(pointer: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
             "unrecorded": True}
 
 
-def _waiver_of(record: Mapping[str, Any], check_id: str) -> dict[str, Any] | None:
-    return next((w for w in record.get("waivers") or [] if w.get("check_id") == check_id), None)
+def _bounded_names(entry: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    """Returns ``entry`` with each of its ``names`` members that holds text bounded as a name."""
+    return {**entry, **{name: bounded(entry[name], NAME_BOUND) for name in names if isinstance(entry.get(name), str)}}
+
+
+def _bounded_waiver(waiver: Mapping[str, Any]) -> dict[str, Any]:
+    justification = waiver.get("justification")
+    return {**_bounded_names(waiver, "actor"),
+            "justification": bounded(justification, PARAGRAPH_BOUND) if isinstance(justification, str) else ""}
+
+
+def _bounded_decision(decision: Mapping[str, Any]) -> dict[str, Any]:
+    comment = decision.get("comment")
+    return {**_bounded_names(decision, "actor"),
+            "comment": bounded(comment, PARAGRAPH_BOUND) if isinstance(comment, str) and comment else ""}

@@ -90,3 +90,15 @@ def test_an_unexpected_error_is_a_500_problem_without_internals(as_role, submiss
     response = as_role("submitter").post("/api/v1/submissions", json=submission_document)
     assert response.status_code == 500 and response.mimetype == "application/problem+json"
     assert "secret" not in response.get_data(as_text=True)
+
+
+def test_a_list_beyond_its_count_limit_is_refused_for_that_alone(as_role, submission_document):
+    group = submission_document["quote"]["node_groups"][0]
+    submission_document["quote"]["node_groups"] = [{**group, "name": f"g{i}"} for i in range(1024)]
+
+    response = as_role("submitter").post("/api/v1/submissions", json=submission_document)
+
+    assert response.status_code == 422
+    problem = response.get_json()
+    assert problem["errors"] == [{"pointer": "/quote/node_groups", "message": "must have at most 64 items, found 1024"}]
+    assert "count limits" in problem["detail"]

@@ -246,13 +246,33 @@ def test_draft_pdf_of_an_unapproved_evaluation_says_draft_and_is_unsigned(client
     response = submitter.get(records(record_id, ".pdf"))
 
     assert response.status_code == 200 and response.mimetype == "application/pdf"
-    assert response.headers["Record-Status"] == "draft" and "ETag" not in response.headers
+    assert response.headers["Record-Status"] == "draft" and response.headers["Cache-Control"] == "no-cache"
     assert "DRAFT" in response.headers["Content-Disposition"]
     assert "DRAFT" in pdftotext(response.data, tmp_path)
     result = verify_document(response.data, published_keys(client))
     assert not result.ok and any("no signature" in r or "DRAFT" in r for r in result.all_reasons())
     checked = client.post("/api/v1/records/verify", data=response.data, headers={"Content-Type": "application/pdf"})
     assert checked.status_code == 200 and checked.get_json()["ok"] is False
+
+
+def test_a_draft_pdf_is_rendered_once_and_served_as_stored(app, submitted, monkeypatch):
+    # Given a draft whose PDF a reader fetched once
+    submitter, view = submitted
+    record_id = view["evaluation"]["record_id"]
+    first = submitter.get(records(record_id, ".pdf"))
+    assert first.status_code == 200 and first.headers["ETag"] == '"' + hashlib.sha256(first.data).hexdigest() + '"'
+
+    # When it is read again, with the renderer out of reach
+    def refuse(record):
+        raise AssertionError("the stored draft was rendered again")
+
+    monkeypatch.setattr("service.draft_pdfs.draft_pdf", refuse)
+    again = submitter.get(records(record_id, ".pdf"))
+
+    # Then the stored bytes come back, and the ETag revalidates
+    assert again.status_code == 200 and again.data == first.data and again.headers["ETag"] == first.headers["ETag"]
+    revalidated = submitter.get(records(record_id, ".pdf"), headers={"If-None-Match": first.headers["ETag"]})
+    assert revalidated.status_code == 304
 
 
 # --- purchase orders --------------------------------------------------------------------------------------

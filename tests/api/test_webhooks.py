@@ -16,8 +16,8 @@ from webhook_support import Receiver, signature_is_valid
 
 from service.audit import Actor, append
 from service.db import get_db
-from service.models import WebhookDelivery
 from service.webhook_delivery import Outbox
+from service.webhook_models import WebhookDelivery
 from service.webhooks import EVENT_TYPES
 
 HOOKS = "/api/v1/webhooks"

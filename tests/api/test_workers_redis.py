@@ -209,6 +209,28 @@ def test_a_worker_process_renders_and_stores_the_signed_pdf(app, client, as_role
     assert verify_document(pdf.data, TrustedKeys.from_pem(pem.encode(), "GET /api/v1/keys")).ok
 
 
+def test_with_a_broker_a_plain_get_of_a_signed_pdf_is_a_task_the_worker_runs(app, as_role, submitted, worker):
+    # Given an approved record whose signed PDF nobody read yet, and a broker with a worker
+    _, view = submitted
+    view = waive_all(as_role("reviewer"), view)
+    approved = as_role("approver").post(url(view["id"], "decisions"), json={"action": "approve"},
+                                        if_match=view["etag"]).get_json()
+    record_pdf = f"/api/v1/records/{approved['final_record_id']}.pdf"
+    reader = as_role("reviewer")
+
+    # When a reader GETs it without any preference
+    response = reader.get(record_pdf)
+
+    # Then the API renders nothing: the worker does, and the PDF it stored is served from then on
+    assert response.status_code == 202, response.get_data(as_text=True)[:300]
+    assert "Preference-Applied" not in response.headers
+    task, _ = poll(reader.get, response.headers["Location"])
+    assert task["state"] == "SUCCESS", f"{task.get('error')}\nworker log:\n{_tail(worker)}"
+    pdf = reader.get(record_pdf)
+    assert pdf.status_code == 200 and pdf.headers["Record-Status"] == "signed"
+    assert task["result"]["pdf_digest"] == "sha256:" + hashlib.sha256(pdf.data).hexdigest()
+
+
 def test_two_worker_processes_search_the_chunks_and_merge_what_one_process_finds(app, as_role, two_workers, isolation,
                                                                                 redis_url):
     import redis

@@ -10,9 +10,13 @@ MEMORY = {"weights_gib": 4.1, "gradients_gib": 4.1, "optimizer_gib": 0.8, "activ
           "other_gib": 2.3, "usable_gib": 126.4, "capacity_gib": 140.4}
 
 
-def _texts(svg: str) -> list[str]:
-    root = ET.fromstring(svg)
-    return [el.text or "" for el in root.iter() if el.tag.endswith("text") or el.tag.endswith("title")]
+def _texts(chart: str) -> list[str]:
+    """Returns the SVG's texts and title, and the labels of the legend below it (each after its swatch)."""
+    root = ET.fromstring(chart)
+    texts = [el.text or "" for el in root.iter() if el.tag.endswith("text") or el.tag.endswith("title")]
+    legend = [(swatch.tail or "").strip() for item in root.iter() if item.get("class") == "legend-item"
+              for swatch in item]
+    return texts + legend
 
 
 def test_memory_chart_shows_each_part_against_capacity() -> None:

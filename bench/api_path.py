@@ -1,0 +1,346 @@
+"""`python -m bench api evaluation`: the submission path against what validation alone costs, side by side.
+
+``api``: ``POST /api/v1/submissions`` against a bare Flask endpoint that only parses and validates the same
+body (rules.evaluate.parse_submission, as the service reads a submission), each served by gunicorn with
+deploy/gunicorn.conf.py, on a fresh PostgreSQL database (127.0.0.1:5432, database ``test``, trust auth, as
+the API tests use), loaded by ``wrk`` at 16 and 32 connections for BENCH_WRK_S seconds (default 10).
+``evaluation``: in-process evaluation of each example against jsonschema's validation of the same document
+(a reused validator), the largest document the schema admits likewise, and the refusal of one with 1,024
+node groups against a valid example's evaluation. Medians over repeats (BENCH_WRK_REPEATS alternating wrk
+runs, default 3); the figures are ratios measured in the same run, so a loaded machine shifts both sides.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from flask import Flask, Response, request
+
+import schemas
+from rules.errors import InvalidSubmission
+from rules.evaluate import default_engine, evaluate, parse_submission
+from schemas.json_reader import MAX_JSON_BYTES
+from service import create_app
+from service.auth import create_token
+from service.db import get_db
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
+API_EXAMPLE = ROOT / "examples" / "dgx-h100-70b-finetune.json"
+LARGEST_BASE = ROOT / "examples" / "h200-128node-pretraining.json"
+
+API_RATIO_TARGET = 0.5  # issue [13]: POST throughput ≥ 50 % of the bare parse-and-validate endpoint's …
+CONNECTIONS = (16, 32)  # … at 16 and at 32 connections …
+P99_OVER_P50_TARGET = 2.0  # … with p99 ≤ 2 × p50
+EVALUATION_TARGET = 1.0  # evaluation of each example ≤ 1 × jsonschema's validation of it
+LARGEST_TARGET = 2.0  # the largest admitted document evaluates in ≤ 2 × its validation
+REFUSAL_TARGET = 1.0  # refusing 1,024 node groups ≤ 1 × a valid example's evaluation
+OVERSIZED_NODE_GROUPS = 1024
+PG_ADMIN = {"host": "127.0.0.1", "port": 5432, "dbname": "test", "user": "postgres"}
+
+
+def paired(run: Callable[[], object], reference: Callable[[], object], repeats: int) -> tuple[float, float, float]:
+    """Returns the median seconds of ``run`` and of ``reference`` and the median of their ratios, timed in
+    alternation (after one warm-up call of each) so that a change in the machine's load reaches both alike."""
+    run()
+    reference()
+    pairs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        middle = time.perf_counter()
+        reference()
+        pairs.append((middle - start, time.perf_counter() - middle))
+    return (statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs),
+            statistics.median(a / b for a, b in pairs))
+
+
+def verdict(figure: float, target: float) -> str:
+    return f"target ≤ {target:g}, {'met' if figure <= target else 'MISSED'}"
+
+
+# --- in-process: evaluation against validation ----------------------------------------------------------------
+
+def largest_document() -> dict[str, Any]:
+    """Returns LARGEST_BASE with every list the schema bounds filled to its maxItems and the notes to their
+    maxLength (copies of the list's own items, names made unique), within MAX_JSON_BYTES."""
+    document = json.loads(LARGEST_BASE.read_text())
+    schema = schemas.load_schema("submission")
+
+    def resolved(node: dict[str, Any]) -> list[dict[str, Any]]:
+        found = [node]
+        while isinstance(found[-1].get("$ref"), str):  # the schema's references are all local: #/$defs/<name>
+            found.append(schema["$defs"][found[-1]["$ref"].rpartition("/")[2]])
+        return found
+
+    def fill(value: Any, node: dict[str, Any]) -> None:
+        for sub in resolved(node):
+            if isinstance(value, list) and value and isinstance(sub.get("maxItems"), int):
+                originals = list(value)
+                while len(value) < sub["maxItems"]:
+                    item = copy.deepcopy(originals[len(value) % len(originals)])
+                    if isinstance(item, dict) and isinstance(item.get("name"), str):
+                        item["name"] = f"{item['name'][:56]}-{len(value)}"
+                    value.append(item)
+            if isinstance(value, list) and isinstance(sub.get("items"), dict):
+                for item in value:
+                    fill(item, sub["items"])
+            if isinstance(value, dict):
+                for name, member in value.items():
+                    if name in sub.get("properties", {}):
+                        fill(member, sub["properties"][name])
+
+    fill(document, schema)
+    notes = schema["properties"]["quote"]["properties"]["notes"]["maxLength"]
+    document["quote"]["notes"] = ("A line of notes that the record shows literally. " * 400)[:notes]
+    assert len(json.dumps(document).encode()) <= MAX_JSON_BYTES
+    return document
+
+
+def oversized_body() -> bytes:
+    """Returns API_EXAMPLE with OVERSIZED_NODE_GROUPS node groups, as request bytes."""
+    document = json.loads(API_EXAMPLE.read_text())
+    group = document["quote"]["node_groups"][0]
+    document["quote"]["node_groups"] = [{**copy.deepcopy(group), "name": f"g{i}"} for i in range(OVERSIZED_NODE_GROUPS)]
+    return json.dumps(document).encode()
+
+
+def bench_evaluation() -> list[bool]:
+    """Times evaluations against jsonschema's validation, the largest document, and a refusal (paired medians)."""
+    engine = default_engine()
+    validator = schemas.validator("submission")
+    verdicts = []
+    fast = "with" if importlib.util.find_spec("jsonschema_rs") is not None else "without"
+    print(f"evaluate() validates {fast} jsonschema-rs; the reference is jsonschema alone (a reused validator)")
+    print(f"{'document':40} {'evaluate ms':>12} {'jsonschema ms':>14} {'ratio':>7}")
+    for path in EXAMPLES:
+        document = json.loads(path.read_text())
+        evaluation_s, validation_s, ratio = paired(lambda d=document: evaluate(d, engine=engine),
+                                                   lambda d=document: validator.is_valid(d), 30)
+        print(f"{path.name:40} {evaluation_s * 1000:12.2f} {validation_s * 1000:14.2f} {ratio:7.2f}  "
+              f"{verdict(ratio, EVALUATION_TARGET)}")
+        verdicts.append(ratio <= EVALUATION_TARGET)
+    largest = largest_document()
+    problems = schemas.validate("submission", largest)
+    if problems:
+        print(f"the largest document is not valid: {problems[:3]}")
+        return [*verdicts, False, False]
+    evaluation_s, validation_s, ratio = paired(lambda: evaluate(largest, engine=engine),
+                                               lambda: validator.is_valid(largest), 5)
+    quote = largest["quote"]
+    print(f"largest admitted: {len(json.dumps(largest).encode()):,} bytes, {len(quote['node_groups'])} node groups, "
+          f"{len(quote.get('racks', []))} racks, {len(quote.get('line_items', []))} line items: evaluate "
+          f"{evaluation_s * 1000:.1f} ms, jsonschema {validation_s * 1000:.1f} ms, ratio {ratio:.2f}  "
+          f"{verdict(ratio, LARGEST_TARGET)}")
+    verdicts.append(ratio <= LARGEST_TARGET)
+    body = oversized_body()
+    example = json.loads(API_EXAMPLE.read_text())
+
+    def refuse() -> None:
+        try:
+            parse_submission(body)
+        except InvalidSubmission:
+            return
+        raise AssertionError("the oversized document was accepted")
+
+    refusal_s, reference_s, ratio = paired(refuse, lambda: evaluate(example, engine=engine), 30)
+    print(f"refusing {OVERSIZED_NODE_GROUPS:,} node groups ({len(body):,} bytes): {refusal_s * 1000:.1f} ms; "
+          f"evaluating {API_EXAMPLE.name}: {reference_s * 1000:.1f} ms; ratio {ratio:.2f}  "
+          f"{verdict(ratio, REFUSAL_TARGET)}")
+    verdicts.append(ratio <= REFUSAL_TARGET)
+    return verdicts
+
+
+# --- over HTTP: the service against a bare endpoint -----------------------------------------------------------
+
+def bare_app() -> Any:
+    """Returns a Flask app whose POST /api/v1/submissions only parses and validates the body (gunicorn factory)."""
+    app = Flask("bare")
+
+    @app.post("/api/v1/submissions")
+    def submit() -> Response:
+        try:
+            parse_submission(request.get_data(), "the body")
+        except InvalidSubmission as error:
+            return Response(error.detail, 422)
+        return Response('{"valid": true}', 200, mimetype="application/json")
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok")
+
+    return app
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def gunicorn(target: str, env: dict[str, str], log: Path) -> Iterator[str]:
+    """Yields the base URL of ``target`` served by gunicorn with deploy/gunicorn.conf.py; stops it afterwards."""
+    port = _free_port()
+    env = {**os.environ, **env, "QUOTECHECK_BIND": f"127.0.0.1:{port}",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    with log.open("wb") as errors:
+        server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
+                                   target], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/healthz", timeout=5):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"gunicorn {target} did not start: {log.read_text()[-2000:]}") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+_WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = io.open(os.getenv("BENCH_BODY"), "rb"):read("*a")
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN")
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("BENCH requests=%d duration_us=%d p50_us=%d p99_us=%d errors=%d status=%d\\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    e.connect + e.read + e.write + e.timeout, e.status))
+end
+"""
+
+
+def wrk(url: str, connections: int, seconds: float, script: Path, env: dict[str, str]) -> dict[str, float]:
+    """Returns wrk's figures for POSTing the body to ``url``: requests/s, p50 and p99 in ms, failed requests."""
+    command = ["wrk", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{seconds:g}s",
+               "--timeout", "30s", "-s", str(script), f"{url}/api/v1/submissions"]
+    run = subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env}, timeout=seconds + 120)
+    found = re.search(r"BENCH (.*)", run.stdout)
+    if run.returncode != 0 or found is None:
+        raise RuntimeError(f"wrk failed: {run.stdout[-1000:]} {run.stderr[-1000:]}")
+    figures = {key: float(value) for key, value in (pair.split("=") for pair in found.group(1).split())}
+    return {"rps": figures["requests"] / (figures["duration_us"] / 1e6), "p50_ms": figures["p50_us"] / 1000,
+            "p99_ms": figures["p99_us"] / 1000, "failed": figures["errors"] + figures["status"],
+            "requests": figures["requests"]}
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """Yields the URL of a new PostgreSQL database for the run; dropped afterwards."""
+    name = f"qc_bench_{secrets.token_hex(6)}"
+    with psycopg.connect(**PG_ADMIN, autocommit=True, connect_timeout=3) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://{PG_ADMIN['user']}@{PG_ADMIN['host']}:{PG_ADMIN['port']}/{name}"
+    finally:
+        with psycopg.connect(**PG_ADMIN, autocommit=True, connect_timeout=3) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _submitter_token(database_url: str, instance: Path) -> str:
+    """Returns a new submitter token in the service's database (migrated by creating the app)."""
+    app = create_app({"DATABASE_URL": database_url, "INSTANCE_PATH": str(instance)})
+    with app.app_context(), get_db(app).session() as session:
+        _, token = create_token(session, "bench", "submitter", datetime.now(UTC))
+        session.commit()
+    get_db(app).engine.dispose()
+    return token
+
+
+Runs = dict[str, dict[int, list[dict[str, float]]]]
+
+
+def _measure(database_url: str, seconds: float, repeats: int) -> Runs:
+    """Returns wrk's figures per server ("service", "bare"), connection count and repeat.
+
+    Both servers run at once (an idle sync worker costs nothing) and the runs alternate, service then bare,
+    so that a change in the machine's load between runs reaches both sides of each ratio alike.
+    """
+    runs: Runs = {"service": {c: [] for c in CONNECTIONS}, "bare": {c: [] for c in CONNECTIONS}}
+    with tempfile.TemporaryDirectory() as folder:
+        instance = Path(folder) / "instance"
+        script = Path(folder) / "post.lua"
+        script.write_text(_WRK_SCRIPT)
+        env = {"BENCH_BODY": str(API_EXAMPLE), "BENCH_TOKEN": _submitter_token(database_url, instance)}
+        service_env = {"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(instance)}
+        with gunicorn("service.wsgi:app", service_env, Path(folder) / "service.log") as service, \
+                gunicorn("bench.api_path:bare_app()", {}, Path(folder) / "bare.log") as bare:
+            urls = {"service": service, "bare": bare}
+            for url in urls.values():
+                wrk(url, CONNECTIONS[0], min(2.0, seconds), script, env)  # every worker warm
+            for connections in CONNECTIONS:
+                for _ in range(repeats):
+                    for label, url in urls.items():
+                        runs[label][connections].append(wrk(url, connections, seconds, script, env))
+    return runs
+
+
+def bench_api() -> list[bool]:
+    """Measures POST /api/v1/submissions and the bare endpoint with wrk, alternating, in this run (medians)."""
+    missed = [False] * (2 * len(CONNECTIONS))
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (Debian: apt-get install wrk): the API targets are not measured")
+        return missed
+    try:
+        psycopg.connect(**PG_ADMIN, connect_timeout=3).close()
+    except psycopg.Error as error:
+        print(f"PostgreSQL on {PG_ADMIN['host']}:{PG_ADMIN['port']} is unreachable ({' '.join(str(error).split())}): "
+              "the API targets are not measured")
+        return missed
+    seconds = float(os.environ.get("BENCH_WRK_S", "10"))
+    repeats = int(os.environ.get("BENCH_WRK_REPEATS", "3"))
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before; {repeats} × wrk runs "
+          f"of {seconds:g} s per server and connection count, alternating; body {API_EXAMPLE.name}; "
+          "gunicorn -c deploy/gunicorn.conf.py")
+    with postgres_database() as database_url:
+        runs = _measure(database_url, seconds, repeats)
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} after (the bench itself loads the CPUs)")
+    verdicts = []
+    for connections in CONNECTIONS:
+        service, bare = runs["service"][connections], runs["bare"][connections]
+        for label, figures in (("POST /api/v1/submissions", service), ("bare parse + validate", bare)):
+            middle = {key: statistics.median(run[key] for run in figures) for key in ("rps", "p50_ms", "p99_ms")}
+            each = ", ".join(f"{run['rps']:.0f}" for run in figures)
+            print(f"{connections:3d} connections, {label:25}: median {middle['rps']:8.1f} req/s ({each}), "
+                  f"p50 {middle['p50_ms']:7.1f} ms, "
+                  f"p99 {middle['p99_ms']:7.1f} ms, {sum(int(run['failed']) for run in figures)} failed")
+        ratio = statistics.median(s["rps"] / b["rps"] for s, b in zip(service, bare, strict=True))
+        spread = statistics.median(run["p99_ms"] / run["p50_ms"] for run in service)
+        met = ratio >= API_RATIO_TARGET and not any(run["failed"] for run in service)
+        print(f"    throughput ratio {ratio:.3f} (median of the alternating pairs; target ≥ {API_RATIO_TARGET:g}, "
+              f"{'met' if met else 'MISSED'}); p99 / p50 {spread:.2f} ({verdict(spread, P99_OVER_P50_TARGET)})")
+        verdicts += [met, spread <= P99_OVER_P50_TARGET]
+    return verdicts

@@ -1,0 +1,339 @@
+"""Changes to the quote that a failing or warning check's evidence proposes: what the vendor should quote instead.
+
+Each function reads one Situation (rules/remedy_changes.py) and returns the changes it proposes, none when
+its checks pass: racks and PDUs sized from rack-power's draw and limits, the node count time-to-result or
+inference-capacity says is needed, a catalogued GPU or server with more memory, storage write and read
+bandwidth, compute NICs, and host RAM. Sizes come from rules/estimates/remedy_sizing.py, which inverts the
+estimators the checks judge by. More nodes are priced at the node group's unit price; the quote prices
+nothing else a change adds (racks, PDUs, storage, NICs, RAM, another model), so those changes say what is
+unpriced instead of guessing a price.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from rules.checks.facts.pointers import RACKS, STORAGE, TRAINING
+from rules.estimates import remedy_sizing as sizing
+from rules.estimates.power import pdus_required
+from rules.estimates.remedy_sizing import RackLoad
+from rules.inputs import GPU_FIELDS, SERVER_FIELDS
+from rules.remedy_changes import QUOTE, Change, Situation, node_group_pointer
+
+_RACKS_UNPRICED = "racks and PDUs are not priced in the quote"
+_PDU_STEP_KW, _RATE_STEP_GBS, _RAM_STEP_GIB = 0.1, 0.1, 1.0
+# The memory rules a GPU with more memory answers, and the evidence naming what one GPU needs (None: unsized).
+_MEMORY_RULES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "peak-memory": (("exceeds-usable-memory",), "total_gib"),
+    "sharding": (("nothing-fits",), "leanest_total_gib"),
+    "inference-memory": (("weights-do-not-fit", "context-does-not-fit"), None)}
+
+
+def _single_group_racks(s: Situation, group: str) -> list[int]:
+    """Returns the indexes of the rack kinds that hold nodes of ``group``, when each holds that group alone."""
+    racks = s.document.get("quote", {}).get("racks") or []
+    holding = [i for i, rack in enumerate(racks) if group in rack.get("node_groups", {})]
+    return holding if all(len(racks[i]["node_groups"]) == 1 for i in holding) else []
+
+
+def _racks_placing(s: Situation, index: int, group: str, kinds: tuple[tuple[int, int], ...],
+                   pdus: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Returns the quote's racks with kind ``index`` replaced by ``kinds`` ((racks, nodes of ``group`` each))."""
+    racks = copy.deepcopy(s.document["quote"]["racks"])
+    template = racks[index]
+    built = []
+    for number, (count, per_rack) in enumerate(kinds):
+        rack = {**copy.deepcopy(template), "count": count, "node_groups": {group: per_rack}}
+        if number:
+            rack["name"] = f"{template['name'][:57]} (rest)"
+        if pdus is not None:
+            rack["pdus"] = pdus
+        built.append(rack)
+    return racks[:index] + built + racks[index + 1:]
+
+
+def _rack_plans(s: Situation, index: int, group: str, nodes: int, load: RackLoad) -> list[Change]:
+    """Returns the fewest racks like rack kind ``index`` that hold ``nodes`` nodes of ``group`` within their limits:
+    with their PDUs as quoted, and (when the facility allows more per rack) fewer racks with larger PDUs."""
+    rack = s.get(f"{RACKS}/{index}")
+    warn = s.threshold("rack-power", "warn_fraction")
+    derating = s.threshold("rack-power", "continuous_load_fraction")
+    node_kw = load.node_kw
+    facility = sizing.facility_limit_kw(load)
+    most = min(nodes, sizing.nodes_per_rack_within(facility, node_kw, warn) if facility else nodes)
+    with_pdus = min(most, sizing.nodes_per_rack_within(load.pdu_derated_kw, node_kw, warn))
+    plans: list[Change] = []
+    if with_pdus >= 1 and (with_pdus, nodes) != (load.nodes_per_rack, rack.get("count", 1) * load.nodes_per_rack):
+        kinds = sizing.rack_split(nodes, with_pdus)
+        plans.append(Change(
+            f"racks:{rack['name']}:{nodes}/{with_pdus}", QUOTE,
+            f"place the {nodes} {group} nodes {with_pdus} to a rack in {sizing.racks_needed(nodes, with_pdus)} racks "
+            f"like {rack['name']} ({sizing.rack_draw_kw(with_pdus, node_kw):.1f} kW each of its "
+            f"{load.pdu_derated_kw:.1f} kW PDU limit)",
+            ((RACKS, _racks_placing(s, index, group, kinds)),), ("rack-power",), None, _RACKS_UNPRICED))
+    if most > with_pdus and most >= 1:
+        pdus = sum(int(p["count"]) for p in rack.get("pdus", []))
+        redundancy = rack.get("redundancy", "N")
+        rating = sizing.round_up(sizing.pdu_rating_kw(sizing.rack_draw_kw(most, node_kw), pdus, redundancy, derating,
+                                                      warn), _PDU_STEP_KW)
+        kinds = sizing.rack_split(nodes, most)
+        plans.append(Change(
+            f"racks:{rack['name']}:{nodes}/{most}:pdu={rating:g}", QUOTE,
+            f"place the {nodes} {group} nodes {most} to a rack in {sizing.racks_needed(nodes, most)} racks like "
+            f"{rack['name']} ({sizing.rack_draw_kw(most, node_kw):.1f} kW each), with {pdus} PDUs of {rating:g} kW "
+            f"each per rack ({redundancy}, derated to {derating:.0%} for continuous load)",
+            ((RACKS, _racks_placing(s, index, group, kinds, [{"count": pdus, "rating_kw": rating}])),),
+            ("rack-power",), None, _RACKS_UNPRICED))
+    return plans
+
+
+def rack_changes(s: Situation) -> list[Change]:
+    """Returns racks and PDUs for each kind of rack drawing more than the policy's warn share of its binding limit,
+    PDUs for a rack short of its redundancy mode, and racks that place every quoted node."""
+    if not s.open("rack-power"):
+        return []
+    rule = s.checks["rack-power"]["rule"]
+    racks = s.get(RACKS) or []
+    changes: list[Change] = []
+    if rule == "redundancy-unmet":
+        for index, rack in enumerate(racks):
+            pdus = rack.get("pdus") or []
+            required = pdus_required(rack.get("redundancy", "N"))
+            if pdus and sum(int(p["count"]) for p in pdus) < required:
+                rating = max(p["rating_kw"] for p in pdus)
+                changes.append(Change(f"pdus:{rack['name']}:{required}", QUOTE,
+                                      f"{required} PDUs of {rating:g} kW in {rack['name']}, as {rack['redundancy']} "
+                                      "needs", ((f"{RACKS}/{index}/pdus", [{"count": required, "rating_kw": rating}]),),
+                                      ("rack-power",), None, _RACKS_UNPRICED))
+        return changes
+    rows = {row["name"]: row for row in s.evidence("rack-power").get("racks", [])}
+    warn = s.threshold("rack-power", "warn_fraction")
+    for index, rack in enumerate(racks):
+        groups = rack.get("node_groups", {})
+        row = rows.get(rack.get("name"))
+        if row is None or len(groups) != 1 or (rule != "nodes-not-placed" and row["utilisation"] <= warn):
+            continue
+        (group, per_rack), = groups.items()
+        nodes = int(rack.get("count", 1)) * int(per_rack)
+        if rule == "nodes-not-placed":
+            group_index = s.group_of(group)
+            holders = _single_group_racks(s, group)
+            if group_index is None or holders != [index]:
+                continue
+            nodes = int(s.get(node_group_pointer(group_index, "count")))
+        load = RackLoad(int(per_rack), row["draw_kw"], row["budget_kw"], row["cooling_kw"], row["pdu_derated_kw"])
+        changes += _rack_plans(s, index, group, nodes, load)
+    return changes
+
+
+def _node_change(s: Situation, index: int, nodes: int, reason: str, targets: tuple[str, ...]) -> list[Change]:
+    """Returns the change to ``nodes`` nodes in group ``index``: its count, the job's GPUs, its racks, its price."""
+    group = s.get(node_group_pointer(index))
+    current, per_node = int(group["count"]), int((group.get("gpu") or {}).get("count") or 0)
+    if nodes < 1 or nodes == current or per_node < 1:
+        return []
+    edits: list[tuple[str, Any]] = [(node_group_pointer(index, "count"), nodes)]
+    training_gpus = s.document.get("workload", {}).get("training", {}).get("gpus")
+    if index == s.training_group() and training_gpus == sizing.gpus_on(current, per_node):
+        edits.append((f"{TRAINING}/gpus", sizing.gpus_on(nodes, per_node)))
+    holders = _single_group_racks(s, group["name"])
+    if len(holders) == 1:
+        per_rack = int(s.get(f"{RACKS}/{holders[0]}/node_groups")[group["name"]])
+        kinds = sizing.rack_split(nodes, min(per_rack, nodes))
+        edits.append((RACKS, _racks_placing(s, holders[0], group["name"], kinds)))
+    price = group.get("unit_price")
+    text = (f"quote {nodes} nodes of {group['name']} instead of {current} ({sizing.gpus_on(nodes, per_node):,} GPUs): "
+            f"{reason}")
+    if price is None:
+        return [Change(f"nodes:{group['name']}={nodes}", QUOTE, text, tuple(edits), targets, None,
+                       f"node group {group['name']} has no unit price")]
+    return [Change(f"nodes:{group['name']}={nodes}", QUOTE, text + f", at its unit price of {price:,.0f}",
+                   tuple(edits), targets, sizing.price_change(nodes - current, price))]
+
+
+def _node_counts(s: Situation, index: int, nodes: int) -> list[int]:
+    """Returns ``nodes``, and the fewest nodes above it on which the global batch splits into whole micro-batch
+    rounds when it does not split on ``nodes`` (gradient-accumulation would fail there)."""
+    split = s.evidence("gradient-accumulation")
+    per_node = s.get(node_group_pointer(index, "gpu/count"))
+    gpus = s.evidence("time-to-result").get("gpus")
+    if not (split.get("data_parallel") and per_node and gpus):
+        return [nodes]
+    whole = sizing.nodes_dividing_batch(nodes, int(per_node), int(gpus), int(split["data_parallel"]),
+                                        int(split["global_batch"]), int(split["micro_batch"]))
+    return [nodes] if whole in (None, nodes) else [nodes, whole]
+
+
+def _whole_batch_node_counts(s: Situation, index: int) -> list[Change]:
+    """Returns the nearest node counts below and above the quoted one on which the global batch splits whole."""
+    split = s.evidence("gradient-accumulation")
+    per_node, current = s.get(node_group_pointer(index, "gpu/count")), s.get(node_group_pointer(index, "count"))
+    gpus = s.get(f"{TRAINING}/gpus") or s.evidence("time-to-result").get("gpus")
+    if not (per_node and current and gpus and split.get("data_parallel")):
+        return []
+    args = (int(per_node), int(gpus), int(split["data_parallel"]), int(split["global_batch"]),
+            int(split["micro_batch"]))
+    reason = (f"global batch {split['global_batch']} splits into whole rounds of micro-batch {split['micro_batch']} "
+              "there")
+    counts = [sizing.nodes_dividing_batch_below(int(current) - 1, *args) if current > 1 else None,
+              sizing.nodes_dividing_batch(int(current) + 1, *args)]
+    return [change for nodes in counts if nodes for change in _node_change(s, index, nodes, reason,
+                                                                           ("gradient-accumulation",))]
+
+
+def node_count_changes(s: Situation) -> list[Change]:
+    """Returns the node count time-to-result needs for its window (or no more than it needs), and the serving
+    node count inference-capacity needs with the policy's spare share."""
+    changes: list[Change] = []
+    timing = s.evidence("time-to-result")
+    index = s.training_group()
+    if index is not None and s.open("time-to-result", "misses-window", "oversized") and timing.get("nodes_needed"):
+        reason = f"the {timing['window_days']:g}-day window needs {timing['gpus_needed']:,} GPUs"
+        for nodes in _node_counts(s, index, int(timing["nodes_needed"])):
+            changes += _node_change(s, index, nodes, reason, ("time-to-result",))
+    if index is not None and s.open("time-to-result", "little-slack"):
+        current = int(s.get(node_group_pointer(index, "count")))
+        target = s.threshold("time-to-result", "warn_fraction_of_window")
+        nodes = sizing.nodes_for_window(current, timing["window_fraction"], target)
+        changes += _node_change(s, index, nodes, f"the run takes {timing['window_fraction']:.0%} of its window; "
+                                                 f"at most {target:.0%} leaves slack", ("time-to-result",))
+    if index is not None and s.open("gradient-accumulation", "not-a-whole-number"):
+        changes += _whole_batch_node_counts(s, index)
+    serving = s.evidence("inference-capacity")
+    index = s.group_of(serving.get("group_name")) if serving.get("group_name") else s.serving_group()
+    if index is not None and s.open("inference-capacity", "under-quoted", "thin-margin"):
+        spare = s.threshold("inference-capacity", "warn_spare_fraction")
+        per_node = int(s.get(node_group_pointer(index, "gpu/count")) or 0)
+        if per_node and serving.get("gpus_needed"):
+            gpus = sizing.capacity_with_spare(serving["gpus_needed"], spare)
+            changes += _node_change(s, index, sizing.nodes_for_gpus(gpus, per_node),
+                                    f"serving needs {serving['gpus_needed']:,} GPUs and {spare:.0%} spare",
+                                    ("inference-capacity",))
+    return changes
+
+
+def model_changes(s: Situation) -> list[Change]:
+    """Returns each catalogued server (same GPUs per node) or GPU (same form factor) whose memory per GPU holds
+    at least what one GPU needs (the peak, or the leanest sharding's peak, as estimated), when memory is what
+    fails; the changed group's price is unknown, so it is left out."""
+    changes: list[Change] = []
+    for check_id, (rules, need) in _MEMORY_RULES.items():
+        if not s.open(check_id, *rules):
+            continue
+        index = s.serving_group() if check_id.startswith("inference") else s.training_group()
+        if index is None or any(c.key.startswith(f"model:{index}:") for c in changes):
+            continue
+        changes += _models_for(s, index, check_id, s.evidence(check_id).get(need, 0) if need else 0)
+    return changes
+
+
+def _models_for(s: Situation, index: int, check_id: str, need_gib: float) -> list[Change]:
+    raw = s.document["quote"]["node_groups"][index]
+    gpu = s.get(node_group_pointer(index, "gpu")) or {}
+    memory, per_node = max(gpu.get("memory_gib") or 0, need_gib), gpu.get("count")
+    unpriced = "the other model's price is not in the quote"
+    changes = []
+    if raw.get("server_model"):
+        for model in s.catalogue.server_models():
+            server = s.catalogue.server(model) or {}
+            spec = s.catalogue.gpu(server.get("gpu_model")) or {}
+            if server.get("nvlink_domain_gpus") or server.get("gpu_count") != per_node or \
+                    (spec.get("memory_gib") or 0) <= memory:
+                continue
+            removed = [name for name in ("gpu", "cpu", "nics", "pcie_topology", "unit_price", *SERVER_FIELDS)
+                       if name in raw]
+            edits = ((node_group_pointer(index, "server_model"), model),
+                     *((node_group_pointer(index, name), None) for name in removed))
+            changes.append(Change(f"model:{index}:{model}", QUOTE,
+                                  f"quote {model} ({per_node} × {server['gpu_model']}, {spec['memory_gib']:g} GiB "
+                                  f"each) instead of {raw['server_model']} for {raw['name']}", edits, (check_id,), None,
+                                  unpriced))
+    elif gpu.get("model"):
+        form = (s.catalogue.gpu(gpu["model"]) or {}).get("form_factor")
+        for model in s.catalogue.gpu_models():
+            spec = s.catalogue.gpu(model) or {}
+            if spec.get("form_factor") != form or (spec.get("memory_gib") or 0) <= memory:
+                continue
+            stated = [name for name in GPU_FIELDS if name in (raw.get("gpu") or {})]
+            edits = ((node_group_pointer(index, "gpu/model"), model),
+                     *((node_group_pointer(index, f"gpu/{name}"), None) for name in stated),
+                     (node_group_pointer(index, "unit_price"), None))
+            changes.append(Change(f"model:{index}:{model}", QUOTE,
+                                  f"quote {model} ({spec['memory_gib']:g} GiB) instead of {gpu['model']} in "
+                                  f"{raw['name']}", edits, (check_id,), None, unpriced))
+    return changes
+
+
+def storage_changes(s: Situation) -> list[Change]:
+    """Returns the quoted storage write bandwidth that saves a checkpoint in time, and the read bandwidth that
+    feeds training with the policy's headroom, where the quoted (not a measured) figure is what falls short."""
+    changes = []
+    saved = s.evidence("checkpoint-bandwidth")
+    if s.open("checkpoint-bandwidth", "save-too-slow") and saved.get("save_bound_by") == "storage" and \
+            saved.get("storage_write_from") == "quoted":
+        write = sizing.round_up(sizing.write_gbs_for_save(saved["checkpoint_gb"], saved["max_save_s"],
+                                                          saved["write_efficiency"]), _RATE_STEP_GBS)
+        changes.append(Change(f"storage:write={write:g}", QUOTE,
+                              f"storage that writes {write:g} GB/s instead of {saved['storage_write_gbs']:g}: a "
+                              f"{saved['checkpoint_gb']:,.0f} GB checkpoint in {saved['max_save_s']:g} s",
+                              ((f"{STORAGE}/write_gbs", write),), ("checkpoint-bandwidth", "restart-behavior"), None,
+                              "storage bandwidth is not priced in the quote"))
+    feed = s.evidence("data-feed")
+    if s.open("data-feed", "storage-too-slow", "storage-within-headroom") and \
+            feed.get("storage_read_from") == "quoted":
+        headroom = s.threshold("data-feed", "storage_headroom_fraction")
+        read = sizing.round_up(sizing.capacity_with_spare(feed["required_read_gbs"], headroom), _RATE_STEP_GBS)
+        changes.append(Change(f"storage:read={read:g}", QUOTE,
+                              f"storage that reads {read:g} GB/s instead of {feed['storage_read_gbs']:g}: training "
+                              f"reads {feed['required_read_gbs']:.2f} GB/s, plus {headroom:.0%} headroom",
+                              ((f"{STORAGE}/read_gbs", read),), ("data-feed",), None,
+                              "storage bandwidth is not priced in the quote"))
+    return changes
+
+
+def nic_change(s: Situation) -> list[Change]:
+    """Returns compute NICs that give each GPU the policy's NICs and Gb/s, when the compute network falls short."""
+    index = s.training_group()
+    if index is None or not s.open("gpu-nic-topology", "too-little-compute-network"):
+        return []
+    evidence = s.evidence("gpu-nic-topology")
+    nics = s.get(node_group_pointer(index, "nics")) or []
+    compute = [nic for nic in nics if nic.get("purpose") == "compute"]
+    count, gbps = sizing.compute_nics(evidence["gpus_per_node"], s.threshold("gpu-nic-topology",
+                                                                             "min_compute_nics_per_gpu"),
+                                      s.threshold("gpu-nic-topology", "min_compute_gbps_per_gpu"),
+                                      max((nic["gbps"] for nic in compute), default=None))
+    nic = {**({"model": compute[0]["model"]} if compute and compute[0].get("model") else {}), "count": count,
+           "gbps": gbps, "purpose": "compute"}
+    listed = [n for n in nics if n.get("purpose") != "compute"] + [nic]
+    return [Change(f"nics:{index}={count}x{gbps:g}", QUOTE,
+                   f"{count} compute NICs of {gbps:g} Gb/s per node instead of "
+                   f"{evidence['compute_nics_per_node']:g} ({evidence['compute_gbps_per_node']:,.0f} Gb/s)",
+                   ((node_group_pointer(index, "nics"), listed),), ("gpu-nic-topology", "interconnect-scaling"),
+                   None, "NICs are not priced in the quote")]
+
+
+def host_ram_change(s: Situation) -> list[Change]:
+    """Returns the host RAM per node that holds what host-ram sized with its margin (and, for the rule-of-thumb
+    warning, the policy's multiple of the node's GPU memory)."""
+    index = s.training_group()
+    if index is None or not s.open("host-ram"):
+        return []
+    evidence = s.evidence("host-ram")
+    ratio = s.threshold("host-ram", "gpu_memory_ratio_rule_of_thumb") if \
+        s.checks["host-ram"]["rule"] == "below-rule-of-thumb" else None
+    need = sizing.host_ram_gib(evidence["required_gib"], s.threshold("host-ram", "margin_fraction"),
+                               evidence["gpu_memory_per_node_gib"], ratio)
+    ram = sizing.round_up(need, _RAM_STEP_GIB)
+    if ram <= evidence["host_memory_gib"]:
+        return []
+    return [Change(f"host_ram:{index}={ram:g}", QUOTE,
+                   f"at least {ram:,.0f} GiB of host RAM per node instead of {evidence['host_memory_gib']:,.0f}",
+                   ((node_group_pointer(index, "host_memory_gib"), int(ram)),), ("host-ram",), None,
+                   "host RAM is not priced in the quote")]
+
+
+QUOTE_CHANGES: tuple[Callable[[Situation], list[Change]], ...] = (
+    rack_changes, node_count_changes, model_changes, storage_changes, nic_change, host_ram_change)

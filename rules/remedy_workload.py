@@ -1,0 +1,107 @@
+"""Changes to the workload that a failing or warning check's evidence proposes: how the quoted hardware is used.
+
+Each function reads one Situation (rules/remedy_changes.py) and returns the changes it proposes, none when
+its checks pass: another sharding strategy that the sharding check found to fit, the layout search's best
+layout (rules/best_layout.layout_patch), the largest fitting micro-batch that divides the batch, full
+activation recompute, and the Young/Daly checkpoint interval that checkpoint-bandwidth and restart-behavior
+computed. Workload changes add nothing to the quote (price 0). The figures are the checks' own: nothing is
+estimated here, so what a change claims is what the evaluation of the changed submission will judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rules.best_layout import describe_layout, layout_patch
+from rules.checks.facts.pointers import CHECKPOINT, PARALLELISM, TRAINING
+from rules.estimates.remedy_sizing import whole_minutes
+from rules.remedy_changes import WORKLOAD, Change, Situation, patch_edits
+
+# The checks whose outcome depends on the layout (those rules/best_layout.py shows at the best layout).
+MEMORY_CHECKS = ("peak-memory", "sharding", "gradient-accumulation")
+LAYOUT_CHECKS = (*MEMORY_CHECKS, "time-to-result")
+INTERVAL_CHECKS = ("checkpoint-bandwidth", "restart-behavior", "time-to-result")
+
+
+def sharding_changes(s: Situation) -> list[Change]:
+    """Returns a change to each sharding strategy that fits (the recommended one first), when memory or sharding
+    fails or warns; for a warning that only prefers another strategy, the recommended one alone."""
+    if not (s.open("sharding") or s.open("peak-memory", "exceeds-usable-memory")):
+        return []
+    evidence = s.evidence("sharding")
+    current, recommended = evidence.get("sharding"), evidence.get("recommended")
+    fitting = [row for row in evidence.get("strategies", []) if row.get("fits")]
+    if s.open("sharding", "other-strategy-preferred"):
+        fitting = [row for row in fitting if row["strategy"] == recommended]
+    fitting.sort(key=lambda row: row["strategy"] != recommended)
+    return [Change(f"sharding={row['strategy']}", WORKLOAD,
+                   f"shard with {row['strategy']} instead of {current}: {row['total_gib']:.1f} GiB per GPU of "
+                   f"{evidence['usable_gib']:.1f} GiB usable, {row['comm_gb_per_step']:,.1f} GB per GPU per step",
+                   ((f"{PARALLELISM}/sharding", row["strategy"]),), (*LAYOUT_CHECKS,))
+            for row in fitting if row["strategy"] != current]
+
+
+def layout_change(s: Situation) -> list[Change]:
+    """Returns the layout search's best layout of the quoted GPUs as a change, when a layout check fails or warns.
+
+    Only for the submission as submitted (where the search ran): another quote has another best layout.
+    """
+    best = s.best_layout
+    if best is None or not any(s.open(check_id) for check_id in LAYOUT_CHECKS):
+        return []
+    patch, removed = layout_patch(s.document, best)
+    text = f"lay the job out as the layout search's best: {describe_layout(best)}"
+    if removed:
+        text += "; without " + "; ".join(removed)
+    return [Change("layout=best", WORKLOAD, text, patch_edits(patch), (*LAYOUT_CHECKS,))]
+
+
+def micro_batch_change(s: Situation) -> list[Change]:
+    """Returns the largest fitting micro-batch that divides the batch (gradient-accumulation's suggestion)."""
+    if not s.open("gradient-accumulation"):
+        return []
+    evidence = s.evidence("gradient-accumulation")
+    suggested, current = evidence.get("suggested_micro_batch"), evidence.get("micro_batch")
+    if not suggested or suggested == current:
+        return []
+    steps = evidence["suggested_accumulation_steps"]
+    return [Change(f"micro_batch={suggested}", WORKLOAD,
+                   f"micro-batch {suggested} instead of {current} ({steps} accumulation step{'' if steps == 1 else 's'}"
+                   f", the largest micro-batch that fits and divides the global batch {evidence['global_batch']})",
+                   ((f"{TRAINING}/micro_batch", suggested),), ("gradient-accumulation", "time-to-result"))]
+
+
+def recompute_change(s: Situation) -> list[Change]:
+    """Returns full activation recompute, when one step does not fit memory without it."""
+    memory_short = s.open("peak-memory", "exceeds-usable-memory") or s.open(
+        "gradient-accumulation", "micro-batch-does-not-fit")
+    current = s.get(f"{TRAINING}/activation_checkpointing", "none")
+    if not memory_short or current == "full":
+        return []
+    return [Change("recompute=full", WORKLOAD,
+                   f"recompute activations in full (activation_checkpointing full instead of {current}): one "
+                   "layer's input is kept per layer and the rest recomputed in the backward pass",
+                   ((f"{TRAINING}/activation_checkpointing", "full"),), MEMORY_CHECKS)]
+
+
+def interval_change(s: Situation) -> list[Change]:
+    """Returns the Young/Daly checkpoint interval, when an interval or goodput rule fails or warns."""
+    interval_off = s.open("checkpoint-bandwidth", "interval-off-optimum")
+    goodput_low = s.open("restart-behavior", "goodput-too-low", "goodput-marginal")
+    if not (interval_off or goodput_low or s.open("time-to-result", "window-at-risk")):
+        return []
+    source = "checkpoint-bandwidth" if "young_daly_interval_min" in s.evidence("checkpoint-bandwidth") else \
+        "restart-behavior"
+    evidence = s.evidence(source)
+    optimum, current = evidence.get("young_daly_interval_min"), s.get(f"{CHECKPOINT}/interval_min")
+    if optimum is None or current is None or whole_minutes(optimum) == current:
+        return []
+    minutes = whole_minutes(optimum)
+    return [Change(f"checkpoint_interval={minutes}", WORKLOAD,
+                   f"checkpoint every {minutes:,} min instead of {current:g}: the Young/Daly optimum for a "
+                   f"{evidence['save_s']:,.0f} s save and a {evidence['cluster_mtbf_h']:,.1f} h job MTBF",
+                   ((f"{CHECKPOINT}/interval_min", minutes),), INTERVAL_CHECKS)]
+
+
+WORKLOAD_CHANGES: tuple[Callable[[Situation], list[Change]], ...] = (
+    sharding_changes, layout_change, micro_batch_change, recompute_change, interval_change)

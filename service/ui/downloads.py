@@ -1,0 +1,80 @@
+"""Downloads for a signed-in browser: records (JSON, PDF), a submission's checks (SARIF, JUnit, CSV), its audit
+trail as CSV, and each revision's document.
+
+A browser sends its session cookie, not a bearer token, so these routes run the API's own views for the
+signed-in user: the same bytes, ETags and visibility (a token of scope ``own`` gets 404 for another's record).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from flask import Response, current_app, request
+
+from service.api import exports, records, submissions
+from service.db import get_db
+from service.errors import InvalidRequest
+from service.ui import history
+from service.ui.blueprint import bp
+from service.ui.render import current_visitor, signed_in
+from service.visibility import ensure_visible
+
+CHECK_FORMATS = ("sarif", "junit", "csv")
+
+
+def _as_signed_in(view: Callable[..., Response], **arguments: Any) -> Response:
+    """Returns what API ``view`` answers the signed-in user: its body beneath the token check (``require``), which
+    the session stands in for (``service.ui.session.visitor`` set the acting user)."""
+    current_visitor()
+    return view.__wrapped__(**arguments)  # type: ignore[attr-defined]
+
+
+def _attachment(response: Response, name: str) -> Response:
+    response.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@bp.get("/ui/records/<record_id>.json")
+@signed_in
+def record_json(record_id: str) -> Response:
+    """A record as the API serves it: an approved one as its signed envelope, any other as an unsigned draft."""
+    response = _as_signed_in(records.get_record, record_id=record_id)
+    return _attachment(response, f"commissioning-record-{record_id}.json") if response.status_code == 200 else response
+
+
+@bp.get("/ui/records/<record_id>.pdf")
+@signed_in
+def record_pdf(record_id: str) -> Response:
+    """A record's PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT."""
+    return _as_signed_in(records.get_record_pdf, record_id=record_id)
+
+
+@bp.get("/ui/submissions/<submission_id>/checks")
+@signed_in
+def checks_export(submission_id: str) -> Response:
+    """The checks of the current evaluation as SARIF, JUnit XML or CSV (``?format=``)."""
+    if request.args.get("format") not in CHECK_FORMATS:
+        raise InvalidRequest(f"format must be one of: {', '.join(CHECK_FORMATS)}")
+    return _as_signed_in(exports.get_checks, submission_id=submission_id)
+
+
+@bp.get("/ui/submissions/<submission_id>/audit.csv")
+@signed_in
+def audit_csv(submission_id: str) -> Response:
+    """The audit trail as CSV, one row per event."""
+    response = _as_signed_in(submissions.get_audit, submission_id=submission_id)
+    return _attachment(response, f"quotecheck-{submission_id}-audit.csv")
+
+
+@bp.get("/ui/submissions/<submission_id>/revisions/<int:number>.json")
+@signed_in
+def revision_json(submission_id: str, number: int) -> Response:
+    """The document of one revision, exactly the JSON that was submitted (parsed and written again)."""
+    with get_db().session() as session:
+        ensure_visible(session, current_visitor().actor, submission_id)
+        document = history.revision_document(session, submission_id, number)
+    response = current_app.response_class(json.dumps(document, ensure_ascii=False, indent=2),
+                                          mimetype="application/json")
+    return _attachment(response, f"quotecheck-{submission_id}-revision-{number}.json")

@@ -1,0 +1,106 @@
+"""POST /api/v1/submissions: what it writes, in which order, and that its answer is what a later GET reads."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import event
+from sqlmodel import func, select
+
+from service import audit
+from service.db import get_db
+from service.models import AuditEvent, Submission
+
+
+@contextmanager
+def statements(app) -> Iterator[list[str]]:
+    """Yields the list of SQL statements the app's engine runs meanwhile (their first word and table)."""
+    seen: list[str] = []
+
+    def record(_conn, _cursor, statement, _parameters, _context, _many) -> None:
+        words = statement.split()
+        if words[0] == "SELECT":
+            target = words[words.index("FROM") + 1] if "FROM" in words else ""
+        else:
+            target = words[2] if words[0] in ("INSERT", "DELETE") else words[1] if words[0] == "UPDATE" else ""
+        seen.append(f"{words[0]} {target}".strip())
+
+    engine = get_db(app).engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_the_answer_is_what_a_get_reads_back(as_role, submission_document):
+    submitter = as_role("submitter")
+    created = submitter.post("/api/v1/submissions", json=submission_document)
+    assert created.status_code == 201, created.get_json()
+
+    read = submitter.get(created.headers["Location"])
+
+    assert read.status_code == 200
+    assert created.get_json() == read.get_json()
+    assert created.headers["ETag"] == read.headers["ETag"]
+
+
+def test_a_replayed_answer_is_what_a_get_reads_back(as_role, submission_document):
+    submitter = as_role("submitter")
+    headers = {"Idempotency-Key": "path-1"}
+    created = submitter.post("/api/v1/submissions", json=submission_document, headers=headers)
+    replayed = submitter.post("/api/v1/submissions", json=submission_document, headers=headers)
+
+    read = submitter.get(created.headers["Location"])
+
+    assert replayed.status_code == 200
+    assert created.get_json() == replayed.get_json() == read.get_json()
+
+
+def test_the_audit_chain_is_locked_last_and_nothing_written_is_read_back(app, as_role, submission_document):
+    # Given a submitter with an Idempotency-Key (the path that writes the most)
+    submitter = as_role("submitter")
+
+    # When a submission is created
+    with statements(app) as seen:
+        response = submitter.post("/api/v1/submissions", json=submission_document,
+                                  headers={"Idempotency-Key": "path-2"})
+    assert response.status_code == 201
+
+    # Then the chain's head row is taken by the last statements of the transaction, which append its two events
+    # at once (and look for webhook subscriptions to write to the outbox with them: there are none), and nothing
+    # written is read back
+    first_write = next(i for i, s in enumerate(seen) if s.startswith("INSERT"))
+    lock = seen.index("UPDATE audit_chain_head")
+    assert seen[lock:] == ["UPDATE audit_chain_head", "UPDATE audit_chain_head", "INSERT audit_event",
+                           "SELECT webhook_subscription"]
+    assert "INSERT idempotency_key" in seen[first_write:lock]
+    assert [s for s in seen[first_write:] if s.startswith("SELECT")] == ["SELECT webhook_subscription"]
+
+
+def test_concurrent_submissions_are_each_stored_once_on_one_unbroken_chain(app, as_role, submission_document):
+    submitter = as_role("submitter")
+    barrier = threading.Barrier(4, timeout=30)
+    answers: list[int] = []
+
+    def post() -> None:
+        barrier.wait()
+        answers.append(submitter.post("/api/v1/submissions", json=submission_document).status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert answers == [201] * 4
+    with get_db(app).session() as session:
+        assert session.exec(select(func.count()).select_from(Submission)).one() == 4
+        verification = audit.verify(session)
+        actions = session.exec(select(AuditEvent.action).where(AuditEvent.submission_id.is_not(None))
+                               .order_by(AuditEvent.id)).all()
+    assert verification.ok, verification.problem
+    # Each submission's two events are adjacent: no other writer slipped in between them.
+    assert actions == ["submission.created", "evaluation.completed"] * 4

@@ -1,0 +1,215 @@
+"""The remediation search (rules/remedies.py): every listed remedy, applied as a merge patch and evaluated, gets the
+verdict it states; the list is ranked by added cost, then days.
+
+The figures are checked against evaluations of the patched submissions, never against literals the search made.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rules.compare import merge_patch
+from rules.evaluate import evaluate
+from rules.remedies import remedy_id, search_remedies
+from rules.remedy_changes import apply_edits, diff_patch, patch_edits
+
+ROOT = Path(__file__).parent.parent
+FAILING = ROOT / "examples" / "fail-70b-ddp-one-rack.json"
+PASSING = ROOT / "examples" / "dgx-h100-70b-finetune.json"
+SHARDING = "/workload/training/parallelism/sharding"
+
+
+def _document(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+@cache
+def _failing() -> dict[str, Any]:
+    return search_remedies(_document(FAILING))
+
+
+def _short_window() -> dict[str, Any]:
+    """The passing 16-node example with a 1.5-day window: 2.4 expected days miss it."""
+    return merge_patch(_document(PASSING), {"workload": {"training": {"completion_window_days": 1.5}}})
+
+
+@cache
+def _short() -> dict[str, Any]:
+    return search_remedies(_short_window())
+
+
+def _statuses(record: dict[str, Any]) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in record["checks"]}
+
+
+def _edited(remedy: dict[str, Any]) -> set[str]:
+    return {pointer for pointer, _ in patch_edits(remedy["patch"])}
+
+
+@pytest.mark.parametrize("result", [_failing, _short], ids=["fail-70b-ddp-one-rack", "short-window"])
+def test_each_listed_patch_applied_and_evaluated_gets_the_stated_verdict_and_days(result) -> None:
+    found = result()
+    document = _document(FAILING) if result is _failing else _short_window()
+    assert found["remedies"], found["note"]
+    for remedy in [*found["remedies"], *found["partial"]]:
+        # Given the remedy's patch applied to the submission (RFC 7396)
+        record = evaluate(merge_patch(document, remedy["patch"]))
+        # Then the evaluation says what the remedy says
+        assert record["verdict"] == remedy["verdict"], remedy["changes"]
+        timing = next(c for c in record["checks"] if c["id"] == "time-to-result")["evidence"]
+        assert timing.get("days") == remedy["days"]
+        remaining = {c["id"] for c in remedy["remaining"]}
+        assert {i for i, s in _statuses(record).items() if s in ("fail", "warn")} == remaining
+        assert remedy["id"] == remedy_id(remedy["patch"])
+    # and every remedy makes every check pass
+    assert all(r["verdict"] == "pass" and not r["remaining"] for r in found["remedies"])
+
+
+def test_the_one_rack_example_has_remedies_by_sharding_and_by_racks_and_pdus() -> None:
+    # Given DDP on 32 H100s in one rack whose 2N PDUs give 17.3 kW for 40.8 kW of nodes
+    found = _failing()
+    document = _document(FAILING)
+    assert found["verdict"] == "fail"
+    assert {p["id"] for p in found["problems"]} >= {"peak-memory", "sharding", "gradient-accumulation", "rack-power"}
+    remedies = found["remedies"]
+
+    # Then a remedy shards the model state (a workload change) ...
+    sharded = [r for r in remedies if _edited(r) & {SHARDING} and
+               merge_patch(document, r["patch"])["workload"]["training"]["parallelism"]["sharding"] in
+               ("zero3", "fsdp-full")]
+    assert sharded
+    # ... and its only quote change spreads the nodes over more racks, or raises the PDUs
+    racks = [r for r in sharded if {p for p in _edited(r) if p.startswith("/quote")} == {"/quote/racks"}]
+    assert racks
+    more_racks = [r for r in racks if sum(k["count"] for k in merge_patch(document, r["patch"])["quote"]["racks"]) > 1]
+    larger_pdus = [r for r in racks if any(p["rating_kw"] > 21.6 for k in merge_patch(document, r["patch"])["quote"][
+        "racks"] for p in k["pdus"])]
+    assert more_racks and larger_pdus
+    # ... each passes in full (asserted for every remedy above) and says in words what it changes
+    assert all(any("racks like legacy-rack-7" in text for text in r["changes"]) for r in racks)
+
+
+def test_no_workload_change_alone_passes_the_one_rack_example_because_rack_power_reads_the_quote_only() -> None:
+    found = _failing()
+    assert not [r for r in found["remedies"] if r["scope"] == "workload"]
+    # The search shows how far the workload alone goes: everything but the racks' power
+    workload = next(p for p in found["partial"] if p["scope"] == "workload")
+    assert workload["remaining"] == [{"id": "rack-power", "status": "fail", "rule": "over-limit"}]
+    assert any("zero3" in text or "fsdp-full" in text or "layout search" in text for text in workload["changes"])
+    assert not {p for p, _ in patch_edits(workload["patch"]) if p.startswith("/quote")}
+
+
+def test_the_list_is_ranked_by_added_cost_with_unpriced_changes_last_then_by_days() -> None:
+    for found in (_failing(), _short()):
+        ranks = [(r["added_cost"] is None, r["added_cost"] if r["added_cost"] is not None else r["priced_cost"],
+                  r["days"]) for r in found["remedies"]]
+        assert ranks == sorted(ranks)
+    # The one-rack example's remedies all place nodes in racks the quote does not price: said, not guessed
+    assert all(r["added_cost"] is None and r["unpriced"] for r in _failing()["remedies"])
+    assert _failing()["cost_basis"] in ("cost_per_run", "quote_total")
+    assert _failing()["ranked_by"].startswith("added ")
+
+
+def test_more_nodes_are_priced_at_the_groups_unit_price() -> None:
+    # Given the 16-node example whose window is cut to 1.5 days (it needs 208 GPUs)
+    found = _short()
+    document = _short_window()
+    priced = [r for r in found["remedies"] if r["added_cost"] is not None]
+    assert priced
+    best = found["remedies"][0]
+    assert best is priced[0]
+    # Then the cheapest passing remedy quotes more nodes, each at the quote's per-node price
+    nodes = merge_patch(document, best["patch"])["quote"]["node_groups"][0]["count"]
+    if found["cost_basis"] == "quote_total":
+        assert best["added_cost"] == (nodes - 16) * document["quote"]["node_groups"][0]["unit_price"]
+    # and the racks place them all (rack-power passes on the patched submission: asserted above for every remedy)
+    racks = merge_patch(document, best["patch"])["quote"]["racks"]
+    assert sum(r["count"] * r["node_groups"]["gpu"] for r in racks) == nodes
+
+
+def test_a_passing_submission_has_nothing_to_remedy() -> None:
+    found = search_remedies(_document(PASSING))
+    assert found["remedies"] == [] and found["evaluations"] == 0 and found["verdict"] == "pass"
+    assert found["note"].startswith("every check passes")
+
+
+def test_the_search_keeps_within_its_policy_budget() -> None:
+    found = _failing()
+    assert 0 < found["evaluations"] <= found["max_evaluations"]
+    progress: list[tuple[int, int]] = []
+    search_remedies(_document(FAILING), on_progress=lambda done, total: progress.append((done, total)))
+    assert progress[-1][0] == progress[-1][1] == found["max_evaluations"]
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+
+
+def test_the_diff_patch_of_a_changed_copy_turns_the_original_into_it() -> None:
+    original = _document(FAILING)
+    changed = apply_edits(original, (("/quote/racks/0/count", 4), ("/quote/node_groups/0/unit_price", None),
+                                     ("/workload/training/parallelism/sharding", "zero3"),
+                                     ("/quote/storage/write_gbs", 12.5)))
+    patch = diff_patch(original, changed)
+    assert merge_patch(original, patch) == changed
+    assert patch["quote"]["node_groups"][0].get("unit_price", "absent") == "absent"  # arrays carried whole
+    assert patch["workload"] == {"training": {"parallelism": {"sharding": "zero3"}}}
+    assert original == _document(FAILING)  # neither input is changed
+    untouched = copy.deepcopy(original)
+    assert diff_patch(original, untouched) == {}
+
+
+def _small_budget_policy(evaluations: int):
+    from rules.policy import parse_policy
+
+    document = json.loads((ROOT / "rules" / "data" / "policy.default.json").read_text())
+    document["remedies"]["max_evaluations"] = evaluations
+    return parse_policy(json.dumps(document).encode(), "test: small remedies budget")
+
+
+def test_every_fixture_and_example_can_be_searched_and_each_remedy_gets_its_verdict() -> None:
+    # The changes are proposed from whatever evidence a check gives: every fixture of every rule, with a small
+    # budget, is searched without an error, and what is listed is what the evaluation of the patch says.
+    from tests.checks.fixture_support import fixture_paths, load_fixture
+
+    policy = _small_budget_policy(4)
+    documents = [load_fixture(path) for path in fixture_paths()]
+    documents += [_document(path) for path in sorted((ROOT / "examples").glob("*.json"))]
+    found = 0
+    for document in documents:
+        result = search_remedies(document, policy)
+        assert result["evaluations"] <= 4
+        for remedy in [*result["remedies"], *result["partial"]]:
+            assert evaluate(merge_patch(document, remedy["patch"]), policy)["verdict"] == remedy["verdict"]
+        found += len(result["remedies"])
+    assert found >= 20  # rack, storage, host RAM, sharding, interval, node count and layout remedies among them
+
+
+def test_with_cost_per_run_in_the_evidence_the_added_cost_is_its_difference() -> None:
+    # Given evaluations whose time-to-result evidence carries a full cost per run (the cost model's figure)
+    from rules.remedies import COST_PER_RUN, Trial, _remedy
+    from rules.remedy_changes import WORKLOAD, Change
+
+    def record(cost: float | None, sharding: str) -> dict[str, Any]:
+        evidence = {"days": 2.0, **({COST_PER_RUN: cost} if cost is not None else {})}
+        return {"verdict": "pass", "summary": {}, "checks": [
+            {"id": "time-to-result", "status": "pass", "rule": "within-window", "evidence": evidence},
+            {"id": "sharding", "status": "fail" if sharding == "ddp" else "pass", "rule": "x", "evidence": {}}]}
+
+    base_document = {"workload": {"training": {"parallelism": {"sharding": "ddp"}}}}
+    change = Change("sharding=zero3", WORKLOAD, "shard with zero3", (("/workload/training/parallelism/sharding",
+                                                                      "zero3"),), ("sharding",))
+    base = Trial((), base_document, record(1000.0, "ddp"))
+    document = apply_edits(base_document, change.edits)
+
+    # When a workload change makes the run cheaper per run
+    remedy = _remedy(Trial((change,), document, record(800.0, "zero3")), base, COST_PER_RUN)
+
+    # Then its added cost is the change in cost per run (negative: it saves), though it adds nothing to the quote
+    assert remedy["added_cost"] == -200.0 and remedy["priced_cost"] == 0.0 and remedy["fixes"] == ["sharding"]
+    # and an evaluation without the figure leaves the cost unknown, saying why
+    unknown = _remedy(Trial((change,), document, record(None, "zero3")), base, COST_PER_RUN)
+    assert unknown["added_cost"] is None and unknown["unpriced"] == ["its evaluation gives no cost_per_run"]

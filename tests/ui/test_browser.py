@@ -1,0 +1,195 @@
+"""End to end in headless chromium against the app under gunicorn: a vendor submits the failing example, a
+reviewer opens it from the queue and waives a check, the vendor revises, a different approver approves it from
+the queue, and the signed PDF downloaded from the page verifies. Every page is screenshotted into
+test-artifacts/browser/ and scanned with axe-core, which must report no serious or critical violation.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from browser_support import ARTIFACTS, ROOT
+
+EXAMPLE = ROOT / "examples" / "fail-70b-ddp-one-rack.json"
+JUSTIFICATION = "The facility adds a third 17.3 kW feed to the rack before delivery (site survey of 2026-11-20)."
+BLOCKING_IMPACTS = ("serious", "critical")
+
+
+class Tour:
+    """Walks the pages: each page visited is screenshotted and scanned; CSP reports on the console are kept."""
+
+    def __init__(self, page: Any, url: str, axe_source: str) -> None:
+        self.page, self.url, self.axe_source = page, url, axe_source
+        self.shots: list[Path] = []
+        self.violations: dict[str, list[dict[str, Any]]] = {}
+        self.console: list[str] = []
+        page.on("console", lambda message: self.console.append(message.text))
+        page.on("dialog", lambda dialog: dialog.accept())
+
+    def go(self, path: str) -> None:
+        self.page.goto(self.url + path)
+
+    def record(self, name: str) -> None:
+        """Screenshots the page as ``<n>-<name>.png`` and scans it with axe-core."""
+        self.page.wait_for_load_state("load")
+        shot = ARTIFACTS / f"{len(self.shots) + 1:02d}-{name}.png"
+        self.page.screenshot(path=str(shot), full_page=True)
+        self.shots.append(shot)
+        self.page.evaluate(self.axe_source)
+        results = self.page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+        found = [{"id": v["id"], "impact": v["impact"], "help": v["help"],
+                  "targets": [n["target"] for n in v["nodes"]][:5]}
+                 for v in results["violations"] if v["impact"] in BLOCKING_IMPACTS]
+        if found:
+            self.violations[f"{name} ({self.page.url})"] = found
+
+    def sign_in(self, token: str) -> None:
+        """Signs in with the keyboard: the token typed into its field, Enter sends the form."""
+        self.go("/ui/sign-in")
+        self.page.focus("#token")
+        self.page.keyboard.type(token)
+        self.page.keyboard.press("Enter")
+        self.page.wait_for_url("**/ui/queue/**")
+
+    def sign_out(self) -> None:
+        self.page.click("button:has-text('Sign out')")
+        self.page.wait_for_url("**/ui/sign-in**")
+
+    def open_from_queue(self, slug: str, quote_id: str) -> None:
+        self.go(f"/ui/queue/{slug}")
+        self.record(f"queue-{slug}")
+        self.page.click(f"table.queue a:has-text('{quote_id}')")
+        self.page.wait_for_url("**/ui/submissions/**")
+
+
+def _verify(pdf: Path, server: Any) -> str:
+    """Returns the command line's verdict on a downloaded PDF, checked with the service's published certificate."""
+    with urllib.request.urlopen(server.url + "/api/v1/keys", timeout=30) as response:
+        keys = json.loads(response.read())
+    certificate = pdf.with_name("service.cert.pem")
+    certificate.write_text(keys["keys"][0]["certificate_pem"])
+    done = subprocess.run([sys.executable, "-m", "service.cli", "verify", str(pdf), "--key", str(certificate)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe_source):
+    tour = Tour(page, server.url, axe_source)
+    document = json.loads(EXAMPLE.read_text())
+    quote_id = document["quote"]["quote_id"]
+    # A second quote for the same job, from another vendor, for the Compare page
+    other = copy.deepcopy(document)
+    other["quote"].update(vendor="Second Source GmbH", quote_id="SS-2026-17")
+    other["workload"]["training"]["parallelism"]["sharding"] = "fsdp-full"
+    server.api("POST", "/api/v1/submissions", "submitter", other)
+
+    # The landing page points to the pages; Tab reaches the skip link first
+    tour.go("/")
+    tour.record("landing")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.className") == "skip-link"
+    tour.go("/ui/sign-in")
+    tour.record("sign-in")
+
+    # The vendor signs in and submits the failing example by pasting it
+    tour.sign_in(server.tokens["submitter"])
+    tour.record("queue-mine-empty")
+    page.click("nav >> text=Submit a quote")
+    tour.record("new-submission")
+    page.fill("#document", json.dumps(document, indent=2))
+    page.click("button:has-text('Submit and evaluate')")
+    page.wait_for_url("**/ui/submissions/**?done=submitted")
+    submission_url = page.url.split("?")[0]
+    assert page.locator("text=The quote was submitted and evaluated.").is_visible()
+    assert page.locator("button[value='approve']").count() == 0
+    tour.record("submission-as-submitter")
+    tour.sign_out()
+
+    # A reviewer opens it from the queue and waives rack-power with a justification
+    tour.sign_in(server.tokens["reviewer"])
+    tour.open_from_queue("review", quote_id)
+    tour.record("submission-as-reviewer")
+    page.fill("#justification-rack-power", JUSTIFICATION)
+    page.click("button:has-text('Waive rack-power')")
+    page.wait_for_url("**done=waived**")
+    assert "counted as" in page.locator("#check-rack-power .check-status").inner_text()
+    tour.record("submission-waived")
+    page.click("text=audit trail")
+    tour.record("audit-trail")
+    tour.sign_out()
+
+    # The vendor revises the sharding to fsdp-full, which settles the memory checks
+    tour.sign_in(server.tokens["submitter"])
+    tour.go(submission_url.removeprefix(server.url))
+    page.click("summary:has-text('Send a revised quote')")
+    revised = copy.deepcopy(document)
+    revised["workload"]["training"]["parallelism"]["sharding"] = "fsdp-full"
+    page.fill("#revise-document", json.dumps(revised))
+    page.click("button:has-text('Submit revision 2')")
+    page.wait_for_url("**done=revised**")
+    page.click("button:has-text('Show the changed checks')")
+    assert page.locator("h2:has-text('peak-memory')").count() == 1
+    tour.record("revision-diff")
+    tour.sign_out()
+
+    # A different user, an approver, approves it from the approval queue
+    tour.sign_in(server.tokens["approver"])
+    tour.open_from_queue("approval", quote_id)
+    page.click("button:has-text('Approve revision 2')")
+    page.wait_for_url("**done=approve**")
+    assert "approved (final)" in page.locator(".facts").inner_text()
+    tour.record("submission-approved")
+
+    # The signed PDF downloads from the page and verifies against the published certificate
+    with page.expect_download() as download:
+        page.click("a:has-text('final record (PDF, signed)')")
+    pdf = ARTIFACTS / "commissioning-record.pdf"
+    download.value.save_as(str(pdf))
+    assert pdf.read_bytes().startswith(b"%PDF")
+    verdict = _verify(pdf, server)
+    assert verdict.startswith("VALID"), verdict
+
+    # The approver links the purchase order, then compares the two quotes and ranks them
+    page.fill("#po-number", "PO-2026-0042")
+    page.fill("#po-system", "SAP")
+    page.click("button:has-text('Link purchase order')")
+    page.wait_for_url("**done=purchase-order**")
+    tour.record("purchase-order-linked")
+    page.click("nav >> text=Compare")
+    tour.record("compare-picker")
+    for label in (quote_id, "SS-2026-17"):
+        page.check(f"label:has-text('{label}')")
+    page.click("button:has-text('Compare the picked quotes')")
+    assert page.locator("table.compare tbody tr").count() == 2
+    tour.record("compare")
+    page.click("button:has-text('Rank them')")
+    page.wait_for_selector("table.compare", timeout=120_000)
+    tour.record("ranking")
+    tour.go("/ui/submissions/no-such-quote")
+    tour.record("not-found")
+
+    assert not tour.violations, json.dumps(tour.violations, indent=1)
+    assert not [line for line in tour.console if "Content Security Policy" in line], tour.console
+    assert all(shot.stat().st_size > 0 for shot in tour.shots)
+
+
+def test_the_accessibility_scan_reports_what_it_is_there_to_find(page, axe_source):
+    # Given a page with an unlabelled field and an image without a text alternative
+    page.set_content('<html><head><title>t</title></head><body><main><input id="x"><img src="data:,">'
+                     "</main></body></html>")
+
+    # When axe-core scans it as it scans every page above
+    page.evaluate(axe_source)
+    results = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+
+    # Then it reports both as critical: a scan that finds nothing above has looked
+    found = {v["id"]: v["impact"] for v in results["violations"]}
+    assert found.get("label") == "critical" and found.get("image-alt") == "critical"
