@@ -32,8 +32,9 @@ from sqlmodel import select
 from service import task_runs
 from service.db import get_db
 from service.errors import QUEUE_FAILURES
-from service.models import TaskRun, WebhookDelivery
+from service.models import TaskRun
 from service.tasks_port import EXTENSION as TASK_QUEUE
+from service.webhook_models import WebhookDelivery
 
 MULTIPROCESS_DIRECTORY = "PROMETHEUS_MULTIPROC_DIR"
 # Latency buckets (seconds): an evaluation takes milliseconds, a PDF about a second, a timeout up to a minute.
