@@ -23,7 +23,21 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """
     # Imported on first use, not with the package: the command line and Alembic's env import modules of
     # this package (every import of one runs this file) and must not load the whole web layer to do so.
-    from service import api, auth, db, errors, evaluation, record, tasks_port, ui, webhooks
+    from service import (
+        api,
+        auth,
+        db,
+        errors,
+        evaluation,
+        http,
+        logs,
+        metrics,
+        readiness,
+        record,
+        tasks_port,
+        ui,
+        webhooks,
+    )
 
     test_config = dict(test_config or {})
     instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")
@@ -37,12 +51,16 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.config.from_prefixed_env(ENV_PREFIX)
     app.config.from_mapping(test_config)
 
+    logs.init_app(app)
     errors.init_app(app)
+    http.init_app(app)
+    metrics.init_app(app)
     db.init_app(app)
     auth.init_app(app)
     evaluation.init_app(app)
     record.init_app(app)
     tasks_port.init_app(app)
+    readiness.init_app(app)
     webhooks.init_app(app)
     api.init_app(app)
     ui.init_app(app)

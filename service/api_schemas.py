@@ -192,7 +192,14 @@ AUDIT_LOG: dict[str, Any] = {
                    "events": {"type": "array", "items": {"$ref": "#/components/schemas/AuditEvent"}}},
 }
 
-HEALTH: dict[str, Any] = {"type": "object", "required": ["status"], "properties": {"status": _TEXT}}
+HEALTH: dict[str, Any] = {"type": "object", "required": ["status"], "properties": {
+    "status": _TEXT,
+    "checks": {"type": "object", "description": "GET /readyz: each check that ran (database, broker, workers) with "
+                                                "its status (ok or failed) and what it found",
+               "additionalProperties": {"type": "object", "required": ["status"],
+                                        "properties": {"status": {"enum": ["ok", "failed"]}, "detail": _TEXT,
+                                                       "queued": {"type": ["integer", "null"]},
+                                                       "live": {"type": "integer"}}}}}}
 
 SCHEMA_INDEX: dict[str, Any] = {
     "type": "object",

@@ -51,6 +51,8 @@ PERMISSIONS: dict[str, frozenset[Role]] = {
     "attach-as-built": frozenset({Role.REVIEWER, Role.ADMIN}),
     # Webhooks make the service send requests to URLs of the caller's choosing (SSRF): admins only.
     "manage-webhooks": frozenset({Role.ADMIN}),
+    # GET /metrics with an API token (a scraper may send METRICS_TOKEN instead): counts of every user's work.
+    "read-metrics": frozenset({Role.ADMIN}),
 }
 # Posting a decision at all; the action in the body then needs its own permission above.
 PERMISSIONS["decide"] = PERMISSIONS["approve"] | PERMISSIONS["reject"] | PERMISSIONS["request-changes"]
@@ -233,6 +235,7 @@ ACTION_WORDS = {"read": "read", "submit": "submit quotes", "revise": "revise quo
                 "request-changes": "request changes", "reject": "reject quotes", "approve": "approve quotes",
                 "link-purchase-order": "link purchase orders to records",
                 "attach-as-built": "attach as-built measurements to records", "manage-webhooks": "manage webhooks",
+                "read-metrics": "read the metrics",
                 "decide": "post decisions (approve, reject, request-changes)"}
 
 

@@ -32,6 +32,27 @@ DEFAULTS: dict[str, Any] = {
     "PROBLEM_TYPE_BASE": "https://quotecheck.dev/problems/",
     # How long a SQLite writer waits for the write lock before giving up.
     "SQLITE_BUSY_TIMEOUT_S": 30,
+    # PostgreSQL: how long opening a connection may take (libpq's connect_timeout: whole seconds, 2 at least);
+    # the server cancels a statement running past the statement timeout; the client gives up on a server that
+    # sent nothing back for the socket timeout (a paused or cut-off server), which must exceed the statement
+    # timeout; a request waits at most the pool timeout for a pooled connection. A request that hits one gets
+    # 503 with Retry-After. Migrations run without the statement and socket timeouts.
+    "DATABASE_CONNECT_TIMEOUT_S": 5,
+    "DATABASE_STATEMENT_TIMEOUT_S": 30,
+    "DATABASE_SOCKET_TIMEOUT_S": 45,
+    "DATABASE_POOL_TIMEOUT_S": 10,
+    # The Retry-After (seconds) of a 503: a database or task queue that did not answer, or a readiness failure.
+    "RETRY_AFTER_S": 5,
+    # GET /readyz pings the workers through the broker (when there is one) and waits this long for the first
+    # answer; the outcome of that check is kept this long, so frequent probes cost one ping per period.
+    "READINESS_WORKER_TIMEOUT_S": 1,
+    "READINESS_CACHE_S": 5,
+    # GET /metrics answers `Authorization: Bearer <METRICS_TOKEN>` (a Prometheus scraper's credentials file) and
+    # admin API tokens. None: admin API tokens only. At least 32 characters.
+    "METRICS_TOKEN": None,
+    # "json": one JSON object per log line, with the request id (service/logs.py); "text": Python's default
+    # format. deploy/gunicorn.conf.py makes "json" the default of the API under gunicorn.
+    "LOG_FORMAT": "text",
     "DEFAULT_PAGE_SIZE": 20,
     "MAX_PAGE_SIZE": 100,
     # The record signing key. Neither file set: an ECDSA P-256 key and a self-signed certificate generated on
@@ -71,6 +92,10 @@ DEFAULTS: dict[str, Any] = {
     "TASK_DISPATCH_INTERVAL_S": 10,
     # How long the result backend keeps a task's state; the database keeps the outcome for good.
     "CELERY_RESULT_EXPIRES_S": 24 * 3600,
+    # Redis (broker and result backend): how long connecting may take, and how long a command may wait for its
+    # answer, so that a Redis that hangs costs a request seconds and a 503, not the worker's whole timeout.
+    "CELERY_CONNECT_TIMEOUT_S": 2,
+    "CELERY_SOCKET_TIMEOUT_S": 5,
     # Further Celery settings by their lowercase names, applied last, e.g. {"broker_transport_options":
     # {"global_keyprefix": "qc:"}}. Serialisation is JSON only whatever this says.
     "CELERY": {},

@@ -12,9 +12,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from flask import Flask, current_app
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
+
+from service import db_postgres
+from service.db_postgres import Timeouts
 
 MIGRATIONS = "service:migrations"
 EXTENSION = "quotecheck.db"
@@ -28,11 +31,17 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, sqlite_busy_timeout_s: float = 30) -> Engine:
-    """Returns an engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout."""
+def make_engine(url: str, sqlite_busy_timeout_s: float = 30, timeouts: Timeouts | None = None,
+                pool_timeout_s: float = 30) -> Engine:
+    """Returns an engine for ``url``; SQLite gets WAL, foreign keys and a busy timeout.
+
+    PostgreSQL gets ``timeouts`` (connect, statement, socket: service/db_postgres.py) and waits at most
+    ``pool_timeout_s`` for a pooled connection.
+    """
     url = normalise_url(url)
     if make_url(url).get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return _postgres_engine(url, timeouts or Timeouts(connect_s=10, statement_s=None, socket_s=None),
+                                pool_timeout_s)
     # Flask serves requests on several threads; each checks out its own pooled connection.
     engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": sqlite_busy_timeout_s})
 
@@ -43,6 +52,17 @@ def make_engine(url: str, sqlite_busy_timeout_s: float = 30) -> Engine:
         _set_wal(cursor, sqlite_busy_timeout_s)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+
+    return engine
+
+
+def _postgres_engine(url: str, timeouts: Timeouts, pool_timeout_s: float) -> Engine:
+    engine = create_engine(url, pool_pre_ping=True, pool_timeout=pool_timeout_s,
+                           connect_args=db_postgres.connect_args(timeouts))
+
+    @event.listens_for(engine, "do_connect")
+    def _deadline_connection(_dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        return db_postgres.connect(cargs, cparams, timeouts)
 
     return engine
 
@@ -116,13 +136,25 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
             connection.commit()
         try:
-            with connection.begin():
+            with connection.begin(), without_timeouts(connection):
                 config.attributes["connection"] = connection
                 command.upgrade(config, revision)
         finally:
             if sqlite:
                 connection.exec_driver_sql("PRAGMA foreign_keys=ON")
                 connection.commit()
+
+
+@contextmanager
+def without_timeouts(connection: Connection) -> Iterator[None]:
+    """Lifts PostgreSQL's statement and socket timeouts for the transaction of a migration."""
+    if connection.dialect.name != "postgresql":
+        yield
+        return
+    # SET LOCAL ends with the transaction: the pooled connection gets its statement timeout back.
+    connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+    with db_postgres.without_socket_timeout(connection.connection.dbapi_connection):
+        yield
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -142,6 +174,17 @@ def database_url(app: Flask) -> str:
     return f"sqlite:///{Path(app.instance_path) / 'quotecheck.sqlite3'}"
 
 
+def timeouts_of(config: dict[str, Any]) -> Timeouts:
+    """Returns the PostgreSQL timeouts the settings give; ValueError when they contradict each other."""
+    timeouts = Timeouts(connect_s=config["DATABASE_CONNECT_TIMEOUT_S"],
+                        statement_s=config["DATABASE_STATEMENT_TIMEOUT_S"] or None,
+                        socket_s=config["DATABASE_SOCKET_TIMEOUT_S"] or None)
+    if timeouts.socket_s and timeouts.statement_s and timeouts.socket_s <= timeouts.statement_s:
+        raise ValueError(f"DATABASE_SOCKET_TIMEOUT_S ({timeouts.socket_s}) must exceed DATABASE_STATEMENT_TIMEOUT_S "
+                         f"({timeouts.statement_s}): the server's own limit should end a slow statement first")
+    return timeouts
+
+
 def get_db(app: Flask | None = None) -> Database:
     """Returns the Database of ``app`` (default: the current app)."""
     return (app or current_app).extensions[EXTENSION]
@@ -149,7 +192,8 @@ def get_db(app: Flask | None = None) -> Database:
 
 def init_app(app: Flask) -> None:
     """Creates the engine, migrates when AUTO_MIGRATE is on, and disposes the pool with the app."""
-    engine = make_engine(database_url(app), app.config["SQLITE_BUSY_TIMEOUT_S"])
+    engine = make_engine(database_url(app), app.config["SQLITE_BUSY_TIMEOUT_S"], timeouts_of(app.config),
+                         app.config["DATABASE_POOL_TIMEOUT_S"])
     app.extensions[EXTENSION] = Database(engine)
     if app.config["AUTO_MIGRATE"]:
         upgrade(engine)

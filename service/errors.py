@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+import kombu.exceptions
+import redis.exceptions
+import sqlalchemy.exc
 from flask import Flask, Response, current_app, json, request
 from werkzeug.exceptions import HTTPException
 
@@ -118,10 +121,35 @@ class IdempotencyKeyReused(QuotecheckError):
 
 
 class ServiceUnavailable(QuotecheckError):
-    """A dependency (the database) cannot be reached."""
+    """A dependency (the database, the task queue) cannot be reached or did not answer in time.
+
+    Its response carries ``Retry-After`` (RETRY_AFTER_S); its detail never names a host or port (the log does).
+    """
 
     title = "Service unavailable"
     type_slug = "service-unavailable"
+
+
+# Errors of the database and the task queue (refused, timed out, dropped), which say nothing about the request.
+DATABASE_FAILURES: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.TimeoutError)
+QUEUE_FAILURES: tuple[type[BaseException], ...] = (
+    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def dependency_failure(error: BaseException) -> ServiceUnavailable | None:
+    """Returns the 503 problem that stands for ``error`` when it is a failure of the database or the task queue.
+
+    Its detail says which dependency failed and what to do, never the address in the error's own text.
+    """
+    if isinstance(error, DATABASE_FAILURES) or (
+            isinstance(error, sqlalchemy.exc.DBAPIError) and error.connection_invalidated):
+        return ServiceUnavailable("the database did not answer in time or refused the connection; nothing was "
+                                  "changed by this request: retry it later")
+    if isinstance(error, QUEUE_FAILURES):
+        return ServiceUnavailable("the task queue did not answer in time or refused the connection: retry the "
+                                  "request later")
+    return None
 
 
 # The HTTP status of each error class; a class not listed takes its nearest listed base class's status
@@ -184,15 +212,27 @@ def render_problem(status: int, type_uri: str, title: str, detail: str, problems
     return response
 
 
+def with_retry_after(status: int, headers: dict[str, str] | None) -> dict[str, str] | None:
+    """Returns ``headers`` with ``Retry-After`` (RETRY_AFTER_S) added to a 503 that has none."""
+    if status != 503 or any(name.lower() == "retry-after" for name in headers or {}):
+        return headers
+    return {**(headers or {}), "Retry-After": str(current_app.config.get("RETRY_AFTER_S", 5))}
+
+
 def handle_error(error: Exception) -> Response:
     """Returns the problem+json response for any error a view raised: ours, Werkzeug's, or unexpected."""
+    unavailable = dependency_failure(error)
+    if unavailable is not None:
+        # The error's own text (host, port, driver message) goes to the log only.
+        current_app.logger.error("dependency failure: %s: %s", type(error).__name__, error)
+        error = unavailable
     if isinstance(error, QuotecheckError):
         headers = error.headers() if callable(getattr(error, "headers", None)) else None
         status = status_of(error)
-        if status >= 500:
+        if status >= 500 and unavailable is None:
             current_app.logger.error("%s: %s", type(error).__name__, error)
         return render_problem(status, problem_type(error.type_slug), error.title, error.detail, error.problems,
-                              headers)
+                              with_retry_after(status, headers))
     if isinstance(error, HTTPException):
         # Werkzeug's errors have no problem type of their own: "about:blank" with the status phrase as
         # title is what RFC 9457 prescribes for them.
@@ -202,7 +242,7 @@ def handle_error(error: Exception) -> Response:
         limit = current_app.config.get("MAX_CONTENT_LENGTH")
         if status == 413 and limit:
             detail = f"the request body exceeds the limit of {limit:,} bytes"
-        return render_problem(status, "about:blank", error.name, detail, headers=headers)
+        return render_problem(status, "about:blank", error.name, detail, headers=with_retry_after(status, headers))
     current_app.logger.exception("unhandled error")
     return render_problem(500, problem_type("internal-error"), "Internal server error",
                           "the server failed to handle the request; the error was logged")

@@ -14,7 +14,7 @@ from rules.evaluate import default_engine, engine_version, evaluate
 from rules.policy import Policy, default_policy, load_policy
 from rules.remedies import needs_remedies, remedies_key, search_remedies
 from rules.search import NothingToSearch, search_key, search_submission
-from service import task_runs
+from service import metrics, task_runs
 
 EXTENSION = "quotecheck.policy"
 
@@ -32,7 +32,9 @@ def required_approvers() -> int:
 def evaluate_submission(document: dict[str, Any], now: datetime) -> dict[str, Any]:
     """Returns the engine's record of ``document``, a request body its declaration validated (SUBMISSION_BODY in
     service/api/submissions.py, rules.evaluate.validate_submission), under the app's policy."""
-    return evaluate(document, policy(), now=now, validated=True)
+    record = evaluate(document, policy(), now=now, validated=True)
+    metrics.observe_evaluation(record)
+    return record
 
 
 def layout_search(session: Session, document: dict[str, Any]) -> dict[str, Any] | None:

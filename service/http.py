@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import IO, Any
 
-from flask import Response, current_app, request
+from flask import Flask, Request, Response, current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.wsgi import LimitedStream, get_input_stream
 
 from service.config import clock_of
 from service.errors import PreconditionFailed, PreconditionRequired
@@ -67,3 +70,51 @@ def text_response(body: str, media_type: str, headers: dict[str, str] | None = N
     for name, value in (headers or {}).items():
         response.headers[name] = value
     return response
+
+
+class _BodyOverLimit(LimitedStream):
+    """A request body without Content-Length (chunked), refused with 413 once it holds more than ``maximum`` bytes.
+
+    Werkzeug's own limit on such a stream stops reading at exactly the limit and returns what it read, so a
+    longer body arrives cut short rather than refused. This stream lets one byte past the limit through to
+    tell the two apart, and drains up to ``maximum`` more bytes before refusing, so that a client still
+    sending reads the 413 rather than a reset connection.
+    """
+
+    def __init__(self, stream: IO[bytes], maximum: int) -> None:
+        super().__init__(stream, maximum + 1, is_max=True)
+        self.maximum = maximum
+        self.raw = stream
+
+    def readinto(self, buffer: Any) -> int | None:
+        count = super().readinto(buffer)
+        if self.tell() > self.maximum:
+            self._drain()
+            raise RequestEntityTooLarge()
+        return count
+
+    def _drain(self) -> None:
+        left = self.maximum
+        while left > 0:
+            chunk = self.raw.read(min(left, 64 * 1024))
+            if not chunk:
+                return
+            left -= len(chunk)
+
+
+class BoundedRequest(Request):
+    """Flask's request whose body is limited by MAX_CONTENT_LENGTH whatever its transfer encoding."""
+
+    @cached_property
+    def stream(self) -> IO[bytes]:  # type: ignore[override]
+        if self.shallow:
+            raise RuntimeError("this request was created with shallow=True: its input stream is not read")
+        limit = self.max_content_length
+        if self.content_length is None and limit is not None and "wsgi.input_terminated" in self.environ:
+            return _BodyOverLimit(self.environ["wsgi.input"], limit)  # type: ignore[return-value]
+        return get_input_stream(self.environ, max_content_length=limit)
+
+
+def init_app(app: Flask) -> None:
+    """Makes the app's requests BoundedRequest: a chunked body over MAX_CONTENT_LENGTH gets 413, like any other."""
+    app.request_class = BoundedRequest

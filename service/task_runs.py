@@ -28,7 +28,7 @@ from sqlmodel import Session, col, select
 from rules.errors import QuotecheckError
 from service.config import clock_of
 from service.db import get_db
-from service.errors import status_of
+from service.errors import dependency_failure, status_of
 from service.models import TaskRun
 
 PENDING, PROGRESS, SUCCESS, FAILURE = "PENDING", "PROGRESS", "SUCCESS", "FAILURE"
@@ -236,6 +236,8 @@ def record_end(task_id: str, state: str, result: dict[str, Any] | None = None,
 def problem_of(error: BaseException) -> dict[str, Any]:
     """Returns the problem+json members that describe a task's failure."""
     base = current_app.config["PROBLEM_TYPE_BASE"]
+    # A database or Redis failure is told without its address (host, port), which only the log keeps.
+    error = dependency_failure(error) or error
     if isinstance(error, QuotecheckError):
         problem: dict[str, Any] = {"type": base + error.type_slug, "title": error.title,
                                    "status": status_of(error), "detail": error.detail}

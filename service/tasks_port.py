@@ -44,6 +44,17 @@ class TaskQueue(Protocol):
     def state(self, task_id: str) -> tuple[str | None, Any]:
         """Returns the result store's (state, meta) of ``task_id``: PENDING, PROGRESS, SUCCESS or FAILURE."""
 
+    def uses_broker(self) -> bool:
+        """Returns True when tasks go to a broker for worker processes, False when they run in this process."""
+
+    def depth(self) -> int | None:
+        """Returns how many tasks wait on the queue (None without a broker); raises when the broker does not answer
+        within its timeouts."""
+
+    def live_workers(self, timeout_s: float) -> list[str]:
+        """Returns the names of the workers that answered a ping within ``timeout_s`` (the first answer ends the
+        wait); raises when the broker does not answer."""
+
 
 def register(app: Flask, queue: TaskQueue) -> None:
     """Makes ``queue`` the app's task queue (the worker package calls this from its ``init_app``)."""

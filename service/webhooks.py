@@ -126,8 +126,15 @@ def active_subscriptions(session: Session) -> list[WebhookSubscription]:
                              .order_by(col(WebhookSubscription.id))).all())
 
 
+# Subscription ids are an INTEGER column (32-bit in PostgreSQL).
+MAX_SUBSCRIPTION_ID = 2**31 - 1
+
+
 def get_subscription(session: Session, webhook_id: int) -> WebhookSubscription:
     """Returns the subscription ``webhook_id``; NotFound when there is none, or it was deleted."""
+    if not 1 <= webhook_id <= MAX_SUBSCRIPTION_ID:
+        # No such row, and the database could not even compare it (PostgreSQL INTEGER, SQLite 64-bit): 404, not 500.
+        raise NotFound(f"there is no webhook {webhook_id}")
     subscription = session.get(WebhookSubscription, webhook_id)
     if subscription is None or subscription.deleted_at is not None:
         raise NotFound(f"there is no webhook {webhook_id}")

@@ -11,9 +11,12 @@ sends tasks by name; the service never imports this package.
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from celery import Celery, Task
+from celery.signals import task_postrun, task_prerun
 from flask import Flask
 
 # Registers the shared tasks on every Celery app, this module's included.
@@ -21,7 +24,7 @@ import workers.remedy_tasks  # noqa: F401
 import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
 import workers.webhook_tasks  # noqa: F401
-from service import tasks_port
+from service import logs, tasks_port
 from service.errors import InvalidRequest
 
 EXTENSION = "celery"
@@ -103,6 +106,7 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         if backend is None and str(broker).startswith(REDIS_SCHEMES):
             backend = broker
         settings.update(broker_url=broker, result_backend=backend, task_always_eager=False)
+        settings.update(redis_timeouts(config))
         if str(broker).startswith(REDIS_SCHEMES):
             settings["broker_transport_options"] = {**settings.get("broker_transport_options", {}),
                                                     **redis_broker_options(config)}
@@ -123,6 +127,22 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         settings[name] = value
     settings.update(JSON_ONLY)
     return settings
+
+
+def redis_timeouts(config: dict[str, Any]) -> dict[str, Any]:
+    """Returns the Celery settings that bound every wait on Redis, broker and result backend alike.
+
+    Without them a Redis that accepts connections but never answers (paused, or a dead proxy in front of it)
+    holds a request for as long as the kernel keeps the socket: publishing a task, clearing or reading its
+    state, pinging the workers. With them each such call gives up after about one socket timeout.
+    """
+    connect_s, socket_s = config["CELERY_CONNECT_TIMEOUT_S"], config["CELERY_SOCKET_TIMEOUT_S"]
+    return {
+        "broker_connection_timeout": connect_s,
+        "broker_transport_options": {"socket_connect_timeout": connect_s, "socket_timeout": socket_s},
+        "redis_socket_connect_timeout": connect_s,
+        "redis_socket_timeout": socket_s,
+    }
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -150,10 +170,13 @@ class CeleryQueue:
 
     def send(self, name: str, args: list[Any], task_id: str) -> None:
         # ignore_result: the task records its outcome in the task table; the sender need not subscribe to
-        # the result backend for a result it never waits for.
-        # retry=False: one attempt, bounded by the socket timeouts; a task the broker did not take stays in
-        # the outbox for the next dispatcher (service/task_outbox.py) rather than holding the request.
-        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True, retry=False)
+        # the result backend for a result it never waits for. The request id goes along in a header, for the
+        # worker's logs of the task. retry=False: one attempt, bounded by the socket timeouts; a task the broker
+        # did not take stays in the outbox for the next dispatcher (service/task_outbox.py) rather than holding
+        # the request.
+        rid = logs.request_id()
+        self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True, retry=False,
+                                                headers={REQUEST_ID_HEADER: rid} if rid else None)
 
     def forget(self, task_id: str) -> None:
         self.celery_app.backend.forget(task_id)
@@ -161,6 +184,57 @@ class CeleryQueue:
     def state(self, task_id: str) -> tuple[str | None, Any]:
         meta = self.celery_app.backend.get_task_meta(task_id)
         return meta.get("status"), meta.get("result")
+
+    def uses_broker(self) -> bool:
+        return not self.celery_app.conf.task_always_eager
+
+    def depth(self) -> int | None:
+        if not self.uses_broker():
+            return None
+        queue = self.celery_app.conf.task_default_queue
+        with self.celery_app.connection_for_read() as connection:
+            # Declaring counts the messages (Redis: LLEN of the queue's lists, key prefix applied) and declares
+            # nothing new: the API sends to this queue anyway. A passive declaration would do, but kombu's
+            # Redis transport looks the queue up without the key prefix.
+            return connection.default_channel.queue_declare(queue=queue).message_count
+
+    def live_workers(self, timeout_s: float) -> list[str]:
+        replies = self.celery_app.control.ping(timeout=timeout_s, limit=1) or []
+        return sorted(name for reply in replies for name in reply)
+
+
+# --- the request id in the logs of a task ------------------------------------------------------------------
+
+REQUEST_ID_HEADER = "quotecheck_request_id"
+_running: dict[str, tuple[float, Any]] = {}
+task_logger = logging.getLogger("quotecheck.tasks")
+
+
+def _sent_request_id(task: Task) -> str | None:
+    """Returns the request id a task was sent with: a message header (a worker) or the eager call's headers."""
+    rid = getattr(task.request, REQUEST_ID_HEADER, None) or (task.request.headers or {}).get(REQUEST_ID_HEADER)
+    return rid if isinstance(rid, str) else None
+
+
+@task_prerun.connect(weak=False)
+def _task_started(task_id: str = "", task: Task | None = None, **_: Any) -> None:
+    if task is None:
+        return
+    binding = logs.bound_request_id(_sent_request_id(task))
+    binding.__enter__()
+    _running[task_id] = (time.perf_counter(), binding)
+    task_logger.info("task %s %s started", task.name, task_id, extra={"task": task.name, "task_id": task_id})
+
+
+@task_postrun.connect(weak=False)
+def _task_ended(task_id: str = "", task: Task | None = None, state: str | None = None, **_: Any) -> None:
+    started, binding = _running.pop(task_id, (None, None))
+    if task is not None:
+        duration_ms = round((time.perf_counter() - started) * 1000, 1) if started is not None else None
+        task_logger.info("task %s %s ended: %s", task.name, task_id, state,
+                         extra={"task": task.name, "task_id": task_id, "state": state, "duration_ms": duration_ms})
+    if binding is not None:
+        binding.__exit__(None, None, None)
 
 
 def init_app(app: Flask) -> None:

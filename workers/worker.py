@@ -10,15 +10,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import setup_logging, worker_process_init, worker_ready, worker_shutting_down
 
-from service import create_app
+from service import create_app, logs
 from service.db import get_db
 from workers.dispatcher import Dispatcher
 
 flask_app = create_app()
 celery = flask_app.extensions["celery"]
 dispatcher = Dispatcher(flask_app, flask_app.config["TASK_DISPATCH_INTERVAL_S"])
+
+
+if logs.json_logs(flask_app.config):
+    # Connected, this signal keeps Celery from setting up logging its way: JSON lines instead, whose task
+    # lines carry the request id of the request that sent the task.
+    @setup_logging.connect(weak=False)
+    def _json_logs(**_: Any) -> None:
+        logs.configure_json_logs()
 
 
 @worker_process_init.connect(weak=False)

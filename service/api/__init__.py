@@ -11,6 +11,7 @@ from service.api import (
     exports,
     keys,
     meta,
+    metrics,
     records,
     remedies,
     reviews,
@@ -33,5 +34,5 @@ def init_app(app: Flask) -> None:
     """Registers every blueprint of the API."""
     app.before_request(refuse_nul_in_path)
     for blueprint in (submissions.bp, reviews.bp, records.bp, addenda.bp, comparisons.bp, searches.bp, remedies.bp,
-                      tasks.bp, keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp):
+                      tasks.bp, keys.bp, contract.bp, meta.bp, exports.bp, webhook_api.bp, metrics.bp):
         app.register_blueprint(blueprint)

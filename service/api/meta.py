@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from flask import Blueprint, Response, current_app
-from sqlalchemy.exc import SQLAlchemyError
 
+from service import readiness
 from service.auth import public
-from service.db import get_db
-from service.errors import ServiceUnavailable
+from service.errors import ServiceUnavailable, problem_type, render_problem, with_retry_after
 from service.http import json_response
+from service.inputs import Query, accepts
 from service.openapi import build_document, operation, render_docs
 
 bp = Blueprint("meta", __name__)
@@ -31,17 +31,30 @@ def healthz() -> Response:
     return json_response({"status": "ok"})
 
 
+READY_QUERY = Query({"type": "object", "properties": {
+    "exclude": {"description": "a check to leave out (`workers`: the API serves reads while no worker runs; a load "
+                               "balancer's probe may leave the workers to monitoring)",
+                "type": "string", "enum": list(readiness.CHECKS)}}})
+
+
 @bp.get("/readyz")
-@operation(tag="meta", errors=(503,), responses={200: ("The database answers", "Health")})
+@operation(tag="meta", errors=(503,), responses={200: ("The database answers, and with a broker the broker and at "
+                                                       "least one worker", "Health")})
 @public
-def readyz() -> Response:
-    """Report whether the database is reachable."""
-    try:
-        get_db().ping()
-    except SQLAlchemyError as error:
-        current_app.logger.warning("readiness check failed: %s", error)
-        raise ServiceUnavailable("the database is not reachable") from None
-    return json_response({"status": "ready"})
+@accepts(READY_QUERY)
+def readyz(query: dict) -> Response:
+    """Report whether this process can work now: the database, and with a broker the broker and a live worker.
+
+    Every check that ran is in `checks` (the 503 problem carries them too); the workers' answer to a ping is
+    kept for a few seconds (READINESS_CACHE_S).
+    """
+    checks = readiness.check(frozenset([query["exclude"]]) if query["exclude"] else frozenset())
+    failed = sorted(name for name, result in checks.items() if result["status"] != readiness.OK)
+    if failed:
+        return render_problem(503, problem_type(ServiceUnavailable.type_slug), ServiceUnavailable.title,
+                              f"not ready: {', '.join(failed)} failed", headers=with_retry_after(503, None),
+                              checks=checks)
+    return json_response({"status": "ready", "checks": checks})
 
 
 @bp.get("/api/v1/openapi.json")

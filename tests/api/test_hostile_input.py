@@ -298,3 +298,15 @@ def test_verify_answers_unreadable_or_damaged_documents_without_a_500(client, bo
         assert response.get_json()["ok"] is False
     else:
         problem(response, 422)
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/api/v1/webhooks/1837147614078225451515521244594176"), ("DELETE", "/api/v1/webhooks/2147483648"),
+    ("GET", "/api/v1/webhooks/0/deliveries")])
+def test_a_webhook_id_beyond_the_id_column_is_not_found(app, as_role, method, path):
+    # Found by schemathesis: PostgreSQL's INTEGER and SQLite's 64-bit integers cannot hold such ids (500 before).
+    admin = as_role("admin")
+
+    response = app.test_client().open(path, method=method, headers={"Authorization": f"Bearer {admin.token}"})
+
+    assert response.status_code == 404 and response.mimetype == "application/problem+json"
