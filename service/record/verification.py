@@ -20,7 +20,8 @@ def addendum_of(document: Any) -> dict[str, Any] | None:
     named = document.get("record") if is_addendum(document) else None
     if not isinstance(named, dict):
         return None
-    return {"record_id": named.get("record_id"), "digest": named.get("digest")}
+    # The document may be anything a caller sent: only text is echoed back as a name.
+    return {key: value if isinstance(value := named.get(key), str) else None for key in ("record_id", "digest")}
 
 
 @dataclass

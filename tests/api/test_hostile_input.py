@@ -310,3 +310,18 @@ def test_a_webhook_id_beyond_the_id_column_is_not_found(app, as_role, method, pa
     response = app.test_client().open(path, method=method, headers={"Authorization": f"Bearer {admin.token}"})
 
     assert response.status_code == 404 and response.mimetype == "application/problem+json"
+
+
+def test_verify_names_the_record_of_an_addendum_only_with_text_it_was_sent(client):
+    # Found by schemathesis: an addendum-shaped document whose named record digest is a number was echoed
+    # back as `addendum_of.digest: 471`, against the Verification schema (a string or null).
+    forged = {"record": {"kind": "as-built", "addendum_version": "1", "record": {"record_id": ["x"], "digest": 471}},
+              "signature": {"alg": "ecdsa-p256-sha256", "key_id": "sha256:" + "0" * 64,
+                            "record_digest": "sha256:" + "0" * 64, "signed_at": "2026-12-01T00:00:00Z",
+                            "value": "AA=="}}
+
+    response = client.post("/api/v1/records/verify", json=forged)
+
+    assert response.status_code == 200 and response.get_json()["ok"] is False
+    named = response.get_json().get("addendum_of")
+    assert named is None or named == {"record_id": None, "digest": None}
