@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app
+from sqlmodel import Session
 
 from rules.compare import comparison_key, variant_documents
 from rules.compare_quotes import check_same_workload, quotes_key
@@ -104,13 +105,19 @@ def create_comparison(body: dict[str, Any]) -> Response:
     return tasks.accepted(row.id)
 
 
+def stored_quotes(session: Session, actor: Actor, ids: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Returns ``(id, current document)`` of each stored submission ``ids``; NotFound for one ``actor`` may not see."""
+    quotes = []
+    for submission_id in ids:
+        ensure_visible(session, actor, submission_id)
+        quotes.append((submission_id, store.current_document(session, submission_id)))
+    return quotes
+
+
 def _compare_stored(actor: Actor, ids: list[str]) -> Response:
     """Issues the comparison of stored quotes ``ids`` (their current revisions) and answers 202 with its task."""
     with get_db().session() as session:
-        quotes = []
-        for submission_id in ids:
-            ensure_visible(session, actor, submission_id)
-            quotes.append((submission_id, store.current_document(session, submission_id)))
+        quotes = stored_quotes(session, actor, ids)
     try:
         check_same_workload(quotes)
     except InvalidSubmission as error:

@@ -23,7 +23,7 @@ from service.record.view import display_number
 from service.ui.blueprint import bp
 from service.ui.compare_chart import quote_chart
 from service.ui.render import current_visitor, page, signed_in
-from service.visibility import ensure_visible, own_submissions
+from service.visibility import own_submissions
 
 # The picker offers the newest submissions the user may see, grouped by the job they quote for.
 PICKER_LIMIT = 200
@@ -100,10 +100,7 @@ def compare() -> Response:
     elif ids:
         today = now().date()
         with get_db().session() as session:
-            quotes = []
-            for submission_id in ids:
-                ensure_visible(session, actor, submission_id)
-                quotes.append((submission_id, store.current_document(session, submission_id)))
+            quotes = comparisons.stored_quotes(session, actor, ids)
             try:
                 check_same_workload(quotes)
             except InvalidSubmission as error:
