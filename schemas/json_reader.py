@@ -232,12 +232,19 @@ def _text_problems(text: str, path: tuple[str | int, ...], nul: bool, surrogate:
     return problems
 
 
+_DOUBLE_MAX = sys.float_info.max
+
+
 def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueError, hint: str = "") -> Any:
     """Returns ``value`` with every integer beyond ±(2^53 − 1) as the double JSON readers read it (I-JSON §2.2).
 
     Tuples stay tuples. Raises ``error`` naming the innermost member for a number no double holds: an integer
     beyond the double range, NaN or an infinity (``hint`` is appended to the message).
     """
+    kind = type(value)  # the common leaves first, without the general tests below
+    if kind is str or value is None or kind is bool or (kind is float and -_DOUBLE_MAX <= value <= _DOUBLE_MAX) or (
+            kind is int and -SAFE_INTEGER <= value <= SAFE_INTEGER):
+        return value
     if isinstance(value, dict):
         return {key: as_doubles(item, key, error, hint) for key, item in value.items()}
     if isinstance(value, list | tuple):
