@@ -17,6 +17,7 @@ that outranks it decided the check, deciding it raises EngineError rather than l
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import threading
 import uuid
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import durable_rules_engine
 from durable import engine as durable_engine
 from durable import lang
 
@@ -219,13 +221,8 @@ class RuleEngine:
                     posted[check.id] = (check, facts, fact)
                     if not batch:
                         self._assert(host, check, fact)
-                if batch and posted:
-                    try:
-                        state = host.assert_facts(self.ruleset, [fact for _, _, fact in posted.values()])
-                    except Exception:  # noqa: BLE001 - posted again one by one, which names the check
-                        return posted, None
-                    if isinstance(state, dict) and state.get("exception"):
-                        return posted, None
+                if batch and posted and not self._run_batch(host, [fact for _, _, fact in posted.values()]):
+                    return posted, None
                 return posted, self._verdicts.pop(sid, {})
             finally:
                 self._verdicts.pop(sid, None)
@@ -234,6 +231,37 @@ class RuleEngine:
                 except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
                     pass
 
+    def _run_batch(self, host: durable_engine.Host, facts: list[dict[str, Any]]) -> bool:
+        """Asserts ``facts`` under one state and runs the actions they trigger; False when durable refused them
+        or an action raised (the caller then posts them one by one, through durable's own dispatch, to name
+        the check).
+
+        The actions run here as durable's Ruleset._flush_actions runs them, without what only asynchronous
+        actions need (a Closure with its lease timer, a Promise chain, the state written back as it was read):
+        start the state's first action, run it on the fact it matched, complete it and start the next.
+        """
+        ruleset = host.get_ruleset(self.ruleset)
+        try:
+            state_handle = ruleset.assert_facts(facts)
+            started = durable_rules_engine.start_action_for_state(ruleset._handle, state_handle)
+        except Exception:  # noqa: BLE001 - refused: posted again one by one, which names the check
+            return False
+        if not started:
+            return True
+        state = json.dumps(json.loads(started[0]), ensure_ascii=False)
+        message = json.loads(started[1])
+        while message:
+            (action_name, matched), = message.items()
+            try:
+                ruleset._actions[action_name]._func(_Matched(matched))
+            except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
+                durable_rules_engine.abandon_action(ruleset._handle, state_handle)
+                return False
+            durable_rules_engine.update_state(ruleset._handle, state)
+            following = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
+            message = json.loads(following) if following else None
+        return True
+
     def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
         try:
             state = host.assert_fact(self.ruleset, fact)
@@ -241,6 +269,15 @@ class RuleEngine:
             raise EngineError(f"durable_rules rejected the facts of check {check.id}: {error}") from None
         if isinstance(state, dict) and state.get("exception"):
             raise EngineError(f"a rule of check {check.id} raised: {state['exception']}")
+
+
+class _Matched:
+    """What an action receives in place of durable's Closure: ``m``, the fact its rule matched."""
+
+    __slots__ = ("m",)
+
+    def __init__(self, matched: dict[str, Any]) -> None:
+        self.m = durable_engine.Content(matched["m"])
 
 
 def _conclusion(check: type[Check], needs: Sequence[tuple[frozenset[str], frozenset[str]]], given: set[str],
