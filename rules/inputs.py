@@ -176,9 +176,9 @@ class Reader:
             self._read[pointer] = None
         return value
 
-    def mark_read(self, pointers: list[str]) -> None:
-        """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs)."""
-        self._read.update(dict.fromkeys(pointers))
+    def mark_read(self, pointers: list[str] | dict[str, None]) -> None:
+        """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs), in order."""
+        self._read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
 
     @property
     def pointers(self) -> list[str]:
