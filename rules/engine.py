@@ -16,6 +16,7 @@ that outranks it decided the check, deciding it raises EngineError rather than l
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -237,8 +238,8 @@ class RuleEngine:
         the check).
 
         The actions run here as durable's Ruleset._flush_actions runs them, without what only asynchronous
-        actions need (a Closure with its lease timer, a Promise chain, the state written back as it was read):
-        start the state's first action, run it on the fact it matched, complete it and start the next.
+        actions need (a Closure with its lease timer, a Promise chain): start the state's first action, run it
+        on the fact it matched, write the state back (no action changes it), complete it and start the next.
         """
         ruleset = host.get_ruleset(self.ruleset)
         try:
@@ -255,7 +256,8 @@ class RuleEngine:
             try:
                 ruleset._actions[action_name]._func(_Matched(matched))
             except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
-                durable_rules_engine.abandon_action(ruleset._handle, state_handle)
+                with contextlib.suppress(Exception):  # the state is deleted next in any case
+                    durable_rules_engine.abandon_action(ruleset._handle, state_handle)
                 return False
             durable_rules_engine.update_state(ruleset._handle, state)
             following = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
