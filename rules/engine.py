@@ -16,7 +16,9 @@ that outranks it decided the check, deciding it raises EngineError rather than l
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import math
 import threading
 import uuid
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import durable_rules_engine
 from durable import engine as durable_engine
 from durable import lang
 
@@ -91,19 +94,38 @@ def durable_number(value: int | float) -> int | float:
     if isinstance(value, int) and not -_INT64 <= value < _INT64:
         value = float(value)
     if isinstance(value, float) and math.isfinite(value):
-        while "e" in repr(value) and "." not in repr(value):
+        written = repr(value)
+        while "e" in written and "." not in written:
             value = math.nextafter(value, math.copysign(math.inf, value))
+            written = repr(value)
     return value
 
 
-def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: str) -> dict[str, Any]:
+def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: str,
+             named: frozenset[str] | None = None) -> dict[str, Any]:
     """Returns the flat fact durable_rules sees: scalar evidence the rules may judge, named thresholds, check
-    id and stage."""
+    id and stage.
+
+    ``named``: the facts the check's rules and exemptions name (``facts_named``); the others are left out,
+    since no condition can read them (a threshold of that name outranks the evidence, as when all are posted).
+    """
     fact: dict[str, Any] = {}
-    for key, value in {**facts.evidence, **thresholds}.items():
+    evidence = facts.evidence
+    if named is None:
+        values = {**evidence, **thresholds}
+    else:
+        values = {key: thresholds[key] if key in thresholds else evidence[key]
+                  for key in named if key in thresholds or key in evidence}
+    for key, value in values.items():
         if key in facts.unjudged:
             continue
-        if isinstance(value, bool | str):
+        kind = type(value)
+        # The common cases as durable reads them, without durable_number's checks: repr writes no exponent
+        # for a float of magnitude in [1e-4, 1e16).
+        if kind is str or kind is bool or (kind is int and -_INT64 <= value < _INT64) or (
+                kind is float and (1e-4 <= abs(value) < 1e16 or value == 0.0)):
+            fact[key] = value
+        elif isinstance(value, bool | str):
             fact[key] = value
         elif isinstance(value, int | float):
             fact[key] = durable_number(value)
@@ -123,6 +145,8 @@ class RuleEngine:
                                         facts_named(rule.unless.when) if rule.unless else frozenset())
                                        for rule in check.rules)
                        for check in self.checks}
+        self._named = {check_id: frozenset().union(*(condition | exemption for condition, exemption in needs))
+                       for check_id, needs in self._needs.items()}
         self.ruleset = f"quotecheck_{next(_names)}"
         self._verdicts: dict[str, dict[str, set[tuple[str, int]]]] = defaultdict(lambda: defaultdict(set))
         with _lock:  # durable's rule-definition context is module-global state
@@ -161,22 +185,10 @@ class RuleEngine:
         Raises EngineError when a rule action fails, when durable did not see a fact, and when a check
         cannot be decided because a rule that could outrank its outcome names a fact the check did not give.
         """
-        sid = uuid.uuid4().hex
-        host = _shared_host()
-        posted: dict[str, tuple[type[Check], Facts, dict[str, Any]]] = {}
-        with _lock:
-            try:
-                for check, facts, thresholds in items:
-                    fact = fact_for(check, facts, thresholds, sid)
-                    posted[check.id] = (check, facts, fact)
-                    self._assert(host, check, fact)
-                found = self._verdicts.pop(sid, {})
-            finally:
-                self._verdicts.pop(sid, None)
-                try:
-                    host.delete_state(self.ruleset, sid)
-                except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
-                    pass
+        items = list(items)
+        posted, found = self._post(items, batch=True)
+        if found is None:  # durable refused the batch or an action raised: post one by one to name the check
+            posted, found = self._post(items, batch=False)
         decided: dict[str, tuple[Status, str]] = {}
         for check_id, (check, facts, fact) in posted.items():
             seen = found.get(check_id, set())
@@ -192,6 +204,66 @@ class RuleEngine:
                 decided[check_id] = (stages[0].status, stages[0].name)
         return decided
 
+    def _post(self, items: list[tuple[type[Check], Facts, dict[str, Any]]], *, batch: bool
+              ) -> tuple[dict[str, tuple[type[Check], Facts, dict[str, Any]]], dict[str, set[tuple[str, int]]] | None]:
+        """Returns the facts posted by check id and the verdicts durable noted, under a fresh state it deletes.
+
+        ``batch``: every fact goes to durable in one call (one pass through its engine), and the verdicts are
+        None when that call or an action failed; otherwise fact by fact, raising EngineError for the first
+        check whose fact durable rejected or whose action raised.
+        """
+        sid = uuid.uuid4().hex
+        host = _shared_host()
+        posted: dict[str, tuple[type[Check], Facts, dict[str, Any]]] = {}
+        with _lock:
+            try:
+                for check, facts, thresholds in items:
+                    fact = fact_for(check, facts, thresholds, sid, self._named[check.id])
+                    posted[check.id] = (check, facts, fact)
+                    if not batch:
+                        self._assert(host, check, fact)
+                if batch and posted and not self._run_batch(host, [fact for _, _, fact in posted.values()]):
+                    return posted, None
+                return posted, self._verdicts.pop(sid, {})
+            finally:
+                self._verdicts.pop(sid, None)
+                try:
+                    host.delete_state(self.ruleset, sid)
+                except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
+                    pass
+
+    def _run_batch(self, host: durable_engine.Host, facts: list[dict[str, Any]]) -> bool:
+        """Asserts ``facts`` under one state and runs the actions they trigger; False when durable refused them
+        or an action raised (the caller then posts them one by one, through durable's own dispatch, to name
+        the check).
+
+        The actions run here as durable's Ruleset._flush_actions runs them, without what only asynchronous
+        actions need (a Closure with its lease timer, a Promise chain): start the state's first action, run it
+        on the fact it matched, write the state back (no action changes it), complete it and start the next.
+        """
+        ruleset = host.get_ruleset(self.ruleset)
+        try:
+            state_handle = ruleset.assert_facts(facts)
+            started = durable_rules_engine.start_action_for_state(ruleset._handle, state_handle)
+        except Exception:  # noqa: BLE001 - refused: posted again one by one, which names the check
+            return False
+        if not started:
+            return True
+        state = json.dumps(json.loads(started[0]), ensure_ascii=False)
+        message = json.loads(started[1])
+        while message:
+            (action_name, matched), = message.items()
+            try:
+                ruleset._actions[action_name]._func(_Matched(matched))
+            except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
+                with contextlib.suppress(Exception):  # the state is deleted next in any case
+                    durable_rules_engine.abandon_action(ruleset._handle, state_handle)
+                return False
+            durable_rules_engine.update_state(ruleset._handle, state)
+            following = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
+            message = json.loads(following) if following else None
+        return True
+
     def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
         try:
             state = host.assert_fact(self.ruleset, fact)
@@ -199,6 +271,15 @@ class RuleEngine:
             raise EngineError(f"durable_rules rejected the facts of check {check.id}: {error}") from None
         if isinstance(state, dict) and state.get("exception"):
             raise EngineError(f"a rule of check {check.id} raised: {state['exception']}")
+
+
+class _Matched:
+    """What an action receives in place of durable's Closure: ``m``, the fact its rule matched."""
+
+    __slots__ = ("m",)
+
+    def __init__(self, matched: dict[str, Any]) -> None:
+        self.m = durable_engine.Content(matched["m"])
 
 
 def _conclusion(check: type[Check], needs: Sequence[tuple[frozenset[str], frozenset[str]]], given: set[str],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import string
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -234,7 +233,7 @@ def _render(template: Words, values: dict[str, Any], check_id: str, rule_name: s
     try:
         if callable(template):
             return template(_Evidence(values))
-        return string.Formatter().vformat(template, (), _Evidence(values))
+        return template.format_map(_Evidence(values))
     except (KeyError, ValueError, TypeError) as error:
         raise EngineError(f"message of rule {rule_name} of {check_id} cannot be filled: {error!r}") from None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from rules.catalogue import Catalogue, load_catalogue
@@ -19,6 +20,10 @@ from rules.status import Source
 # Fields a GPU model fills in a node group's ``gpu`` object, and fields a server model fills in the group.
 GPU_FIELDS = ("memory_gib", "hbm_tbs", "bf16_tflops", "tdp_w", "nvlink_gbs")
 SERVER_FIELDS = ("max_power_w", "host_memory_gib", "local_nvme_tb", "rack_units")
+
+
+_ABSENT = object()  # no value at a pointer
+_UNSEEN = object()  # a pointer not looked up yet
 
 
 @dataclass(frozen=True)
@@ -46,10 +51,12 @@ def escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def _split(pointer: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def _split(pointer: str) -> tuple[str, ...]:
+    """Returns the reference tokens of ``pointer``, unescaped (the checks read the same few hundred pointers)."""
     if not pointer:
-        return []
-    return [p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/")]
+        return ()
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/"))
 
 
 class Inputs:
@@ -59,8 +66,10 @@ class Inputs:
         self.catalogue = catalogue or load_catalogue()
         self.quantities: dict[str, Quantity] = {}
         self.fills: list[Quantity] = []
-        self.document = self._resolve(copy.deepcopy(submission), "")
+        # _resolve builds new containers throughout (the leaves are immutable), so the submission is not touched.
+        self.document = self._resolve(submission, "")
         self._fill_from_catalogue()
+        self._found: dict[str, Any] = {}  # pointer → value (or _ABSENT), once the catalogue fills are in
 
     def _resolve(self, node: Any, pointer: str) -> Any:
         if isinstance(node, dict):
@@ -108,6 +117,12 @@ class Inputs:
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """Returns the resolved value at ``pointer`` (numbers plain), or ``default`` when absent."""
+        found = self._found.get(pointer, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._found[pointer] = self._look_up(pointer)
+        return default if found is _ABSENT else found
+
+    def _look_up(self, pointer: str) -> Any:
         node: Any = self.document
         for part in _split(pointer):
             if isinstance(node, dict) and part in node:
@@ -115,7 +130,7 @@ class Inputs:
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
             else:
-                return default
+                return _ABSENT
         return node
 
     def quantity(self, pointer: str) -> Quantity | None:
@@ -161,9 +176,9 @@ class Reader:
             self._read[pointer] = None
         return value
 
-    def mark_read(self, pointers: list[str]) -> None:
-        """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs)."""
-        self._read.update(dict.fromkeys(pointers))
+    def mark_read(self, pointers: list[str] | dict[str, None]) -> None:
+        """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs), in order."""
+        self._read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
 
     @property
     def pointers(self) -> list[str]:

@@ -22,12 +22,14 @@ body", a file name), so the API and the command line say the same thing in the s
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from schemas.problem import Problem
@@ -144,7 +146,8 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
     if precheck is not None:
         _precheck(text, precheck)
     try:
-        document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_members)
+        with _collector_paused():
+            document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_members)
     except RecursionError:
         raise NotJson(_too_deep(origin)) from None
     except json.JSONDecodeError as error:
@@ -157,9 +160,27 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
     return document
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pauses Python's cyclic garbage collector while a JSON text is parsed.
+
+    A parse allocates a container per array and object and creates no reference cycles, so the collections
+    its allocations set off find nothing to free; they took half the time of parsing a 500 kB body.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _precheck(text: str, precheck: Callable[[Any], None]) -> None:
     try:
-        quick = json.loads(text, parse_constant=_reject_constant)
+        with _collector_paused():
+            quick = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return
     precheck(quick)
@@ -232,12 +253,19 @@ def _text_problems(text: str, path: tuple[str | int, ...], nul: bool, surrogate:
     return problems
 
 
+_DOUBLE_MAX = sys.float_info.max
+
+
 def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueError, hint: str = "") -> Any:
     """Returns ``value`` with every integer beyond ±(2^53 − 1) as the double JSON readers read it (I-JSON §2.2).
 
     Tuples stay tuples. Raises ``error`` naming the innermost member for a number no double holds: an integer
     beyond the double range, NaN or an infinity (``hint`` is appended to the message).
     """
+    kind = type(value)  # the common leaves first, without the general tests below
+    if kind is str or value is None or kind is bool or (kind is float and -_DOUBLE_MAX <= value <= _DOUBLE_MAX) or (
+            kind is int and -SAFE_INTEGER <= value <= SAFE_INTEGER):
+        return value
     if isinstance(value, dict):
         return {key: as_doubles(item, key, error, hint) for key, item in value.items()}
     if isinstance(value, list | tuple):

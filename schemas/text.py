@@ -115,6 +115,22 @@ def _strings(value: Any, pointer: str) -> Iterator[tuple[str, str]]:
             stack.extend((item, f"{where}/{index}") for index, item in enumerate(node))
 
 
+def _texts(value: Any) -> Iterator[str]:
+    """Yields every member name and string in ``value`` (those of :func:`_strings`, without their pointers)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(key, str):
+                    yield key
+                stack.append(item)
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
 def hidden_text_problems(value: Any, pointer: str = "") -> list[Problem]:
     """Returns one Problem per string or member name of ``value`` that holds hidden characters, by JSON Pointer.
 
@@ -122,6 +138,8 @@ def hidden_text_problems(value: Any, pointer: str = "") -> list[Problem]:
     (and encoded as UTF-8) even when the name holds a lone surrogate.
     """
     pattern = _hidden_pattern()
+    if not any(pattern.search(text) for text in _texts(value)):
+        return []  # the usual case, found without building a pointer for every string
     problems = {}
     for where, text in _strings(value, pointer):
         if pattern.search(text):

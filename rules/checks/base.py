@@ -244,7 +244,8 @@ class Context:
         if key not in self._shared:
             probe = Context(self.inputs, self.policy, self._shared, self._check)
             value = compute(probe)
-            self._shared[key] = (value, probe.reader.pointers, list(probe.reader.missing))
+            # The pointers as a dict (in the order read), which every later caller's reader takes at once.
+            self._shared[key] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
         value, pointers, missing = self._shared[key]
         self.reader.mark_read(pointers)
         for pointer in missing:

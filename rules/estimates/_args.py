@@ -9,14 +9,25 @@ outputs, and so that an evaluation can tell a refused input from a defect.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Collection
 from typing import Any
 
 from rules.errors import InconsistentInput
 
+# The checks below take a fast path for a plain float or int (the estimators see millions of them) and fall
+# back to the general test for anything else; an int beyond _SMALL_INT goes the general way, as before.
+_FLOAT_MAX = sys.float_info.max
+_SMALL_INT = 1 << 1000
+
 
 def is_number(value: object) -> bool:
     """Return True for a finite int or float that is not a bool; never raises."""
+    kind = type(value)
+    if kind is float:
+        return -_FLOAT_MAX <= value <= _FLOAT_MAX  # False for NaN and the infinities
+    if kind is int and -_SMALL_INT < value < _SMALL_INT:
+        return True
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -27,18 +38,26 @@ def _is_int(value: object) -> bool:
 
 def require_positive(name: str, value: float) -> None:
     """Raise InconsistentInput unless ``value`` is a finite number > 0."""
+    kind = type(value)
+    if (kind is float and 0.0 < value <= _FLOAT_MAX) or (kind is int and 0 < value < _SMALL_INT):
+        return
     if not is_number(value) or value <= 0:
         raise InconsistentInput(f"{name} must be a positive finite number, got {value!r}")
 
 
 def require_non_negative(name: str, value: float) -> None:
     """Raise InconsistentInput unless ``value`` is a finite number >= 0."""
+    kind = type(value)
+    if (kind is float and 0.0 <= value <= _FLOAT_MAX) or (kind is int and 0 <= value < _SMALL_INT):
+        return
     if not is_number(value) or value < 0:
         raise InconsistentInput(f"{name} must be a non-negative finite number, got {value!r}")
 
 
 def require_fraction(name: str, value: float) -> None:
     """Raise InconsistentInput unless ``value`` is a finite number in (0, 1]."""
+    if type(value) is float and 0.0 < value <= 1.0:
+        return
     if not is_number(value) or not 0 < value <= 1:
         raise InconsistentInput(f"{name} must be in (0, 1], got {value!r}")
 
@@ -51,6 +70,8 @@ def require_unit_interval(name: str, value: float) -> None:
 
 def require_positive_int(name: str, value: int) -> None:
     """Raise InconsistentInput unless ``value`` is an int (not a bool) >= 1."""
+    if type(value) is int and value >= 1:
+        return
     if not _is_int(value) or value < 1:
         raise InconsistentInput(f"{name} must be an integer >= 1, got {value!r}")
 
@@ -58,11 +79,14 @@ def require_positive_int(name: str, value: int) -> None:
 def require_positive_ints(**values: int) -> None:
     """Raise InconsistentInput, as :func:`require_positive_int`, for the first keyword argument not an int >= 1."""
     for name, value in values.items():
-        require_positive_int(name, value)
+        if type(value) is not int or value < 1:
+            require_positive_int(name, value)
 
 
 def require_non_negative_int(name: str, value: int) -> None:
     """Raise InconsistentInput unless ``value`` is an int (not a bool) >= 0."""
+    if type(value) is int and value >= 0:
+        return
     if not _is_int(value) or value < 0:
         raise InconsistentInput(f"{name} must be an integer >= 0, got {value!r}")
 

@@ -56,7 +56,10 @@ from rules.estimates._args import (
 
 SECONDS_PER_DAY = 86_400.0
 SECONDS_PER_HOUR = 3_600.0
-MAX_DRAWS_PER_CHUNK = 1 << 20  # ≈ 8 MiB of float64 per chunk of lost-time draws
+# Lost-time draws per chunk: 64 KiB of float64, below glibc's default mmap threshold, so that each chunk's
+# arrays reuse the memory the last one freed; chunks of a million draws spent longer faulting fresh pages in
+# than computing (the draws and the sums do not depend on the chunk size: chunks hold whole trials).
+MAX_DRAWS_PER_CHUNK = 1 << 13
 EXACT_DRAWS_PER_TRIAL = 100_000  # above this many failures in one trial, the normal law sums its lost times
 # Lost times drawn one by one for all trials of one sum (about 50 ms): a trial with more than its share
 # of them takes the normal law, so that an evaluation's cost is bounded whatever the failure rate.
@@ -170,14 +173,21 @@ def _sum_truncated_exponentials(
     mass = -math.expm1(-limit / mean)  # P(X < L), computed without cancellation for small L/M
     exact = counts <= exact_draws_per_trial(counts.size)
     indices = np.flatnonzero(exact & (counts > 0))
+    cumulative = np.cumsum(counts[indices])
     start = 0
     while start < indices.size:
         # Take as many trials as fit in one chunk (at least one: each holds ≤ EXACT_DRAWS_PER_TRIAL draws).
-        cumulative = np.cumsum(counts[indices[start:]])
-        stop = start + max(1, int(np.searchsorted(cumulative, MAX_DRAWS_PER_CHUNK, side="right")))
+        before = int(cumulative[start - 1]) if start else 0
+        stop = max(start + 1, int(np.searchsorted(cumulative, before + MAX_DRAWS_PER_CHUNK, side="right")))
         chunk = indices[start:stop]
-        draws = -mean * np.log1p(-rng.random(int(counts[chunk].sum())) * mass)
-        owners = np.repeat(np.arange(chunk.size), counts[chunk])
+        chunk_counts = counts[chunk]
+        # −M·ln(1 − U·mass) in place, in the order −M × log1p((−U) × mass).
+        draws = rng.random(int(cumulative[stop - 1]) - before)
+        np.negative(draws, out=draws)
+        draws *= mass
+        np.log1p(draws, out=draws)
+        draws *= -mean
+        owners = np.repeat(np.arange(chunk.size), chunk_counts)
         sums[chunk] = np.bincount(owners, weights=draws, minlength=chunk.size)
         start = stop
     many = np.flatnonzero(~exact)

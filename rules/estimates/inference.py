@@ -26,7 +26,7 @@ from rules.estimates._args import (
 from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel, decode_step, prefill_time_s
 from rules.estimates.inference_memory import ConcurrencyBudget, ServingEngine, max_concurrent_sequences
 from rules.estimates.ratios import spare_fraction
-from rules.units import TB
+from rules.units import TB, TFLOPS
 
 # Relative slack so that float noise (100 × 3 × 1.2 / 15 = 24.000000000000004) does not add a replica.
 _CEIL_SLACK = 1e-9
@@ -178,6 +178,47 @@ def modelled_latency(model: ServedModel, gpu: GpuSpec, requests: Requests, roofl
                            memory_bound=step.memory_bound)
 
 
+def _batch_points(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline: Roofline, slo: Slo,
+                  largest: int) -> list[BatchPoint]:
+    """Returns the points of batches 1 .. ``largest``: :func:`modelled_latency` and
+    :func:`requests_per_s_per_replica` at each, with the same arithmetic in the same order.
+
+    The arguments are validated once, at batch 1, rather than at every batch; the terms that do not depend
+    on the batch are computed once. A batch whose figures are not finite and positive (inputs of absurd
+    magnitude) goes through the validating functions, which refuse it as they always did.
+    """
+    if largest < 1:
+        return []
+    modelled_latency(model, gpu, requests, roofline, 1)  # raises for arguments any batch would refuse
+    tp, output_tokens = model.tensor_parallel, requests.output_tokens
+    hbm_bytes_per_s = gpu.hbm_tbs * TB * roofline.hbm_efficiency
+    weights_per_gpu = model.weight_bytes / tp
+    weight_read_s = weights_per_gpu / hbm_bytes_per_s
+    prefill_flops_per_batch = 2.0 * model.parameters * requests.prompt_tokens
+    prefill_flops_per_s = tp * gpu.bf16_tflops * TFLOPS * roofline.prefill_efficiency
+    decode_flops_per_batch = 2.0 * model.parameters
+    decode_flops_per_s = tp * gpu.bf16_tflops * TFLOPS * roofline.flops_efficiency
+    context_tokens = requests.prompt_tokens + requests.output_tokens // 2
+    kv_bytes_per_token = model.kv_bytes_per_token_per_gpu
+    points = []
+    for batch in range(1, largest + 1):
+        memory_s = (weights_per_gpu + batch * context_tokens * kv_bytes_per_token) / hbm_bytes_per_s
+        compute_s = decode_flops_per_batch * batch / decode_flops_per_s
+        ttft_s = max(prefill_flops_per_batch * batch / prefill_flops_per_s, weight_read_s)
+        tpot_s = max(memory_s, compute_s)
+        residence_s = ttft_s + output_tokens * tpot_s
+        if not 0 < residence_s < math.inf:
+            latency = modelled_latency(model, gpu, requests, roofline, batch)
+            rps = requests_per_s_per_replica(batch, latency.ttft_s, output_tokens, latency.tpot_s)
+        else:
+            rps = batch / residence_s
+        ttft_ms, tpot_ms = ttft_s * 1e3, tpot_s * 1e3
+        points.append(BatchPoint(batch=batch, ttft_ms=ttft_ms, tpot_ms=tpot_ms, rps_per_replica=rps,
+                                 memory_bound=memory_s >= compute_s,
+                                 meets_slo=ttft_ms <= slo.ttft_ms_p95 and tpot_ms <= slo.tpot_ms_p95))
+    return points
+
+
 def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, requests: Requests, traffic: Traffic,
                  slo: Slo, roofline: Roofline) -> ServingPlan:
     """Return the serving plan of one model on replicas of tp GPUs: best batch, rps, replicas, GPUs.
@@ -235,21 +276,7 @@ def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, reques
         context_tokens,
         block_size_tokens=engine.block_size_tokens,
     )
-    points: list[BatchPoint] = []
-    for batch in range(1, min(concurrency.max_sequences, max_num_seqs) + 1):
-        latency = modelled_latency(model, gpu, requests, roofline, batch)
-        ttft_ms = latency.ttft_s * 1e3
-        tpot_ms = latency.tpot_s * 1e3
-        points.append(
-            BatchPoint(
-                batch=batch,
-                ttft_ms=ttft_ms,
-                tpot_ms=tpot_ms,
-                rps_per_replica=requests_per_s_per_replica(batch, latency.ttft_s, output_tokens, latency.tpot_s),
-                memory_bound=latency.memory_bound,
-                meets_slo=ttft_ms <= ttft_ms_p95 and tpot_ms <= tpot_ms_p95,
-            )
-        )
+    points = _batch_points(model, gpu, requests, roofline, slo, min(concurrency.max_sequences, max_num_seqs))
 
     meeting = [p for p in points if p.meets_slo]
     if not meeting:

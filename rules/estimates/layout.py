@@ -143,4 +143,6 @@ def with_sharding(layout: Layout, sharding: str) -> Layout:
     shard_group = layout.shard_group
     if sharding == "fsdp-hybrid" and shard_group is None:
         shard_group = hybrid_shard_group(layout.shard_ranks, layout.gpus_per_node, layout.tensor)
+    if sharding == layout.sharding and shard_group == layout.shard_group:
+        return layout  # already so (a Layout is immutable)
     return replace(layout, sharding=sharding, shard_group=shard_group)

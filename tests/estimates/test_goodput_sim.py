@@ -104,11 +104,22 @@ def test_lost_work_per_failure_is_simulated_not_assumed_half_a_segment():
 def test_chunked_draws_sum_the_same_law_as_one_chunk():
     # More draws than one chunk holds: every trial still gets its own sum, each within [0, count·L).
     rng = np.random.default_rng(5)
-    counts = np.full(40, MAX_DRAWS_PER_CHUNK // 10, dtype=np.int64)
+    counts = np.full(40, 50_000, dtype=np.int64)  # each trial more than a chunk, all drawn one by one
+    assert counts[0] > MAX_DRAWS_PER_CHUNK and counts[0] <= exact_draws_per_trial(counts.size)
     sums = _sum_truncated_exponentials(rng, counts, 10.0, 1.0)
     assert (sums > 0).all() and (sums < counts).all()
     # Mean of an exponential (M = 10) truncated to [0, 1): 10 − e^{-0.1}/(1 − e^{-0.1}) ≈ 0.4917.
     assert sums.sum() / counts.sum() == pytest.approx(10 - math.exp(-0.1) / -math.expm1(-0.1), rel=1e-3)
+
+
+def test_the_chunk_size_does_not_change_a_single_bit_of_the_sums(monkeypatch):
+    # Chunks hold whole trials, and each trial's lost times are summed in the order they were drawn.
+    counts = np.random.default_rng(3).poisson(13.0, size=10_000)
+    small = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
+    monkeypatch.setattr("rules.estimates.goodput_sim.MAX_DRAWS_PER_CHUNK", 1 << 20)
+    one_chunk = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
+    assert counts.sum() > 10 * MAX_DRAWS_PER_CHUNK
+    assert np.array_equal(small, one_chunk)
 
 
 def test_trials_with_very_many_failures_use_the_normal_law_and_keep_the_mean():

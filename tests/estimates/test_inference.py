@@ -13,6 +13,7 @@ from rules.estimates.inference import (
     Requests,
     Slo,
     Traffic,
+    modelled_latency,
     quoted_capacity,
     replicas_needed,
     requests_per_s_per_replica,
@@ -197,3 +198,18 @@ def test_serving_estimates_never_nan_or_negative_for_valid_inputs(
         assert plan.gpus_needed == plan.replicas_needed * tp
     else:
         assert plan.batch == 0 and plan.rps_per_replica == 0 and plan.gpus_needed is None
+
+
+def test_serving_plan_points_are_modelled_latency_at_each_batch_to_the_bit() -> None:
+    # The plan computes its batch sweep without re-validating the arguments at every batch; each point must
+    # still be exactly what modelled_latency and Little's law give at that batch.
+    for roofline in (Roofline(0.7, 0.5), Roofline(0.8, 0.4, 0.6)):
+        plan = _plan(roofline=roofline)
+        requests = Requests(1024, 256)
+        assert len(plan.points) > 100
+        for point in plan.points:
+            latency = modelled_latency(LLAMA3_70B_TP8, H100_SXM, requests, roofline, point.batch)
+            assert point.ttft_ms == latency.ttft_s * 1e3 and point.tpot_ms == latency.tpot_s * 1e3
+            assert point.memory_bound == latency.memory_bound
+            assert point.rps_per_replica == requests_per_s_per_replica(point.batch, latency.ttft_s, 256,
+                                                                       latency.tpot_s)

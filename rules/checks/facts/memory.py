@@ -84,7 +84,11 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
 
 def memory_settings(ctx: Context) -> MemorySettings:
     """Returns the policy's memory parameters, its model-state and activation conventions and the training GPU's
-    CUDA context."""
+    CUDA context (memoised: every memory estimate of an evaluation uses them)."""
+    return ctx.memo("memory.settings", _memory_settings)
+
+
+def _memory_settings(ctx: Context) -> MemorySettings:
     plan = layout(ctx)
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
                           cuda_context_gib=training_cuda_context(ctx, plan.group if plan else None).gib,
