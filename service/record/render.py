@@ -22,6 +22,7 @@ from rules.best_layout import describe_layout
 from rules.errors import QuotecheckError
 from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest
+from service.record.cover import decided
 from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnsignableRecord
 from service.record.free_text import ShownText
@@ -88,7 +89,7 @@ def environment() -> Environment:
     env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat, layout=describe_layout,
                        pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
-                       source_label=lambda s: SOURCE_LABELS.get(s, str(s)))
+                       source_label=lambda s: SOURCE_LABELS.get(s, str(s)), decided=decided)
     env.tests.update(list_like=lambda v: isinstance(v, list | tuple), shown_text=lambda v: isinstance(v, ShownText),
                      list_of_mappings=lambda v: isinstance(v, list | tuple) and bool(v)
                      and all(isinstance(i, Mapping) for i in v))
@@ -154,7 +155,7 @@ def warm_up() -> None:
 # What decides how a record looks in its PDF, beside the record itself (see renderer_digest).
 RENDERER_SOURCES = (TEMPLATE_DIR / "record.html", TEMPLATE_DIR / "record.css", Path(__file__),
                     Path(__file__).with_name("view.py"), Path(__file__).with_name("charts.py"),
-                    Path(__file__).with_name("free_text.py"))
+                    Path(__file__).with_name("free_text.py"), Path(__file__).with_name("cover.py"))
 
 
 @cache
