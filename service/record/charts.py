@@ -61,6 +61,7 @@ class Svg:
         self.parts: list[str] = []
         # (label, colour, dash pattern) per entry: None for a bar, SOLID or a pattern for a line.
         self.legend: list[tuple[str, str, str | None]] = []
+        self.legend_lead = ""  # words before the legend's entries (how to read them beside their swatches)
 
     def add(self, tag: str, text: str | None = None, **attributes: Any) -> None:
         attrs = "".join(f' {name.rstrip("_").replace("_", "-")}="{escape(str(value))}"'
@@ -91,7 +92,7 @@ class Svg:
         legend = " ".join(f'<span class="legend-item">{_swatch(colour, dash)} {escape(visible(label))}</span>'
                           for label, colour, dash in self.legend)
         return Markup(f'<div class="chart-body">{svg}'
-                      + (f'<p class="legend">{legend}</p>' if legend else "") + "</div>")
+                      + (f'<p class="legend">{escape(self.legend_lead)}{legend}</p>' if legend else "") + "</div>")
 
 
 def _swatch(colour: str, dash: str | None) -> str:
@@ -193,6 +194,8 @@ def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
     for lx, (_, colour, dash) in zip(marks_x, marks, strict=True):
         svg.line(lx, top - 6, lx, top + bar + 6, stroke=colour, width=2.5, dash=dash or None)
     legend = [(f"{label} {short(value or 0)}", colour, None) for label, value, colour in parts]
+    # The parts are told apart by their order too, not by their colour alone.
+    svg.legend_lead = "needed, left to right: "
     _legend(svg, legend)
     limits = ([(f"usable {short(usable)} GiB", LIMIT_COLOURS["budget"], LIMIT_DASHES["usable"])]
               if usable is not None else [])

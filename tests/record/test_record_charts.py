@@ -144,3 +144,12 @@ def test_each_limit_line_has_its_own_dash_pattern_and_its_legend_swatch_shows_it
     swatches = {(item.tail or "").strip(): [el.get("stroke-dasharray") for el in item.iter() if el.tag.endswith("line")]
                 for item in root.iter() if item.get("class") == "swatch"}
     assert sorted(dash for dashes in swatches.values() for dash in dashes) == sorted(patterns)
+
+
+def test_the_memory_legend_names_the_parts_in_the_order_they_are_stacked() -> None:
+    chart = memory_chart(MEMORY)
+
+    legend = ET.fromstring(chart).find(".//p")
+    assert legend is not None and (legend.text or "").startswith("needed, left to right:")
+    assert [label.split()[0] for label in _texts(chart)[-7:-2]] == ["weights", "gradients", "optimizer",
+                                                                    "activations", "other"]
