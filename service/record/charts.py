@@ -28,6 +28,12 @@ MEMORY_PARTS = (  # evidence name, label, colour (Okabe-Ito, distinguishable in 
 )
 CHART_MAX_RACKS = 16  # bars of the rack power chart
 LIMIT_COLOURS = {"budget": "#D55E00", "pdu": "#0072B2", "cooling": "#009E73", "window": "#D55E00"}
+# Each limit line has a dash pattern of its own, drawn in its legend swatch too: a reader who cannot tell the
+# colours apart tells the lines apart by their pattern (no information by colour alone).
+LIMIT_DASHES = {"budget": "6 3", "pdu": "2 2", "cooling": "9 3 2 3", "window": "6 3", "usable": "6 3"}
+SOLID = ""  # the dash pattern of a solid line
+CHAR_EM = 0.62  # the advance of a DejaVu Sans figure or letter, in em, an upper bound for the labels' text
+LABEL_RIGHT = WIDTH - 4.0  # a value label may run into the drawing's right padding, past the axis's end
 
 
 def number(value: Any) -> float | None:
@@ -53,7 +59,9 @@ class Svg:
         self.height = height
         self.title = title
         self.parts: list[str] = []
-        self.legend: list[tuple[str, str, bool]] = []  # (label, colour, drawn as a dashed line) per entry
+        # (label, colour, dash pattern) per entry: None for a bar, SOLID or a pattern for a line.
+        self.legend: list[tuple[str, str, str | None]] = []
+        self.legend_lead = ""  # words before the legend's entries (how to read them beside their swatches)
 
     def add(self, tag: str, text: str | None = None, **attributes: Any) -> None:
         attrs = "".join(f' {name.rstrip("_").replace("_", "-")}="{escape(str(value))}"'
@@ -81,17 +89,45 @@ class Svg:
                f"<title>{escape(visible(self.title))}</title>{body}</svg>")
         # A swatch is a tiny SVG (a square for a bar, a dashed stroke for a line) coloured by presentation
         # attributes: no style attribute, so the pages' Content-Security-Policy (style-src 'self') holds.
-        legend = " ".join(f'<span class="legend-item">{_swatch(colour, is_line)} {escape(visible(label))}</span>'
-                          for label, colour, is_line in self.legend)
+        legend = " ".join(f'<span class="legend-item">{_swatch(colour, dash)} {escape(visible(label))}</span>'
+                          for label, colour, dash in self.legend)
         return Markup(f'<div class="chart-body">{svg}'
-                      + (f'<p class="legend">{legend}</p>' if legend else "") + "</div>")
+                      + (f'<p class="legend">{escape(self.legend_lead)}{legend}</p>' if legend else "") + "</div>")
 
 
-def _swatch(colour: str, is_line: bool) -> str:
-    """Returns a legend swatch of ``colour``: a dashed stroke for a line, a filled square for a bar."""
-    shape = (f'<line x1="0" y1="4" x2="12" y2="4" stroke="{escape(colour)}" stroke-width="2" stroke-dasharray="3 2"/>'
-             if is_line else f'<rect x="2" y="0" width="8" height="8" fill="{escape(colour)}"/>')
-    return f'<svg class="swatch" width="12" height="8" viewBox="0 0 12 8" aria-hidden="true">{shape}</svg>'
+def _swatch(colour: str, dash: str | None) -> str:
+    """Returns a legend swatch of ``colour``: a filled square for a bar (``dash`` None), else a stroke drawn with
+    the line's own dash pattern, long enough to show it."""
+    if dash is None:
+        shape = f'<rect x="6" y="0" width="8" height="8" fill="{escape(colour)}"/>'
+    else:
+        pattern = f' stroke-dasharray="{escape(dash)}"' if dash else ""
+        shape = f'<line x1="0" y1="4" x2="20" y2="4" stroke="{escape(colour)}" stroke-width="2.5"{pattern}/>'
+    return f'<svg class="swatch" width="20" height="8" viewBox="0 0 20 8" aria-hidden="true">{shape}</svg>'
+
+
+def label_width(text: str, size: float) -> float:
+    """Returns an upper bound of the width of ``text`` set at ``size`` in the charts' font (user units)."""
+    return len(text) * size * CHAR_EM
+
+
+def clear_of_lines(x: float, text: str, size: float, lines: Iterable[float], right: float) -> float:
+    """Returns where a label that would start at ``x`` starts so that no vertical line at ``lines`` crosses it.
+
+    The label moves right past each line it would cross (a limit drawn just after a bar's end); at the chart's
+    ``right`` edge it moves left of the lines instead, so it never runs off the drawing either.
+    """
+    width, start = label_width(text, size), x
+    for line in sorted(lines):
+        if start - 3 <= line <= start + width + 3:
+            start = line + 4
+    if start + width <= right:
+        return start
+    start = min(x, right - width)
+    for line in sorted(lines, reverse=True):
+        if start - 3 <= line <= start + width + 3:
+            start = line - 4 - width
+    return start
 
 
 def _drawable(maximum: float) -> bool:
@@ -124,8 +160,9 @@ def _nice_step(raw: float) -> float:
     return 10 * magnitude
 
 
-def _legend(svg: Svg, items: Iterable[tuple[str, str, bool]]) -> None:
-    """Adds legend entries (label, colour, is_line) to the chart's legend, a line of text below the drawing."""
+def _legend(svg: Svg, items: Iterable[tuple[str, str, str | None]]) -> None:
+    """Adds legend entries (label, colour, dash pattern or None for a bar) to the chart's legend, a line of text
+    below the drawing."""
     svg.legend += list(items)
 
 
@@ -149,16 +186,20 @@ def memory_chart(evidence: Mapping[str, Any]) -> Markup | None:
         width = (right - left) * (value or 0) / maximum
         svg.rect(x, top, width, bar, colour)
         x += width
-    svg.text(min(x + 4, right - 60), top + bar / 2 + 4, f"{short(total)} GiB", size=10)
-    for value, label, colour in ((usable, "usable", LIMIT_COLOURS["budget"]), (capacity, "capacity", INK)):
-        if value is None:
-            continue
-        lx = left + (right - left) * value / maximum
-        svg.line(lx, top - 6, lx, top + bar + 6, stroke=colour, width=2.5, dash="5 3" if label == "usable" else None)
-    legend = [(f"{label} {short(value or 0)}", colour, False) for label, value, colour in parts]
+    candidates = ((usable, LIMIT_COLOURS["budget"], LIMIT_DASHES["usable"]), (capacity, INK, SOLID))
+    marks = [(value, colour, dash) for value, colour, dash in candidates if value is not None]
+    marks_x = [left + (right - left) * value / maximum for value, _, _ in marks]
+    total_label = f"{short(total)} GiB"
+    svg.text(clear_of_lines(x + 4, total_label, 10, marks_x, LABEL_RIGHT), top + bar / 2 + 4, total_label, size=10)
+    for lx, (_, colour, dash) in zip(marks_x, marks, strict=True):
+        svg.line(lx, top - 6, lx, top + bar + 6, stroke=colour, width=2.5, dash=dash or None)
+    legend = [(f"{label} {short(value or 0)}", colour, None) for label, value, colour in parts]
+    # The parts are told apart by their order too, not by their colour alone.
+    svg.legend_lead = "needed, left to right: "
     _legend(svg, legend)
-    limits = [(f"usable {short(usable)} GiB", LIMIT_COLOURS["budget"], True)] if usable is not None else []
-    limits.append((f"capacity {short(capacity)} GiB", INK, True))
+    limits = ([(f"usable {short(usable)} GiB", LIMIT_COLOURS["budget"], LIMIT_DASHES["usable"])]
+              if usable is not None else [])
+    limits.append((f"capacity {short(capacity)} GiB", INK, SOLID))
     _legend(svg, limits)
     return svg.markup()
 
@@ -168,9 +209,8 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
     racks = [r for r in evidence.get("racks") or [] if isinstance(r, Mapping) and number(r.get("draw_kw")) is not None]
     if not racks:
         return None
-    limits = (("budget_kw", "power budget", LIMIT_COLOURS["budget"]),
-              ("pdu_derated_kw", "derated PDU", LIMIT_COLOURS["pdu"]),
-              ("cooling_kw", "cooling", LIMIT_COLOURS["cooling"]))
+    limits = (("budget_kw", "power budget", "budget"), ("pdu_derated_kw", "derated PDU", "pdu"),
+              ("cooling_kw", "cooling", "cooling"))
     title = "Rack power against budget, derated PDU rating and cooling"
     if len(racks) > CHART_MAX_RACKS:
         # A bar per rack of 256 would run for pages: the racks nearest a limit, in the evidence's order.
@@ -196,13 +236,15 @@ def rack_power_chart(evidence: Mapping[str, Any]) -> Markup | None:
         name = str(rack.get("name", f"rack {i + 1}"))
         svg.text(left - 8, y + row / 2 + 2, name if len(name) <= 18 else name[:17] + "…", anchor="end")
         svg.rect(left, y + 7, (right - left) * draw / maximum, row - 16, "#999999")
-        svg.text(left + (right - left) * draw / maximum + 4, y + row / 2 + 2, f"{short(draw)} kW", size=10)
-        for name_kw, _label, colour in limits:
-            value = number(rack.get(name_kw))
-            if value is not None:
-                lx = left + (right - left) * value / maximum
-                svg.line(lx, y + 2, lx, y + row - 2, stroke=colour, width=2.5, dash="5 3")
-    _legend(svg, [("draw", "#999999", False), *((label, colour, True) for _, label, colour in limits)])
+        marks = [(left + (right - left) * value / maximum, kind) for name_kw, _label, kind in limits
+                 if (value := number(rack.get(name_kw))) is not None]
+        label, bar_end = f"{short(draw)} kW", left + (right - left) * draw / maximum
+        svg.text(clear_of_lines(bar_end + 4, label, 10, [x for x, _ in marks], LABEL_RIGHT), y + row / 2 + 2, label,
+                 size=10)
+        for lx, kind in marks:
+            svg.line(lx, y + 2, lx, y + row - 2, stroke=LIMIT_COLOURS[kind], width=2.5, dash=LIMIT_DASHES[kind])
+    _legend(svg, [("draw", "#999999", None),
+                  *((label, LIMIT_COLOURS[kind], LIMIT_DASHES[kind]) for _, label, kind in limits)])
     return svg.markup()
 
 
@@ -280,17 +322,20 @@ def completion_chart(evidence: Mapping[str, Any]) -> Markup | None:
     axis_y = top + row * len(bars)
     svg = Svg(axis_y + 34, "Days to complete against the completion window")
     _axis(svg, left, right, axis_y, top - 4, maximum, "days")
+    wx = left + (right - left) * window / maximum
     for i, (label, value) in enumerate(bars):
         y = top + i * row
         svg.text(left - 8, y + row / 2 + 3, label, anchor="end")
-        colour = "#0072B2" if value <= window else "#D55E00"
-        svg.rect(left, y + 6, (right - left) * value / maximum, row - 12, colour)
-        svg.text(left + (right - left) * value / maximum + 4, y + row / 2 + 3, f"{short(value)} d", size=10)
-    wx = left + (right - left) * window / maximum
-    svg.line(wx, top - 4, wx, axis_y, stroke=LIMIT_COLOURS["window"], width=2.5, dash="5 3")
+        in_window = value <= window
+        svg.rect(left, y + 6, (right - left) * value / maximum, row - 12, "#0072B2" if in_window else "#D55E00")
+        # The colour says it again; the words say it to every reader.
+        text = f"{short(value)} d" + ("" if in_window else ", over the window")
+        svg.text(clear_of_lines(left + (right - left) * value / maximum + 4, text, 10, [wx], LABEL_RIGHT),
+                 y + row / 2 + 3, text, size=10)
+    svg.line(wx, top - 4, wx, axis_y, stroke=LIMIT_COLOURS["window"], width=2.5, dash=LIMIT_DASHES["window"])
     share = number(evidence.get("window_probability"))
     inside = f", {share:.0%} of simulated runs inside" if share is not None else ""
-    _legend(svg, [(f"window {short(window)} days{inside}", LIMIT_COLOURS["window"], True)])
+    _legend(svg, [(f"window {short(window)} days{inside}", LIMIT_COLOURS["window"], LIMIT_DASHES["window"])])
     return svg.markup()
 
 

@@ -8,6 +8,9 @@ PDF (and ``GET /api/v1/records/{id}.json``) holds every text whole, and the reco
 
 Lines count as well as characters: a notes cell keeps its line breaks (``white-space: pre-wrap``), so a
 short text of many newlines is as long on the page as a long one.
+
+The first page, a summary, cuts each text further to a line or two (``glimpse``) and says nothing of the
+cut: the same text follows in the record's details, bounded as above.
 """
 
 from __future__ import annotations
@@ -89,3 +92,32 @@ def bounded(text: str, bound: TextBound) -> ShownText:
 def bounded_or_none(text: str | None, bound: TextBound) -> ShownText | None:
     """Returns ``bounded(text, bound)``, or None for no text (None or empty)."""
     return bounded(text, bound) if text else None
+
+
+def glimpse(text: str, characters: int) -> str:
+    """Returns the start of ``text`` on one line for the record's first page: its lines joined, cut at a word
+    before ``characters`` with an ellipsis. The pages after the first show the text as ``bounded`` does."""
+    shown = " ".join(visible(text).split())
+    if len(shown) <= characters:
+        return shown
+    kept = shown[:characters - 1]
+    start = kept.rfind(_CODE_POINT_START, max(0, len(kept) - _CODE_POINT_LENGTH))
+    if start != -1 and ">" not in kept[start:]:
+        kept = kept[:start]
+    space = kept.rfind(" ")
+    return (kept[:space] if space > characters // 2 else kept).rstrip(" ,;:") + "…"
+
+
+# Advance widths of DejaVu Sans (the record's font, units per em 2048, from its hmtx table) in em, for the
+# characters of figures and prose; any other character counts as the widest capital, so a width is an upper
+# bound. Used to cut a text to one line of a column (service/record/cover.py).
+_EM = {**dict.fromkeys("0123456789", 0.636), **dict.fromkeys(" ", 0.318), **dict.fromkeys(".,:;", 0.318),
+       **dict.fromkeys("ijl'|!", 0.278), **dict.fromkeys("ft/()[]", 0.392), "-": 0.361, "r": 0.411, "s": 0.521,
+       "z": 0.525, "c": 0.55, "k": 0.579, **dict.fromkeys("vxy", 0.592), **dict.fromkeys("abdeghnopqu", 0.635),
+       "w": 0.818, "m": 0.974, "%": 0.95, "—": 1.0, "…": 1.0, "×": 0.838}
+_WIDEST_EM = 0.85
+
+
+def text_width_em(text: str) -> float:
+    """Returns an upper bound of the width of ``text`` set in DejaVu Sans, in em of its font size."""
+    return sum(_EM.get(character, _WIDEST_EM) for character in text)

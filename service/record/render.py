@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import re
 import threading
 from collections.abc import Mapping
 from functools import cache
@@ -16,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 import templates
 from rules.best_layout import describe_layout
 from rules.errors import QuotecheckError
 from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest
+from service.record.cover import decided
 from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnsignableRecord
 from service.record.free_text import ShownText
@@ -80,15 +83,30 @@ def url_fetcher() -> Any:
     return TemplateAssetFetcher()
 
 
+LONG_RUN = 10  # characters of a sub-table cell without a break opportunity before one is added
+
+
+def breakable(value: Any) -> Markup:
+    """Returns a sub-table cell's text with break opportunities (``<wbr>``) after each ``_`` and ``/``, and
+    every LONG_RUN characters of a longer run: a sub-table sizes its columns by their longest unbreakable run,
+    so a rack name or a digest would push the table past the right margin, and a number would be split by
+    ``overflow-wrap: anywhere``. Hidden characters are written out first (``shown``), then escaped."""
+    pieces = []
+    for run in re.split(r"(?<=[_/])", str(shown(value))):
+        pieces += [escape(run[i:i + LONG_RUN]) for i in range(0, len(run), LONG_RUN)] or [""]
+    return Markup("<wbr>").join(pieces)
+
+
 @cache
 def environment() -> Environment:
     """Returns the Jinja environment of the record templates: autoescape on for everything, undefined is an error."""
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
-    env.filters.update(num=display_number, exact=exact, columns=column_names, flat=flat, layout=describe_layout,
+    env.filters.update(num=display_number, exact=exact, breakable=breakable, columns=column_names, flat=flat,
+                       layout=describe_layout,
                        pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
-                       source_label=lambda s: SOURCE_LABELS.get(s, str(s)))
+                       source_label=lambda s: SOURCE_LABELS.get(s, str(s)), decided=decided)
     env.tests.update(list_like=lambda v: isinstance(v, list | tuple), shown_text=lambda v: isinstance(v, ShownText),
                      list_of_mappings=lambda v: isinstance(v, list | tuple) and bool(v)
                      and all(isinstance(i, Mapping) for i in v))
@@ -154,7 +172,7 @@ def warm_up() -> None:
 # What decides how a record looks in its PDF, beside the record itself (see renderer_digest).
 RENDERER_SOURCES = (TEMPLATE_DIR / "record.html", TEMPLATE_DIR / "record.css", Path(__file__),
                     Path(__file__).with_name("view.py"), Path(__file__).with_name("charts.py"),
-                    Path(__file__).with_name("free_text.py"))
+                    Path(__file__).with_name("free_text.py"), Path(__file__).with_name("cover.py"))
 
 
 @cache

@@ -1,6 +1,6 @@
-"""What the record's PDF shows of a record: the cover facts, each check with its chart, evidence and inputs,
-the appendix, and how numbers and text are written there. The template (templates/record.html) lays it out;
-service/record/render.py turns it into HTML and PDF.
+"""What the record's PDF shows of a record: the one-page summary (service/record/cover.py), the record's
+details, each check with its chart, evidence and inputs, the appendix, and how numbers and text are written
+there. The template (templates/record.html) lays it out; service/record/render.py turns it into HTML and PDF.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rules.evaluate import verdict_of
 from schemas.text import visible
 from service.record.canonical import record_digest
 from service.record.charts import chart_for, chart_title
+from service.record.cover import NAME_CHARS, cover_checks, cover_decisions, cover_waivers, headline_figures
 from service.record.free_text import (
     MESSAGE_BOUND,
     NAME_BOUND,
@@ -23,6 +24,7 @@ from service.record.free_text import (
     PARAGRAPH_BOUND,
     bounded,
     bounded_or_none,
+    glimpse,
 )
 from service.record.listing import (
     APPENDIX_LINE_CHARS,
@@ -129,7 +131,8 @@ def _workload(record: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]
 
 
 def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
-    """Returns what the template shows of a record: cover facts, each check with chart and inputs, the appendix."""
+    """Returns what the template shows of a record: the one-page summary, the record's details, each check with
+    chart and inputs, the appendix."""
     inputs = _inputs_by_pointer(record)
     submission = record["submission"]
     waiver_of = {w.get("check_id"): _bounded_waiver(w) for w in record.get("waivers") or []}
@@ -157,6 +160,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     status_of = {c["id"]: c.get("original_status") or c["status"] for c in record["checks"]}
     waivers = [{**_bounded_waiver(waiver), "status": status_of.get(waiver.get("check_id"))}
                for waiver in record.get("waivers") or []]
+    latest_decisions, earlier_decisions = cover_decisions(record.get("decisions") or [])
     appendix = appendix_rows(list(inputs.values()))
     ref_numbers, references = number_references(appendix)
     return {
@@ -166,6 +170,18 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "verdict": record["verdict"],
         "evaluated_verdict": evaluated_verdict,
         "waivers": waivers,
+        "cover": {
+            "headlines": headline_figures(record["checks"]),
+            "checks": cover_checks(record["checks"], figures),
+            "waivers": cover_waivers([{**w, "status": status_of.get(w.get("check_id"))}
+                                      for w in record.get("waivers") or []]),
+            "decisions": latest_decisions,
+            "earlier_decisions": earlier_decisions,
+            "vendor": glimpse(submission.get("vendor") or "(not named)", NAME_CHARS),
+            "quote_id": glimpse(submission.get("quote_id") or "(none)", NAME_CHARS),
+            "purchase_orders": [glimpse(f"{po.get('po_number')} ({po.get('system')})", NAME_CHARS)
+                                for po in record.get("purchase_orders") or []],
+        },
         "summary": summary,
         "vendor": bounded(submission.get("vendor") or "(not named)", NAME_BOUND),
         "quote_id": bounded(submission.get("quote_id") or "(none)", NAME_BOUND),

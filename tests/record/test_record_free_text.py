@@ -91,12 +91,16 @@ def test_long_justifications_and_comments_are_truncated_too(approved: dict[str, 
     record["decisions"][0]["comment"] = long_text
 
     # When its PDF is rendered as a draft
-    text = " ".join(pdftotext(record_pdf(record), tmp_path).split())
+    first, *rest = pdftotext(record_pdf(record), tmp_path).split("\f")
+    summary, details = " ".join(first.split()), " ".join(" ".join(rest).split())
 
-    # Then each shows its first lines and the note, once per place it is shown
+    # Then each shows its first lines and the note, once per place it is shown after the summary
     note = "… truncated: 400 lines / 4,000 characters; the attached JSON holds the whole text"
-    assert text.count(note) == 3  # the cover's waiver and decision tables, the waived check's section
-    assert text.count("justified") < 3 * PARAGRAPH_BOUND.lines + 3
+    assert details.count(note) == 3  # the details' waiver and decision tables, the waived check's section
+    assert details.count("justified") < 3 * PARAGRAPH_BOUND.lines + 3
+    # and the summary on page 1 the start of each on one line (about 6 words of 9 letters), cut with an ellipsis
+    assert note not in summary and summary.count("justified…") == 2
+    assert summary.count("justified") <= 2 * 8
 
 
 def test_a_long_vendor_name_is_cut_as_a_name(evaluation: dict[str, Any], tmp_path: Path) -> None:
