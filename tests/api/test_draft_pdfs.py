@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from api_support import url, waive_all
+from api_support import Caller, new_token, url, waive_all
 from sqlmodel import select
 
 from service import tasks_port
@@ -86,11 +86,13 @@ def test_a_failed_render_drops_its_claim_and_the_next_request_renders(app, submi
     assert submitter.get(_pdf(record_id)).status_code == 200
 
 
-def test_a_request_waits_for_a_claim_then_answers_503_and_takes_over_a_stale_one(make_app, as_role, clock,
+def test_a_request_waits_for_a_claim_then_answers_503_and_takes_over_a_stale_one(make_app, clock,
                                                                                  submission_document):
-    # Given a draft that a request claimed and never rendered (its process died)
+    # Given a draft that a request claimed and never rendered (its process died), on an app that waits 0.3 s
     app = make_app(DRAFT_PDF_WAIT_S=0.3, DRAFT_PDF_CLAIM_STALE_S=60)
-    submitter = as_role("submitter")
+    # (the `as_role` fixture acts on the default app, which waits DRAFT_PDF_WAIT_S's default of 30 s)
+    name, token = new_token(app, "submitter")
+    submitter = Caller(app, name, "submitter", token)
     created = submitter.post("/api/v1/submissions", json=submission_document).get_json()
     record_id = created["evaluation"]["record_id"]
     with get_db(app).session() as session:
