@@ -59,6 +59,18 @@ def default_engine() -> RuleEngine:
     return _engine
 
 
+def load_defaults() -> None:
+    """Loads what every evaluation under the defaults reads: the engine, the default policy, the catalogue and
+    the submission schema's validators (each built once per process; a server process loads them at start-up)."""
+    default_engine()
+    default_policy()
+    load_catalogue()
+    engine_version()
+    schemas.validator("submission")
+    schemas.fast_validator("submission")
+    schemas.count_limits("submission")
+
+
 def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, Any]:
     """Returns the submission in ``raw`` after checking it as JSON (schemas.json_reader, as the API reads a
     body: size, UTF-8, depth, unique member names, no U+0000 or lone surrogate, exact numbers) and its schema.
