@@ -50,6 +50,15 @@ def on_starting(server):
                 os.remove(os.path.join(directory, name))
 
 
+def post_worker_init(worker):
+    # The worker has loaded the app (service.wsgi): load what evaluations read and freeze it out of the
+    # garbage collector's walks (service/startup.py says why). Here rather than in post_fork, which runs
+    # before the app is loaded.
+    from service.startup import settle_after_start_up
+
+    settle_after_start_up()
+
+
 def child_exit(server, worker):
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess

@@ -27,9 +27,10 @@ from schemas.json_reader import (
     JsonTooLarge,
     as_doubles,
     read_json,
+    strings_and_odd_numbers,
     unrepresentable_numbers,
 )
-from schemas.text import hidden_text_problems
+from schemas.text import hidden_text_problems, holds_hidden_text
 
 RECORD_VERSION = "1"
 # Limit on a submission document read by the CLI or posted to the API, before any parsing.
@@ -57,6 +58,18 @@ def default_engine() -> RuleEngine:
         if _engine is None:
             _engine = RuleEngine(CHECKS)
     return _engine
+
+
+def load_defaults() -> None:
+    """Loads what every evaluation under the defaults reads: the engine, the default policy, the catalogue and
+    the submission schema's validators (each built once per process; a server process loads them at start-up)."""
+    default_engine()
+    default_policy()
+    load_catalogue()
+    engine_version()
+    schemas.validator("submission")
+    schemas.fast_validator("submission")
+    schemas.count_limits("submission")
 
 
 def parse_submission(raw: bytes | str, origin: str = "submission") -> dict[str, Any]:
@@ -126,8 +139,9 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
         check_counts(document, origin)
     problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1)
     complete = len(problems) <= MAX_LISTED_PROBLEMS
-    problems = (problems + (hidden_text_problems(document) if complete else [])
-                or unrepresentable_numbers(document) or artifact_problems(document))
+    texts, odd_numbers = strings_and_odd_numbers(document)  # one walk; the pointers only for what it finds
+    problems = (problems + (hidden_text_problems(document) if complete and holds_hidden_text(texts) else [])
+                or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document))
     if problems:
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({_counted(problems, complete)})",
                                 problems[:MAX_LISTED_PROBLEMS])

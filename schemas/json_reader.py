@@ -124,6 +124,42 @@ def unrepresentable_numbers(document: Any, pointer: str = "") -> list[Problem]:
     return sorted(problems, key=lambda p: p.pointer)
 
 
+def strings_and_odd_numbers(document: Any) -> tuple[list[str], bool]:
+    """Returns the strings and member names of ``document`` and whether one of its numbers is one JSON does not
+    carry exactly (:func:`number_problem`), in one walk that builds no pointers.
+
+    A valid submission holds neither a hidden character nor such a number, so the walks that locate them
+    (schemas.text.hidden_text_problems, :func:`unrepresentable_numbers`) need run only when this one finds one
+    (schemas.text.holds_hidden_text on the strings).
+    """
+    texts: list[str] = []
+    odd = False
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is str:
+            texts.append(value)
+        elif kind is dict:
+            for key, item in value.items():
+                if isinstance(key, str):
+                    texts.append(key)
+                stack.append(item)
+        elif kind is list:
+            stack.extend(value)
+        elif kind is float:
+            odd = odd or not math.isfinite(value)
+        elif kind is int:
+            odd = odd or not -SAFE_INTEGER <= value <= SAFE_INTEGER
+        elif isinstance(value, str):
+            texts.append(value)
+        elif isinstance(value, dict | list):  # a subclass: walked as its base is
+            stack.append(dict(value) if isinstance(value, dict) else list(value))
+        else:
+            odd = odd or number_problem(value) is not None
+    return texts, odd
+
+
 def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None = MAX_JSON_BYTES,
               precheck: Callable[[Any], None] | None = None) -> Any:
     """Returns the JSON value in ``data``, read as the module docstring says; JsonError (a subclass) otherwise.

@@ -131,6 +131,12 @@ def _texts(value: Any) -> Iterator[str]:
             stack.extend(node)
 
 
+def holds_hidden_text(texts: list[str]) -> bool:
+    """Returns whether one of ``texts`` holds a hidden character: one search of their join (the pattern matches
+    single characters, and the newline between them is not hidden)."""
+    return _hidden_pattern().search("\n".join(texts)) is not None
+
+
 def hidden_text_problems(value: Any, pointer: str = "") -> list[Problem]:
     """Returns one Problem per string or member name of ``value`` that holds hidden characters, by JSON Pointer.
 
@@ -138,7 +144,7 @@ def hidden_text_problems(value: Any, pointer: str = "") -> list[Problem]:
     (and encoded as UTF-8) even when the name holds a lone surrogate.
     """
     pattern = _hidden_pattern()
-    if not any(pattern.search(text) for text in _texts(value)):
+    if not holds_hidden_text(list(_texts(value))):
         return []  # the usual case, found without building a pointer for every string
     problems = {}
     for where, text in _strings(value, pointer):

@@ -14,8 +14,10 @@ from schemas.json_reader import (
     NotJson,
     UnacceptableJson,
     read_json,
+    strings_and_odd_numbers,
     unrepresentable_numbers,
 )
+from schemas.text import _texts, hidden_text_problems, holds_hidden_text
 
 
 def nested(depth: int) -> str:
@@ -96,3 +98,20 @@ def test_unrepresentable_numbers_of_a_parsed_document_are_named_in_the_readers_w
 
     assert [(p.pointer, p.message.split(" is ")[0]) for p in problems] == [("/a/1", "9007199254740992"),
                                                                            ("/a/2/b", "inf")]
+
+
+class _Names(dict):
+    pass
+
+
+@pytest.mark.parametrize("document", [
+    {"a": [1, 2.5, None, True, "x", {"b": "y"}]},
+    {"a": [1, 2**53, {"b": float("inf")}], "c": True},
+    [float("nan")], [-(2**53)], [2**53 - 1, -(2**53 - 1)], {"a": (1, 2**60)},
+    _Names({"k\u202e": [float("-inf")]}), {"n": ["t\u200b", "plain"]}, "just text", 7,
+])
+def test_the_one_walk_finds_what_the_locating_walks_locate(document) -> None:
+    texts, odd = strings_and_odd_numbers(document)
+    assert odd == bool(unrepresentable_numbers(document))
+    assert holds_hidden_text(texts) == bool(hidden_text_problems(document))
+    assert sorted(texts) == sorted(_texts(document))

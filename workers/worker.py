@@ -14,6 +14,7 @@ from celery.signals import setup_logging, worker_process_init, worker_ready, wor
 
 from service import create_app, logs
 from service.db import get_db
+from service.startup import settle_after_start_up
 from workers.dispatcher import Dispatcher
 
 flask_app = create_app()
@@ -34,6 +35,8 @@ def _fresh_database_connections(**_: Any) -> None:
     # A prefork child inherits the parent's pooled connections; sharing a socket across processes corrupts
     # it. Drop them without closing (the parent still owns them); the child opens its own.
     get_db(flask_app).engine.dispose(close=False)
+    # What every evaluation reads, loaded and frozen out of the garbage collector's walks (service/startup.py).
+    settle_after_start_up()
 
 
 @worker_ready.connect(weak=False)

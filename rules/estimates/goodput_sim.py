@@ -181,10 +181,10 @@ def _sum_truncated_exponentials(
         stop = max(start + 1, int(np.searchsorted(cumulative, before + MAX_DRAWS_PER_CHUNK, side="right")))
         chunk = indices[start:stop]
         chunk_counts = counts[chunk]
-        # −M·ln(1 − U·mass) in place, in the order −M × log1p((−U) × mass).
+        # −M·ln(1 − U·mass) in place, in the order −M × log1p(U × (−mass)): the product U × (−mass) is
+        # (−U) × mass to the bit (rounding to nearest is symmetric in sign), one pass over the draws fewer.
         draws = rng.random(int(cumulative[stop - 1]) - before)
-        np.negative(draws, out=draws)
-        draws *= mass
+        draws *= -mass
         np.log1p(draws, out=draws)
         draws *= -mean
         owners = np.repeat(np.arange(chunk.size), chunk_counts)

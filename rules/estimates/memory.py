@@ -14,6 +14,7 @@ CUDA caching allocator notes ("Memory management": reserved exceeds allocated by
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rules.errors import InconsistentInput
@@ -168,13 +169,22 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
     """
     held = model_state or training_model_state(job.model, job.shape, job.offload, layout, settings.state_settings,
                                                sharding=sharding)
+    layout = with_sharding(layout, held.sharding)
+    return _step_memory(job, layout, gpu_memory_gib, settings, held, micro_batch or job.batch.micro_batch,
+                        lambda: _buffers(job, layout, held.state, held.per_gpu, settings))
+
+
+def _step_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,
+                 held: TrainingModelState, micro_batch: int | None,
+                 buffers_of: Callable[[], CommunicationBuffers | None]) -> TrainingMemory:
+    """Returns :func:`training_memory` from the model state of ``layout`` (already under the state's sharding)
+    at ``micro_batch``, with the buffers ``buffers_of`` returns (asked after the activations are sized, so
+    that of two refusals the same one comes first): what a search over micro-batches sizes at each one."""
     state, sharding, per_gpu, gathered = held.state, held.sharding, held.per_gpu, held.gathered_bytes
     stage_factor = held.first_stage_factor
-    layout = with_sharding(layout, sharding)
-    micro_batch = micro_batch or job.batch.micro_batch
     counting = ActivationCounting(settings.activation_convention, activation_element_bytes(job.model.precision))
     activations = _activations(job, layout, int(micro_batch) if micro_batch else None, counting)
-    buffers = _buffers(job, layout, state, per_gpu, settings)
+    buffers = buffers_of()
     buckets = buffers.bucket_bytes if buffers else 0.0
     tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered + buckets
     context = settings.cuda_context_gib * GIB
@@ -233,10 +243,20 @@ def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib
     """Returns the largest micro-batch ≤ ``limit`` whose step fits usable memory: 0 if none, None if unknown.
 
     Bisection over :func:`training_memory` at micro-batch m; activation memory grows with m (Korthikanti et
-    al. 2022, Table 2), so the fitting micro-batches are 1..k.
+    al. 2022, Table 2), so the fitting micro-batches are 1..k. The model state and the communication buffers
+    do not depend on the micro-batch: they are sized once, and each micro-batch tried adds its activations.
     """
+    held = training_model_state(job.model, job.shape, job.offload, layout, settings.state_settings)
+    sized = with_sharding(layout, held.sharding)
+    buffers: list[CommunicationBuffers | None] = []
+
+    def buffers_of() -> CommunicationBuffers | None:
+        if not buffers:
+            buffers.append(_buffers(job, sized, held.state, held.per_gpu, settings))
+        return buffers[0]
+
     def fits(micro_batch: int) -> bool | None:
-        return training_memory(job, layout, gpu_memory_gib, settings, micro_batch=micro_batch).fits
+        return _step_memory(job, sized, gpu_memory_gib, settings, held, micro_batch, buffers_of).fits
 
     first = fits(1)
     if first is None:

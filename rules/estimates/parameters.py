@@ -11,7 +11,8 @@ Pure functions of a :class:`rules.estimates.shapes.ModelShape`. Sources (cited a
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Callable
+from typing import Final, TypeVar
 
 from rules.estimates._args import (
     require_at_most,
@@ -26,6 +27,26 @@ from rules.estimates.model_state import BYTE_CONVENTIONS
 from rules.estimates.shapes import MLP_KINDS, NORM_KINDS, ModelShape
 
 LAYER_UNITS: Final = ("module", "block")
+# The attribute under which a shape keeps the counts derived from it (see _kept).
+_KEPT: Final = "_derived_parameter_counts"
+_Count = TypeVar("_Count", int, float)
+
+
+def _kept(shape: ModelShape, key: tuple[object, ...], count: Callable[[], _Count]) -> _Count:
+    """Returns ``count()``, kept on ``shape`` under ``key`` once it has returned (a raise is not kept).
+
+    A count here is a pure function of the frozen shape's fields and of ``key``; the memory searches ask for
+    the same ones at every layout they try (about 30 estimates an evaluation), so each is computed, and its
+    arguments validated, once per shape. The shape is built for one evaluation (rules/checks/facts/model.py),
+    so nothing is kept beyond it; ``dataclasses.replace`` makes a shape that keeps nothing.
+    """
+    kept = shape.__dict__.get(_KEPT)
+    if kept is None:
+        kept = {}
+        object.__setattr__(shape, _KEPT, kept)  # not a field: equality, hashing and repr are unchanged
+    if key not in kept:
+        kept[key] = count()
+    return kept[key]
 
 
 def _checked_head_dim(shape: ModelShape) -> int:
@@ -108,8 +129,12 @@ def largest_layer_parameters(shape: ModelShape, unit: str = "module") -> int:
     usually the embedding or output matrix V × h, else the largest MLP or attention matrix.
     ``unit="block"``: PyTorch FSDP with ``transformer_auto_wrap_policy``, one decoder layer per unit;
     the root unit holds what is not wrapped (embedding, output layer if untied, final norm), so the
-    result is the larger of one layer and that root.
+    result is the larger of one layer and that root. Kept on the shape per unit (:func:`_kept`).
     """
+    return _kept(shape, ("largest_layer", type(unit), unit), lambda: _largest_layer_parameters(shape, unit))
+
+
+def _largest_layer_parameters(shape: ModelShape, unit: str) -> int:
     require_choice("unit", unit, LAYER_UNITS)
     head_dim = _checked_head_dim(shape)
     modules, norm_params = _layer_parts(shape, head_dim)
@@ -184,10 +209,15 @@ def first_stage_parameter_factor(shape: ModelShape | None, pipeline_parallel: in
     the last stage the output layer), so the most loaded GPU holds more than parameters/(t·p): the ratio
     of Megatron-LM's most-loaded shard (theoretical_memory_usage.py, via
     :func:`megatron_most_loaded_shard_parameters`) times p to the whole model. 1 without a pipeline or when
-    the shape or its vocabulary is not known.
+    the shape or its vocabulary is not known. Kept on the shape per pipeline degree (:func:`_kept`).
     """
     if pipeline_parallel == 1 or shape is None or shape.vocab is None:
         return 1.0
+    return _kept(shape, ("first_stage_factor", type(pipeline_parallel), pipeline_parallel),
+                 lambda: _first_stage_parameter_factor(shape, pipeline_parallel))
+
+
+def _first_stage_parameter_factor(shape: ModelShape, pipeline_parallel: int) -> float:
     whole = megatron_most_loaded_shard_parameters(shape)  # p = t = 1: every parameter once
     most_loaded = megatron_most_loaded_shard_parameters(shape, pipeline_parallel=pipeline_parallel)
     return max(1.0, most_loaded * pipeline_parallel / whole)
