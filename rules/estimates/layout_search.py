@@ -23,14 +23,27 @@ from functools import cache
 from typing import Any, Final
 
 from rules.estimates import shapes
-from rules.estimates._args import require_positive, require_positive_int
+from rules.estimates._args import require_bool, require_choice, require_positive, require_positive_int
 from rules.estimates.activation_conventions import (
     ActivationCounting,
     activation_element_bytes,
     counted_activation_bytes,
+    unchecked_counted_activation_bytes,
 )
-from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule, logits_bytes
-from rules.estimates.comm_buffers import BufferInputs, CommunicationSettings, communication_buffers
+from rules.estimates.activations import (
+    FP32_LOGITS_BYTES,
+    ActivationSaving,
+    BatchShape,
+    PipelineSchedule,
+    logits_bytes,
+    unchecked_logits_bytes,
+)
+from rules.estimates.comm_buffers import (
+    BufferInputs,
+    CommunicationSettings,
+    communication_buffers,
+    nccl_communicator_bytes,
+)
 from rules.estimates.layout import Layout as TrainingLayout
 from rules.estimates.model_state import (
     gathered_parameters_bytes,
@@ -153,6 +166,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
     require_positive_int("top_n", top_n)
     space = space or SearchSpace()
     memory = memory or MemoryConvention()
+    _check_space(space)
     precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.fp8_tflops is not None]
     memory_of = _MemoryModel(model.shape, memory, space.flash_attention)
     # Per precision: the precision its model state is sized as, and its activations' element width.
@@ -164,17 +178,19 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
                           flash_attention=space.flash_attention)
         m = global_batch // (b * d)
         in_flight = min(p, m)
-        # What does not depend on recompute (state and buffers by sharding) or on sharding (activations).
-        held = [[(memory_of.state(t, p, d * c, sharding, state_q), memory_of.buffers(t, p, c, d, sharding, state_q))
-                 for _, state_q, _ in widths] for sharding in space.sharding]
+        # What does not depend on recompute (model state by sharding) or on sharding (activations).
+        held = [[memory_of.state(t, p, d * c, sharding, state_q) for _, state_q, _ in widths]
+                for sharding in space.sharding]
         bounds: dict[tuple[str, str], float] = {}  # (recompute, precision): m steady-state stages, to the µs
         for recompute in space.recompute:
             stored = [memory_of.activations(t, p, v, c, b, in_flight, recompute, width) for _, _, width in widths]
             for sharding, held_of in zip(space.sharding, held, strict=True):
-                for (precision, _, _), activation_bytes, (state_bytes, buffer_bytes) in zip(
-                        widths, stored, held_of, strict=True):
+                for (precision, state_q, _), activation_bytes, state_bytes in zip(widths, stored, held_of, strict=True):
                     searched += 1
-                    used = state_bytes + activation_bytes + buffer_bytes
+                    used = state_bytes + activation_bytes
+                    if used > memory_budget:  # buffers are ≥ 0: adding them cannot bring it back under
+                        continue
+                    used += memory_of.buffers(t, p, c, d, sharding, state_q)
                     if used > memory_budget:
                         continue
                     fitting += 1
@@ -199,6 +215,19 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
                         heapq.heapreplace(heap, entry)
     top = tuple(entry[2] for entry in sorted(heap, key=lambda e: e[:2], reverse=True))
     return LayoutSearch(searched=searched, fitting=fitting, top=top)
+
+
+def _check_space(space: SearchSpace) -> None:
+    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode is known.
+
+    Validated once here, so that the memory pieces may call the activation estimators' unchecked forms.
+    """
+    for name in ("tensor", "pipeline", "virtual_stages", "context", "micro_batch"):
+        for degree in getattr(space, name):
+            require_positive_int(name, degree)
+    for recompute in space.recompute:
+        require_choice("recompute", recompute, RECOMPUTE_MODES)
+    require_bool("flash_attention", space.flash_attention)
 
 
 def _rounded(step_s: float) -> float:
@@ -232,6 +261,17 @@ class _MemoryModel:
             layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,
             ffn_hidden=shape.ffn_hidden, vocab=shape.vocab, mlp=shape.mlp, dropout=shape.dropout,
             tied_embeddings=shape.tied_embeddings)
+        # The shape and convention validated once, by the estimators' checked forms; the degrees by _check_space.
+        counted_activation_bytes(ActivationCounting(memory.activations), self.memory_shape,
+                                 BatchShape(sequence_length=shape.sequence_length, micro_batch=1),
+                                 ActivationSaving(flash_attention=flash_attention), tensor_parallel=1,
+                                 pipeline=PipelineSchedule())
+        logits_bytes(shape.sequence_length, 1, shape.vocab, shape.hidden)
+        if memory.communication is not None:
+            nccl_communicator_bytes(memory.communication)
+        # The estimators' small inputs, built once each.
+        self.counting, self.batch = cache(ActivationCounting), cache(BatchShape)
+        self.saving, self.schedule = cache(ActivationSaving), cache(PipelineSchedule)
         self.state = cache(self._state)
         self.buffers = cache(self._buffers)
         self.activations = cache(self._activations)
@@ -265,12 +305,10 @@ class _MemoryModel:
                      element_bytes: int) -> float:
         shape = self.shape
         tokens = shape.sequence_length // c
-        total = counted_activation_bytes(
-            ActivationCounting(self.memory.activations, element_bytes), self.memory_shape,
-            BatchShape(sequence_length=tokens, micro_batch=b),
-            ActivationSaving(recompute=recompute, sequence_parallel=t > 1, flash_attention=self.flash_attention),
-            tensor_parallel=t, pipeline=PipelineSchedule(stages=p, virtual_stages=v, micro_batches=in_flight))
+        total = unchecked_counted_activation_bytes(
+            self.counting(self.memory.activations, element_bytes), self.memory_shape, self.batch(tokens, b),
+            self.saving(recompute, t > 1, self.flash_attention), t, self.schedule(p, v, in_flight))
         if p > 1:
-            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, tensor_parallel=t, sequence_parallel=t > 1,
-                                  element_bytes=element_bytes)
+            total += unchecked_logits_bytes(tokens, b, shape.vocab, shape.hidden, t, t > 1, FP32_LOGITS_BYTES,
+                                            element_bytes)
         return total
