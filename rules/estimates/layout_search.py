@@ -17,6 +17,7 @@ faster than the slowest of the best found so far.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -50,7 +51,7 @@ from rules.estimates.model_state import (
     model_state_bytes_per_param,
     model_state_per_gpu_bytes,
 )
-from rules.estimates.step_time import Layout, StepTime, StepTimeModel
+from rules.estimates.step_time import Layout, StageTime, StepTime, StepTimeModel
 from rules.estimates.transformer_work import RECOMPUTE_MODES, LayerSlice, ModelShape
 
 GIB: Final = 2**30
@@ -173,6 +174,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
     widths = [(q, _state_precision(q), activation_element_bytes(q)) for q in precisions]
     searched = fitting = 0
     heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
+    slowest = math.inf  # once top_n are kept, the slowest kept step (to the µs), which a new layout must not exceed
     for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
         part = LayerSlice(micro_batch=b, tensor=t, context=c, sequence_parallel=t > 1,
                           flash_attention=space.flash_attention)
@@ -181,38 +183,38 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
         # What does not depend on recompute (model state by sharding) or on sharding (activations).
         held = [[memory_of.state(t, p, d * c, sharding, state_q) for _, state_q, _ in widths]
                 for sharding in space.sharding]
-        bounds: dict[tuple[str, str], float] = {}  # (recompute, precision): m steady-state stages, to the µs
         for recompute in space.recompute:
             stored = [memory_of.activations(t, p, v, c, b, in_flight, recompute, width) for _, _, width in widths]
+            stages: list[StageTime | None] = [None] * len(widths)  # per precision, modelled when first needed
+            bounds = [0.0] * len(widths)  # the m steady-state stages alone, to the µs: a lower bound of the step
             for sharding, held_of in zip(space.sharding, held, strict=True):
-                for (precision, state_q, _), activation_bytes, state_bytes in zip(widths, stored, held_of, strict=True):
+                for k, (precision, state_q, _) in enumerate(widths):
                     searched += 1
-                    used = state_bytes + activation_bytes
+                    used = held_of[k] + stored[k]
                     if used > memory_budget:  # buffers are ≥ 0: adding them cannot bring it back under
                         continue
                     used += memory_of.buffers(t, p, c, d, sharding, state_q)
                     if used > memory_budget:
                         continue
                     fitting += 1
-                    # The m steady-state micro-batches alone bound the step from below: prune what cannot
-                    # enter the top.
-                    if len(heap) == top_n:
-                        bound = bounds.get((recompute, precision))
-                        if bound is None:
-                            bound = bounds[recompute, precision] = _rounded(
-                                m * model.stage(part, recompute, precision, p, v).total_s)
-                        if bound > -heap[0][0]:
-                            continue
+                    stage = stages[k]
+                    if stage is None:
+                        stage = stages[k] = model.stage(part, recompute, precision, p, v)
+                        bounds[k] = _rounded(m * stage.total_s)
+                    if bounds[k] > slowest:  # it cannot enter the top
+                        continue
                     layout = Layout(micro_batch=b, global_batch=global_batch, tensor=t, pipeline=p,
                                     virtual_stages=v, context=c, data=d, recompute=recompute,
                                     sequence_parallel=t > 1, flash_attention=space.flash_attention,
                                     sharding=sharding, precision=precision)
-                    step = model.evaluate(layout)
+                    step = model.evaluate(layout, stage)
                     entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
                     if len(heap) < top_n:
                         heapq.heappush(heap, entry)
                     elif entry[:2] > heap[0][:2]:
                         heapq.heapreplace(heap, entry)
+                    if len(heap) == top_n:
+                        slowest = -heap[0][0]
     top = tuple(entry[2] for entry in sorted(heap, key=lambda e: e[:2], reverse=True))
     return LayoutSearch(searched=searched, fitting=fitting, top=top)
 
