@@ -8,10 +8,13 @@ training-memory estimator, ``rules.estimates.memory``); and ranks them by the mo
 work and memory in both models); context parallelism needs FlashAttention (ring attention runs on it).
 
 It stays fast by pruning before it models: degrees that do not divide the GPUs, heads, layers or batch are
-never built; a layout's memory is summed from pieces memoised on the few degrees each depends on; the step
-time is modelled only for layouts that fit, with the per-layer work memoised by ``StepTimeModel``, and only
-when the layout's steady state alone (m micro-batches on its slowest stage, a lower bound of its step) is
-faster than the slowest of the best found so far.
+never built; a layout's memory is summed from pieces memoised on the few degrees each depends on, looked up
+once per degree combination (model state per sharding and precision, activations per recompute and width,
+buffers only when the rest fits), with the space, shape and convention validated once at the search's entry
+so that the activation estimators' unchecked forms count them; the step time is modelled only for layouts
+that fit, with the per-layer work memoised by ``StepTimeModel``, each (recompute, precision) stage of a
+combination modelled once, and only when the layout's steady state alone (m micro-batches on its slowest
+stage, a lower bound of its step) is faster than the slowest of the best found so far.
 """
 
 from __future__ import annotations
