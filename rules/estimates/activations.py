@@ -31,6 +31,7 @@ from rules.estimates._args import (
 from rules.estimates.shapes import MLP_KINDS, ModelShape
 
 RECOMPUTE_MODES: Final = ("none", "selective", "full")
+FP32_LOGITS_BYTES: Final = 4  # the output layer keeps its logits in fp32 for the cross-entropy loss (§4.3)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,13 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     outputs and softmax are fp32); the dropout masks stay 1 byte (PyTorch keeps them as bool/uint8) and
     FlashAttention's log-sum-exp stays fp32. Table 2 at e = 4, no parallelism: sbh(66 + 9as/h).
     """
+    _check_layer(shape, batch, saving, tensor_parallel, element_bytes)
+    return unchecked_activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes)
+
+
+def _check_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int,
+                 element_bytes: float) -> None:
+    """Raise InconsistentInput unless :func:`activation_bytes_per_layer` can count these inputs."""
     require_positive_ints(
         sequence_length=batch.sequence_length,
         micro_batch=batch.micro_batch,
@@ -102,7 +110,13 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     require_positive("element_bytes", element_bytes)
     if shape.ffn_hidden is not None:
         require_positive_int("ffn_hidden", shape.ffn_hidden)
-    g = kv_head_count(shape)
+    kv_head_count(shape)
+
+
+def unchecked_activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving,
+                                         tensor_parallel: int, element_bytes: float) -> float:
+    """Return :func:`activation_bytes_per_layer` of inputs already validated (by it, or once by a search)."""
+    g = shape.kv_head_count
     sequence_length, micro_batch, hidden, heads = batch.sequence_length, batch.micro_batch, shape.hidden, shape.heads
     sequence_parallel, recompute, flash_attention = saving.sequence_parallel, saving.recompute, saving.flash_attention
     dropout, mlp = shape.dropout, shape.mlp
@@ -159,7 +173,7 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
 
 def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
                              tensor_parallel: int = 1, pipeline: PipelineSchedule = PipelineSchedule(), *,
-                             include_embedding: bool = True, logits_bytes_per_element: float = 4,
+                             include_embedding: bool = True, logits_bytes_per_element: float = FP32_LOGITS_BYTES,
                              context_parallel: int = 1, element_bytes: float = 2) -> float:
     """Return activation bytes on the first pipeline stage's GPU (Korthikanti arXiv 2205.05198 §4.2.3, §4.3).
 
@@ -188,7 +202,20 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     require_positive_int("context_parallel", context_parallel)
     if pipeline.micro_batches is not None:
         require_positive_int("micro_batches", pipeline.micro_batches)
-    per_layer = activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+    _check_layer(shape, batch, saving, tensor_parallel, element_bytes)
+    if pipeline.stages == 1 and shape.vocab is not None:
+        _check_logits(batch.sequence_length, batch.micro_batch, shape.vocab, shape.hidden, tensor_parallel,
+                      saving.sequence_parallel, logits_bytes_per_element, element_bytes)
+    return unchecked_activation_bytes_per_gpu(shape, batch, saving, tensor_parallel, pipeline, include_embedding,
+                                              logits_bytes_per_element, context_parallel, element_bytes)
+
+
+def unchecked_activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving,
+                                       tensor_parallel: int, pipeline: PipelineSchedule, include_embedding: bool,
+                                       logits_bytes_per_element: float, context_parallel: int,
+                                       element_bytes: float) -> float:
+    """Return :func:`activation_bytes_per_gpu` of inputs already validated (by it, or once by a search)."""
+    per_layer = unchecked_activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes)
     p, v, micro_batches = pipeline.stages, pipeline.virtual_stages, pipeline.micro_batches
     layers_on_stage = math.ceil(shape.layers / p)
     in_flight: float = p if micro_batches is None else min(p, micro_batches)
@@ -204,16 +231,9 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
             embedding += s * b * shape.hidden  # embedding dropout mask, §4.3
         total += embedding / divisor * in_flight
     if p == 1 and shape.vocab is not None:
-        total += logits_bytes(
-            batch.sequence_length,
-            batch.micro_batch,
-            shape.vocab,
-            shape.hidden,
-            tensor_parallel=tensor_parallel,
-            sequence_parallel=saving.sequence_parallel,
-            logits_bytes_per_element=logits_bytes_per_element,
-            element_bytes=element_bytes,
-        )
+        total += unchecked_logits_bytes(batch.sequence_length, batch.micro_batch, shape.vocab, shape.hidden,
+                                        tensor_parallel, saving.sequence_parallel, logits_bytes_per_element,
+                                        element_bytes)
     return total / context_parallel
 
 
@@ -224,7 +244,7 @@ def logits_bytes(
     hidden: int,
     tensor_parallel: int = 1,
     sequence_parallel: bool = False,
-    logits_bytes_per_element: float = 4,
+    logits_bytes_per_element: float = FP32_LOGITS_BYTES,
     element_bytes: float = 2,
 ) -> float:
     """Return output-layer activation bytes per GPU: 4sbh + 4sbV (Korthikanti arXiv 2205.05198 §4.3).
@@ -238,6 +258,15 @@ def logits_bytes(
     Megatron's compute_activation_memory_without_sp counts 2-byte logits and a single 2sbh input.
     ``element_bytes`` is the width of the two hidden-state inputs (2; 4 in fp32 training).
     """
+    _check_logits(sequence_length, micro_batch, vocab, hidden, tensor_parallel, sequence_parallel,
+                  logits_bytes_per_element, element_bytes)
+    return unchecked_logits_bytes(sequence_length, micro_batch, vocab, hidden, tensor_parallel, sequence_parallel,
+                                  logits_bytes_per_element, element_bytes)
+
+
+def _check_logits(sequence_length: int, micro_batch: int, vocab: int, hidden: int, tensor_parallel: int,
+                  sequence_parallel: bool, logits_bytes_per_element: float, element_bytes: float) -> None:
+    """Raise InconsistentInput unless :func:`logits_bytes` can count these inputs."""
     require_positive_ints(
         sequence_length=sequence_length,
         micro_batch=micro_batch,
@@ -248,6 +277,11 @@ def logits_bytes(
     require_bool("sequence_parallel", sequence_parallel)
     require_positive("logits_bytes_per_element", logits_bytes_per_element)
     require_positive("element_bytes", element_bytes)
+
+
+def unchecked_logits_bytes(sequence_length: int, micro_batch: int, vocab: int, hidden: int, tensor_parallel: int,
+                           sequence_parallel: bool, logits_bytes_per_element: float, element_bytes: float) -> float:
+    """Return :func:`logits_bytes` of inputs already validated (by it, or once by a search)."""
     s, b, t = sequence_length, micro_batch, tensor_parallel
     hidden_state_bytes = 2 * element_bytes * s * b * hidden  # final-norm input + output-projection input
     fp32_logits = logits_bytes_per_element * s * b * vocab / t

@@ -311,12 +311,16 @@ class StepTimeModel:
                              f"layers ({shape.layers})")
         self.hardware.dense_tflops(layout.precision)
 
-    def evaluate(self, layout: Layout) -> StepTime:
-        """Return the modelled step time of ``layout`` (see ``step_time``)."""
+    def evaluate(self, layout: Layout, stage: StageTime | None = None) -> StepTime:
+        """Return the modelled step time of ``layout`` (see ``step_time``).
+
+        ``stage``: the layout's ``stage`` when the caller has already modelled it (the layout search does).
+        """
         self.check(layout)
         rates = self._rates(layout.precision)
-        stage = self.stage(layout.layer_slice(), layout.recompute, layout.precision, layout.pipeline,
-                           layout.virtual_stages)
+        if stage is None:
+            stage = self.stage(layout.layer_slice(), layout.recompute, layout.precision, layout.pipeline,
+                               layout.virtual_stages)
         m = layout.micro_batches
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
         breakdown = StepTimeBreakdown(
