@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO ?= examples/dgx-h100-70b-finetune.json
+PYTEST_WORKERS ?= 2
 
 .PHONY: demo test lint bench install clean
 
@@ -27,8 +28,9 @@ demo: $(STAMP)
 	@$(BIN)/quotecheck pdf out/record.json --out out/record.pdf
 	@echo; echo "record written to out/record.json, its draft PDF to out/record.pdf"
 
+# Two processes by default (the development machine has two cores); PYTEST_WORKERS=0 runs the suite in one.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
