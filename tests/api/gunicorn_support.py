@@ -36,9 +36,10 @@ def request(port: int, method: str, path: str, body: Any = None, headers: dict[s
 
 
 @contextmanager
-def gunicorn(settings: dict[str, str], log: Path, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[int]:
+def gunicorn_process(settings: dict[str, str], log: Path, workers: int = 1, env: dict[str, str] | None = None,
+                     ) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """Runs `gunicorn -c deploy/gunicorn.conf.py service.wsgi:app` with ``settings`` (QUOTECHECK_ names without the
-    prefix) and extra ``env``; yields its port once /healthz answers; stops it afterwards."""
+    prefix) and extra ``env``; yields its port and process once /healthz answers; stops it afterwards."""
     port = free_port()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("QUOTECHECK_")}
     environment.update({f"QUOTECHECK_{key}": value for key, value in settings.items()})
@@ -56,7 +57,18 @@ def gunicorn(settings: dict[str, str], log: Path, workers: int = 1, env: dict[st
                 pass
             assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
             time.sleep(0.2)
-        yield port
+        yield port, process
     finally:
         process.terminate()
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def gunicorn(settings: dict[str, str], log: Path, workers: int = 1, env: dict[str, str] | None = None) -> Iterator[int]:
+    """Runs the API under gunicorn as ``gunicorn_process`` does; yields its port."""
+    with gunicorn_process(settings, log, workers, env) as (port, _):
+        yield port

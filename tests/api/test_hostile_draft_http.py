@@ -11,11 +11,8 @@ example's draft without notes) measured in this process on this machine, under w
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -24,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gunicorn_support import gunicorn_process
 from pyhanko.pdf_utils.reader import PdfFileReader
 
 from rules.evaluate import evaluate
@@ -37,12 +35,6 @@ MAX_PAGES = 40  # issue 13: no GET of any record costs more than a render of a 4
 # waits, plus a machine shared with other work. The unbounded draft took about 17 renders.
 BOUND_RENDERS = 5
 WORKERS = 2  # as many sync workers as the requests at once: the case that held every worker before
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _get(url: str, token: str | None = None, timeout: float = 120) -> tuple[int, bytes, float]:
@@ -64,32 +56,10 @@ def _bounded_render_s() -> float:
 @pytest.fixture
 def gunicorn(app: Any, database_url: str, tmp_path: Path) -> Any:
     """Yields the base URL of gunicorn serving ``app``'s database and instance with deploy/gunicorn.conf.py."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "QUOTECHECK_BIND": f"127.0.0.1:{port}",
-           "QUOTECHECK_WORKERS": str(WORKERS), "QUOTECHECK_DATABASE_URL": database_url,
-           "QUOTECHECK_INSTANCE_PATH": app.instance_path}
-    log = (tmp_path / "gunicorn.log").open("wb")
-    server = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
-                               "service.wsgi:app"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if _get(f"{base}/healthz", timeout=5)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
-            time.sleep(0.2)
-        yield base, server, tmp_path / "gunicorn.log"
-    finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+    log = tmp_path / "gunicorn.log"
+    settings = {"DATABASE_URL": database_url, "INSTANCE_PATH": app.instance_path}
+    with gunicorn_process(settings, log, workers=WORKERS) as (port, server):
+        yield f"http://127.0.0.1:{port}", server, log
 
 
 def test_two_gets_at_once_of_a_hostile_draft_answer_within_a_bounded_render_and_healthz_answers(
