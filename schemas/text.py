@@ -50,9 +50,23 @@ def is_hidden(character: str) -> bool:
     return unicodedata.category(character) in _HIDDEN_CATEGORIES or character in _BLANK_LETTERS
 
 
-@cache
-def _hidden_pattern() -> re.Pattern[str]:
-    """Returns a character class matching every hidden code point (built once, from this Python's Unicode data)."""
+# The hidden code points (``is_hidden``) of the Unicode version this table was made for, as inclusive ranges.
+# Asking unicodedata about all 1,114,112 code points costs a process 0.2-0.6 s at its first use of free text
+# (the first record rendered, the first submission read); a Python with other Unicode data is scanned instead,
+# and tests/test_text.py checks this table against the scan of the Python that runs the suite.
+_HIDDEN_RANGES_UNICODE = "14.0.0"
+_HIDDEN_RANGES = (
+    (0x0, 0x8), (0xB, 0xC), (0xE, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x34F, 0x34F), (0x600, 0x605),
+    (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180E, 0x180E), (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+    (0x3164, 0x3164), (0xD800, 0xDFFF), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+)
+
+
+def scanned_hidden_ranges() -> tuple[tuple[int, int], ...]:
+    """Returns the inclusive ranges of hidden code points, found by asking unicodedata about every code point."""
     ranges: list[tuple[int, int]] = []
     for code in range(sys.maxunicode + 1):
         if is_hidden(chr(code)):
@@ -60,7 +74,18 @@ def _hidden_pattern() -> re.Pattern[str]:
                 ranges[-1] = (ranges[-1][0], code)
             else:
                 ranges.append((code, code))
-    members = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
+    return tuple(ranges)
+
+
+def hidden_ranges() -> tuple[tuple[int, int], ...]:
+    """Returns the inclusive ranges of hidden code points for this Python's Unicode data (the table, or a scan)."""
+    return _HIDDEN_RANGES if unicodedata.unidata_version == _HIDDEN_RANGES_UNICODE else scanned_hidden_ranges()
+
+
+@cache
+def _hidden_pattern() -> re.Pattern[str]:
+    """Returns a character class matching every hidden code point (built once per process)."""
+    members = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in hidden_ranges())
     return re.compile(f"[{members}]")
 
 
