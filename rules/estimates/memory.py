@@ -227,6 +227,7 @@ class StepMemoryModel:
     def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
                  model_state: TrainingModelState | None = None) -> TrainingMemory:
         """Returns :func:`training_memory` of the job on ``layout`` (the same arguments, the same result)."""
+        layout = plain_layout(layout)  # resized and re-sharded directly
         held = model_state or self.model_state(layout, sharding)
         layout = with_sharding(layout, held.sharding)
         job, settings = self.job, self.settings
@@ -332,7 +333,8 @@ class StepMemoryModel:
 
     def no_fit_reason(self, layout: Layout) -> str | None:
         """Returns :func:`no_fit_reason` of the job from ``layout``."""
-        gpus = _search_limit_gpus(layout)
+        unit = layout.whole_unit_gpus
+        gpus = max(1, MAX_SEARCH_GPUS // unit) * unit  # the largest count searched, in whole nodes and replicas
         try:
             estimate = self.estimate(resized(layout, gpus))
         except InconsistentInput as error:
@@ -371,11 +373,6 @@ def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib
     do not depend on the micro-batch: they are sized once, and each micro-batch tried adds its activations.
     """
     return StepMemoryModel(job, gpu_memory_gib, settings).largest_fitting_micro_batch(layout, limit)
-
-
-def _search_limit_gpus(layout: Layout) -> int:
-    """Returns the largest GPU count the searches try: MAX_SEARCH_GPUS in whole nodes and model replicas."""
-    return max(1, MAX_SEARCH_GPUS // layout.whole_unit_gpus) * layout.whole_unit_gpus
 
 
 def memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> int | None:
