@@ -135,7 +135,7 @@ def resized(layout: Layout, gpus: int) -> Layout:
     if shard_group is not None and (shard_group > shard_ranks or shard_ranks % shard_group):
         shard_group = None
     nodes = math.ceil(gpus / layout.gpus_per_node)
-    if type(layout) is Layout:  # built directly: dataclasses.replace costs more than the searches' step it sizes
+    if type(layout) is Layout:  # built directly, cheaper than dataclasses.replace: the searches resize at every count
         return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel,
                       layout.sharding, shard_group, layout.context)
     return replace(layout, gpus=gpus, nodes=nodes, data_parallel=data_parallel, shard_group=shard_group)
@@ -155,7 +155,8 @@ def with_sharding(layout: Layout, sharding: str) -> Layout:
 
 
 def plain_layout(layout: Layout) -> Layout:
-    """Returns ``layout`` as a plain Layout (a subclass's own fields dropped), which :func:`resized` builds directly."""
+    """Returns ``layout`` as a plain Layout (a subclass's own fields dropped): :func:`resized` and
+    :func:`with_sharding` build a plain one directly."""
     if type(layout) is Layout:
         return layout
     return Layout(layout.gpus, layout.gpus_per_node, layout.nodes, layout.tensor, layout.pipeline,

@@ -208,8 +208,11 @@ class StepMemoryModel:
 
     def _keep(self, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
         kept = self._kept
-        if key not in kept:
-            kept[key] = compute()  # a raise keeps nothing
+        try:
+            if key not in kept:
+                kept[key] = compute()  # a raise keeps nothing
+        except TypeError:  # an unhashable argument (never a valid one): computed, for the estimator to refuse
+            return compute()
         return kept[key]
 
     def model_state(self, layout: Layout, sharding: str | None = None) -> TrainingModelState:

@@ -116,7 +116,7 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
         return None
     plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
     submitted = sharding is None and gpus is None
-    model = step_memory_model(ctx)  # reads the settings before the model state, as the estimate does
+    model = step_memory_model(ctx)  # reads the settings before the model state, the order the record lists
     held = model_state_estimate(ctx) if submitted else None
     return model.estimate(plan, sharding=sharding, micro_batch=micro_batch, model_state=held)
 
