@@ -134,8 +134,11 @@ def resized(layout: Layout, gpus: int) -> Layout:
     shard_group = layout.shard_group
     if shard_group is not None and (shard_group > shard_ranks or shard_ranks % shard_group):
         shard_group = None
-    return replace(layout, gpus=gpus, nodes=math.ceil(gpus / layout.gpus_per_node), data_parallel=data_parallel,
-                   shard_group=shard_group)
+    nodes = math.ceil(gpus / layout.gpus_per_node)
+    if type(layout) is Layout:  # built directly, cheaper than dataclasses.replace: the searches resize at every count
+        return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel,
+                      layout.sharding, shard_group, layout.context)
+    return replace(layout, gpus=gpus, nodes=nodes, data_parallel=data_parallel, shard_group=shard_group)
 
 
 def with_sharding(layout: Layout, sharding: str) -> Layout:
@@ -145,4 +148,16 @@ def with_sharding(layout: Layout, sharding: str) -> Layout:
         shard_group = hybrid_shard_group(layout.shard_ranks, layout.gpus_per_node, layout.tensor)
     if sharding == layout.sharding and shard_group == layout.shard_group:
         return layout  # already so (a Layout is immutable)
+    if type(layout) is Layout:
+        return Layout(layout.gpus, layout.gpus_per_node, layout.nodes, layout.tensor, layout.pipeline,
+                      layout.data_parallel, sharding, shard_group, layout.context)
     return replace(layout, sharding=sharding, shard_group=shard_group)
+
+
+def plain_layout(layout: Layout) -> Layout:
+    """Returns ``layout`` as a plain Layout (a subclass's own fields dropped): :func:`resized` and
+    :func:`with_sharding` build a plain one directly."""
+    if type(layout) is Layout:
+        return layout
+    return Layout(layout.gpus, layout.gpus_per_node, layout.nodes, layout.tensor, layout.pipeline,
+                  layout.data_parallel, layout.sharding, layout.shard_group, layout.context)

@@ -16,30 +16,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rules.errors import InconsistentInput
-from rules.estimates._args import require_non_negative_int, require_positive_int
 from rules.estimates.activation_conventions import (
     ActivationCounting,
     activation_element_bytes,
     counted_activation_bytes,
 )
 from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule
+from rules.estimates.bisection import fewest_fitting, most_fitting
 from rules.estimates.comm_buffers import (
     BufferInputs,
     CommunicationBuffers,
     CommunicationSettings,
     communication_buffers,
 )
-from rules.estimates.layout import Layout, resized, with_sharding
-from rules.estimates.model_state import ModelStatePerGpu, StateBytesPerParam, TrainedModel
+from rules.estimates.layout import Layout, plain_layout, resized, with_sharding
+from rules.estimates.measured_fit import FittingMicroBatch as FittingMicroBatch  # their former home
+from rules.estimates.measured_fit import MeasuredPeak as MeasuredPeak
+from rules.estimates.measured_fit import largest_fitting_given_measurement as largest_fitting_given_measurement
+from rules.estimates.model_state import (
+    ModelStatePerGpu,
+    StateBytesPerParam,
+    TrainedModel,
+    effective_sharding,
+    model_state_bytes_per_param,
+)
 from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
-from rules.estimates.parameters import largest_layer_parameters
+from rules.estimates.parameters import first_stage_parameter_factor, largest_layer_parameters
 from rules.estimates.ratios import spare_fraction
 from rules.estimates.shapes import ModelShape
-from rules.estimates.training_state import StateSettings, TrainingModelState, training_model_state
+from rules.estimates.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
 from rules.units import GIB
 
+Buffers = CommunicationBuffers | None  # None: not counted (MemorySettings.communication)
 # The searches over GPU counts stop here: no fit below this many GPUs means "not by adding GPUs".
 MAX_SEARCH_GPUS = 131_072
 
@@ -133,7 +144,7 @@ class TrainingMemory:
 
     @property
     def total_bytes(self) -> float:
-        return self.model_state_bytes + (self.activations_bytes or 0) + self.gathered_bytes + self.other_bytes
+        return step_total_bytes(self.model_state_bytes, self.activations_bytes, self.gathered_bytes, self.other_bytes)
 
     @property
     def spare_fraction(self) -> float:
@@ -152,6 +163,12 @@ class TrainingMemory:
         return self.within_usable
 
 
+def step_total_bytes(model_state_bytes: float, activations_bytes: float | None, gathered_bytes: float,
+                     other_bytes: float) -> float:
+    """Returns one step's bytes on the GPU: model state + activations (0 when unknown) + gathered + other."""
+    return model_state_bytes + (activations_bytes or 0) + gathered_bytes + other_bytes
+
+
 def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings, *,
                     sharding: str | None = None, micro_batch: int | None = None,
                     model_state: TrainingModelState | None = None) -> TrainingMemory:
@@ -165,39 +182,171 @@ def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
     allocator's fragmentation over all tensors it holds (NCCL's buffers are not its); the model state (and
     what the host holds of it) is :func:`rules.estimates.training_state.training_model_state`, or
     ``model_state`` when the caller has it for this layout and sharding. Usable memory is the GPU's less
-    ``settings.headroom_fraction``.
+    ``settings.headroom_fraction``. One estimate of :class:`StepMemoryModel`.
     """
-    held = model_state or training_model_state(job.model, job.shape, job.offload, layout, settings.state_settings,
-                                               sharding=sharding)
-    layout = with_sharding(layout, held.sharding)
-    return _step_memory(job, layout, gpu_memory_gib, settings, held, micro_batch or job.batch.micro_batch,
-                        lambda: _buffers(job, layout, held.state, held.per_gpu, settings))
+    return StepMemoryModel(job, gpu_memory_gib, settings).estimate(layout, sharding=sharding, micro_batch=micro_batch,
+                                                                   model_state=model_state)
 
 
-def _step_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,
-                 held: TrainingModelState, micro_batch: int | None,
-                 buffers_of: Callable[[], CommunicationBuffers | None]) -> TrainingMemory:
-    """Returns :func:`training_memory` from the model state of ``layout`` (already under the state's sharding)
-    at ``micro_batch``, with the buffers ``buffers_of`` returns (asked after the activations are sized, so
-    that of two refusals the same one comes first): what a search over micro-batches sizes at each one."""
-    state, sharding, per_gpu, gathered = held.state, held.sharding, held.per_gpu, held.gathered_bytes
-    stage_factor = held.first_stage_factor
-    counting = ActivationCounting(settings.activation_convention, activation_element_bytes(job.model.precision))
-    activations = _activations(job, layout, int(micro_batch) if micro_batch else None, counting)
-    buffers = buffers_of()
-    buckets = buffers.bucket_bytes if buffers else 0.0
-    tensors = per_gpu.gpu_total_bytes + (activations or 0) + gathered + buckets
-    context = settings.cuda_context_gib * GIB
-    other = context + settings.fragmentation_fraction * tensors + (buffers.total_bytes if buffers else 0.0)
-    capacity = gpu_memory_gib * GIB
-    return TrainingMemory(
-        sharding=sharding, micro_batch=int(micro_batch) if micro_batch else None, state=state,
-        convention=settings.convention, weights_bytes=per_gpu.weights_bytes, gradients_bytes=per_gpu.gradients_bytes,
-        optimizer_bytes=per_gpu.optimizer_bytes, activations_bytes=activations, gathered_bytes=gathered,
-        other_bytes=other, host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
-        usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
-        first_stage_factor=stage_factor, context_parallel=layout.context, activation_counting=counting,
-        communication=buffers, cuda_context_bytes=context, host=held.host)
+class StepMemoryModel:
+    """:func:`training_memory` of one job on one GPU under one policy, with the terms that repeat kept.
+
+    An evaluation sizes the same job many times: under each sharding strategy, on the submitted layout, at
+    each micro-batch and GPU count its searches try. Most terms depend on few of the layout's degrees: the
+    bytes per parameter and the gathered layers on the sharding, the first stage's share on the pipeline
+    degree, the activations on the micro-batch, the tensor, pipeline and context degrees and the micro-batches
+    per step (the only thing they read of the data-parallel degree). Each is kept, under exactly the arguments
+    its estimator reads, the first time an estimate asks for it, in the order :func:`training_memory` asks; a
+    refusal is not kept, so an estimate raises what it raised before. The job, GPU and settings are fixed:
+    build one per evaluation (rules/checks/facts/memory.py) or per search, never across jobs.
+    """
+
+    def __init__(self, job: TrainingJob, gpu_memory_gib: float, settings: MemorySettings) -> None:
+        self.job, self.gpu_memory_gib, self.settings = job, gpu_memory_gib, settings
+        self._state_settings = settings.state_settings
+        self._kept: dict[tuple[object, ...], Any] = {}
+
+    def _keep(self, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
+        kept = self._kept
+        try:
+            if key not in kept:
+                kept[key] = compute()  # a raise keeps nothing
+        except TypeError:  # an unhashable argument (never a valid one): computed, for the estimator to refuse
+            return compute()
+        return kept[key]
+
+    def model_state(self, layout: Layout, sharding: str | None = None) -> TrainingModelState:
+        """Returns :func:`rules.estimates.training_state.training_model_state` of the job on ``layout``."""
+        job, settings = self.job, self._state_settings
+        sharding = effective_sharding(sharding or layout.sharding, settings.convention)
+        layout = with_sharding(layout, sharding)
+        model, shape, pipeline = job.model, job.shape, layout.pipeline
+        state = self._keep(("state", sharding), lambda: model_state_bytes_per_param(
+            model.precision, model.optimizer, settings.convention, sharding))
+        stage_factor = self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline))
+        return sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor, lambda: self._keep(
+            ("gathered", sharding), lambda: gathered_bytes(shape, sharding, state, settings)))
+
+    def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
+                 model_state: TrainingModelState | None = None) -> TrainingMemory:
+        """Returns :func:`training_memory` of the job on ``layout`` (the same arguments, the same result)."""
+        layout = plain_layout(layout)  # resized and re-sharded directly
+        held = model_state or self.model_state(layout, sharding)
+        layout = with_sharding(layout, held.sharding)
+        job, settings = self.job, self.settings
+        micro_batch = micro_batch or job.batch.micro_batch
+        activations, buffers, other = self._step(layout, held, micro_batch,
+                                                 lambda: _buffers(job, layout, held.state, held.per_gpu, settings))
+        per_gpu, counting = held.per_gpu, self._counting()
+        capacity = self.gpu_memory_gib * GIB
+        return TrainingMemory(
+            sharding=held.sharding, micro_batch=int(micro_batch) if micro_batch else None, state=held.state,
+            convention=settings.convention, weights_bytes=per_gpu.weights_bytes,
+            gradients_bytes=per_gpu.gradients_bytes, optimizer_bytes=per_gpu.optimizer_bytes,
+            activations_bytes=activations, gathered_bytes=held.gathered_bytes, other_bytes=other,
+            host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
+            usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
+            first_stage_factor=held.first_stage_factor, context_parallel=layout.context,
+            activation_counting=counting, communication=buffers,
+            cuda_context_bytes=settings.cuda_context_gib * GIB, host=held.host)
+
+    def _counting(self) -> ActivationCounting:
+        settings, precision = self.settings, self.job.model.precision
+        return self._keep(("counting",), lambda: ActivationCounting(settings.activation_convention,
+                                                                    activation_element_bytes(precision)))
+
+    def _step(self, layout: Layout, held: TrainingModelState, micro_batch: int | None,
+              buffers_of: Callable[[], Buffers]) -> tuple[float | None, Buffers, float]:
+        """Returns the activations, the buffers and the other bytes of one step on ``layout`` (already under the
+        state's sharding) at ``micro_batch``, the buffers being ``buffers_of()``, asked after the activations
+        are sized (so that of two refusals the same one comes first)."""
+        settings = self.settings
+        activations = self._activations(layout, int(micro_batch) if micro_batch else None, self._counting())
+        buffers = buffers_of()
+        buckets = buffers.bucket_bytes if buffers else 0.0
+        tensors = held.per_gpu.gpu_total_bytes + (activations or 0) + held.gathered_bytes + buckets
+        context = settings.cuda_context_gib * GIB
+        other = context + settings.fragmentation_fraction * tensors + (buffers.total_bytes if buffers else 0.0)
+        return activations, buffers, other
+
+    def _fits(self, layout: Layout, held: TrainingModelState, micro_batch: int | None,
+              buffers_of: Callable[[], Buffers]) -> bool | None:
+        """Returns :attr:`TrainingMemory.fits` of that step, without building the estimate."""
+        activations, _, other = self._step(layout, held, micro_batch, buffers_of)
+        usable = self.gpu_memory_gib * GIB * (1 - self.settings.headroom_fraction)
+        if activations is None:
+            return None
+        return step_total_bytes(held.per_gpu.gpu_total_bytes, activations, held.gathered_bytes, other) <= usable
+
+    def _activations(self, layout: Layout, micro_batch: int | None, counting: ActivationCounting) -> float | None:
+        """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
+
+        Counted under ``counting`` (:func:`rules.estimates.activation_conventions.counted_activation_bytes`). A
+        context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
+        parallelism; :func:`rules.estimates.activations.activation_bytes_per_gpu`).
+        """
+        job = self.job
+        sequence_length = job.batch.sequence_length
+        if job.shape is None or sequence_length is None or micro_batch is None:
+            return None
+        micro_batches = None
+        if job.batch.global_batch:
+            # Micro-batches per optimizer step on each data-parallel rank (the batch identity of estimates/batch.py).
+            micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
+        tensor, pipeline, context = layout.tensor, layout.pipeline, layout.context
+        return self._keep(("activations", micro_batch, tensor, pipeline, context, micro_batches),
+                          lambda: counted_activation_bytes(
+                              counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
+                              PipelineSchedule(pipeline, job.virtual_stages, micro_batches),
+                              context_parallel=context))
+
+    def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
+        """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""
+        held = self.model_state(layout)
+        sized = with_sharding(layout, held.sharding)
+        job, settings = self.job, self.settings
+        buffers: list[CommunicationBuffers | None] = []
+
+        def buffers_of() -> CommunicationBuffers | None:
+            if not buffers:
+                buffers.append(_buffers(job, sized, held.state, held.per_gpu, settings))
+            return buffers[0]
+
+        def fits(micro_batch: int) -> bool | None:
+            return self._fits(sized, held, micro_batch, buffers_of)
+
+        return most_fitting(fits, limit)
+
+    def memory_min_gpus(self, layout: Layout) -> int | None:
+        """Returns :func:`memory_min_gpus` of the job from ``layout``."""
+        unit, plain = layout.whole_unit_gpus, plain_layout(layout)  # the plain one is resized directly
+        job, settings = self.job, self.settings
+
+        def fits_on(multiple: int) -> bool:
+            try:
+                held = self.model_state(sized := resized(plain, multiple * unit))
+                sized = with_sharding(sized, held.sharding)
+                return bool(self._fits(sized, held, job.batch.micro_batch,
+                                       lambda: _buffers(job, sized, held.state, held.per_gpu, settings)))
+            except InconsistentInput:  # the estimators refuse the layout on this many GPUs
+                return False
+
+        multiple = fewest_fitting(fits_on, max(1, MAX_SEARCH_GPUS // unit))
+        return None if multiple is None else multiple * unit
+
+    def no_fit_reason(self, layout: Layout) -> str | None:
+        """Returns :func:`no_fit_reason` of the job from ``layout``."""
+        unit = layout.whole_unit_gpus
+        gpus = max(1, MAX_SEARCH_GPUS // unit) * unit  # the largest count searched, in whole nodes and replicas
+        try:
+            estimate = self.estimate(resized(layout, gpus))
+        except InconsistentInput as error:
+            return f"no GPU count fits this layout: {error}"
+        if estimate.fits is None or estimate.fits:  # unknown, or memory_min_gpus would have found this count
+            return None
+        return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
+                f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
+                f"{estimate.usable_bytes / GIB:,.1f} GiB usable")
 
 
 def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gpu: ModelStatePerGpu,
@@ -218,26 +367,6 @@ def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gp
     return communication_buffers(inputs, settings.communication)
 
 
-def _activations(job: TrainingJob, layout: Layout, micro_batch: int | None,
-                 counting: ActivationCounting) -> float | None:
-    """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
-
-    Counted under ``counting`` (:func:`rules.estimates.activation_conventions.counted_activation_bytes`). A
-    context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
-    parallelism; :func:`rules.estimates.activations.activation_bytes_per_gpu`).
-    """
-    sequence_length = job.batch.sequence_length
-    if job.shape is None or sequence_length is None or micro_batch is None:
-        return None
-    micro_batches = None
-    if job.batch.global_batch:
-        # Micro-batches per optimizer step on each data-parallel rank (the batch identity of rules/estimates/batch.py).
-        micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
-    return counted_activation_bytes(counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving,
-                                    layout.tensor, PipelineSchedule(layout.pipeline, job.virtual_stages, micro_batches),
-                                    context_parallel=layout.context)
-
-
 def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,
                                 limit: int) -> int | None:
     """Returns the largest micro-batch ≤ ``limit`` whose step fits usable memory: 0 if none, None if unknown.
@@ -246,74 +375,7 @@ def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib
     al. 2022, Table 2), so the fitting micro-batches are 1..k. The model state and the communication buffers
     do not depend on the micro-batch: they are sized once, and each micro-batch tried adds its activations.
     """
-    held = training_model_state(job.model, job.shape, job.offload, layout, settings.state_settings)
-    sized = with_sharding(layout, held.sharding)
-    buffers: list[CommunicationBuffers | None] = []
-
-    def buffers_of() -> CommunicationBuffers | None:
-        if not buffers:
-            buffers.append(_buffers(job, sized, held.state, held.per_gpu, settings))
-        return buffers[0]
-
-    def fits(micro_batch: int) -> bool | None:
-        return _step_memory(job, sized, gpu_memory_gib, settings, held, micro_batch, buffers_of).fits
-
-    first = fits(1)
-    if first is None:
-        return None
-    if not first:
-        return 0
-    low, high = 1, max(1, limit)
-    if fits(high):
-        return high
-    while high - low > 1:  # invariant: low fits, high does not
-        middle = (low + high) // 2
-        if fits(middle):
-            low = middle
-        else:
-            high = middle
-    return low
-
-
-@dataclass(frozen=True)
-class MeasuredPeak:
-    """A measured peak memory per GPU at one micro-batch (PyTorch's peak reserved, else peak allocated)."""
-
-    micro_batch: int
-    peak_gib: float
-
-
-@dataclass(frozen=True)
-class FittingMicroBatch:
-    """The largest micro-batch whose step fits usable memory, once a measurement has had its say."""
-
-    largest: int  # 0 when not even micro-batch 1 fits
-    measured_fits: bool | None  # whether the measured micro-batch fitted usable memory; None when none was measured
-
-
-def largest_fitting_given_measurement(estimated_largest: int, usable_gib: float,
-                                      measured: MeasuredPeak | None) -> FittingMicroBatch:
-    """Returns the estimated largest fitting micro-batch corrected by a measured peak, where there is one.
-
-    A measured peak within usable memory shows that its micro-batch fits, so the largest is at least that
-    one; a peak above it shows that it does not, so the largest is below it. Activation memory grows with
-    the micro-batch (Korthikanti et al. 2022, arXiv 2205.05198, Table 2), so the fitting micro-batches are
-    1..k and one measurement moves k past, or back below, the measured micro-batch. The peak to compare is
-    what the caching allocator reserved (PyTorch ``torch.cuda.max_memory_reserved``), as the acceptance
-    plan's "Measure peak accelerator memory" asks.
-    """
-    require_non_negative_int("estimated_largest", estimated_largest)
-    if measured is None:
-        return FittingMicroBatch(estimated_largest, None)
-    require_positive_int("measured micro_batch", measured.micro_batch)
-    if measured.peak_gib <= usable_gib:
-        return FittingMicroBatch(max(estimated_largest, measured.micro_batch), True)
-    return FittingMicroBatch(min(estimated_largest, measured.micro_batch - 1), False)
-
-
-def _search_limit_gpus(layout: Layout) -> int:
-    """Returns the largest GPU count the searches try: MAX_SEARCH_GPUS in whole nodes and model replicas."""
-    return max(1, MAX_SEARCH_GPUS // layout.whole_unit_gpus) * layout.whole_unit_gpus
+    return StepMemoryModel(job, gpu_memory_gib, settings).largest_fitting_micro_batch(layout, limit)
 
 
 def memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> int | None:
@@ -321,27 +383,12 @@ def memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
 
     Bisection over :func:`training_memory` on n GPUs: more data-parallel ranks shard the state further (ZeRO
     §5), so the fitting counts are n..∞ (for ddp either every count fits or none does). A count on which the
-    estimators refuse the layout (fsdp-hybrid on part of a node) does not fit.
+    estimators refuse the layout (fsdp-hybrid on part of a node) does not fit. The bisection is the plain one
+    from [0, MAX_SEARCH_GPUS]: the step is not monotone in every term (a second data-parallel rank adds a
+    communicator's NCCL buffers), so another order of counts could end elsewhere; each count is cheap instead
+    (:class:`StepMemoryModel` keeps what does not change with it).
     """
-    unit = layout.whole_unit_gpus
-
-    def fits_on(multiple: int) -> bool:
-        try:
-            return bool(training_memory(job, resized(layout, multiple * unit), gpu_memory_gib, settings).fits)
-        except InconsistentInput:
-            return False
-
-    high = max(1, MAX_SEARCH_GPUS // unit)
-    if not fits_on(high):
-        return None
-    low = 0  # invariant: low does not fit (0 GPUs), high does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits_on(middle):
-            high = middle
-        else:
-            low = middle
-    return high * unit
+    return StepMemoryModel(job, gpu_memory_gib, settings).memory_min_gpus(layout)
 
 
 def no_fit_reason(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> str | None:
@@ -350,13 +397,4 @@ def no_fit_reason(job: TrainingJob, layout: Layout, gpu_memory_gib: float, setti
     For when :func:`memory_min_gpus` found none: the reason quotes the per-GPU need at the largest count
     searched, where the state is sharded furthest, so it is the least any count needs.
     """
-    gpus = _search_limit_gpus(layout)
-    try:
-        estimate = training_memory(job, resized(layout, gpus), gpu_memory_gib, settings)
-    except InconsistentInput as error:
-        return f"no GPU count fits this layout: {error}"
-    if estimate.fits is None or estimate.fits:  # unknown, or memory_min_gpus would have found this count
-        return None
-    return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
-            f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
-            f"{estimate.usable_bytes / GIB:,.1f} GiB usable")
+    return StepMemoryModel(job, gpu_memory_gib, settings).no_fit_reason(layout)

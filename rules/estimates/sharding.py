@@ -6,6 +6,7 @@ puts the figures in one row per strategy and picks the one that communicates lea
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -60,7 +61,12 @@ def refused_option(strategy: str, reason: str) -> ShardingOption:
 def with_common_usable(options: list[ShardingOption]) -> list[ShardingOption]:
     """Returns the rows with the usable memory of the sized ones on every row (it does not depend on strategy)."""
     usable_gib = [o.usable_gib for o in options if o.total_gib is not None][-1]
-    return [replace(o, usable_gib=usable_gib) for o in options]
+    return [o if _same_float(o.usable_gib, usable_gib) else replace(o, usable_gib=usable_gib) for o in options]
+
+
+def _same_float(a: float, b: float) -> bool:
+    """Returns whether two floats are the same to the bit (0.0 and -0.0 differ), so that a row keeps its own."""
+    return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
 
 
 def least_communication(options: list[ShardingOption]) -> ShardingOption | None:

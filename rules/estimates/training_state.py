@@ -10,6 +10,7 @@ estimators for the ``deepspeed`` convention (rules/estimates/deepspeed_estimator
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -79,7 +80,7 @@ def training_model_state(model: TrainedModel, shape: ModelShape | None, offload:
 
     GPU: :func:`rules.estimates.model_state.model_state_on_gpu` for the most loaded pipeline stage (its share,
     :func:`rules.estimates.parameters.first_stage_parameter_factor`) with ``offload`` (ZeRO-Offload,
-    ZeRO-Infinity), plus what ZeRO-3 or FSDP holds gathered (:func:`_gathered`). Host: the node's ranks'
+    ZeRO-Infinity), plus what ZeRO-3 or FSDP holds gathered (:func:`gathered_bytes`). Host: the node's ranks'
     offloaded state with DeepSpeed's buffer factor (:func:`rules.estimates.offload.offloaded_host_state`);
     under the ``deepspeed`` convention and a DeepSpeed ZeRO stage, DeepSpeed's own per-CPU estimate instead
     (:func:`_deepspeed_host`), which also counts the fp32 model built at start-up.
@@ -88,8 +89,24 @@ def training_model_state(model: TrainedModel, shape: ModelShape | None, offload:
     layout = with_sharding(layout, sharding)
     state = model_state_bytes_per_param(model.precision, model.optimizer, settings.convention, sharding)
     stage_factor = first_stage_parameter_factor(shape, layout.pipeline)
+    return sharded_model_state(model, shape, offload, layout, settings, state, stage_factor,
+                               lambda: gathered_bytes(shape, sharding, state, settings))
+
+
+def sharded_model_state(model: TrainedModel, shape: ModelShape | None, offload: str, layout: Layout,
+                        settings: StateSettings, state: StateBytesPerParam, stage_factor: float,
+                        gathered_of: Callable[[], float]) -> TrainingModelState:
+    """Returns :func:`training_model_state` of ``layout``, already under the sharding the state is sized with.
+
+    From the pieces that do not depend on the data-parallel degree: the bytes per parameter ``state``
+    (:func:`rules.estimates.model_state.model_state_bytes_per_param` of that sharding), the first stage's
+    share ``stage_factor`` and ``gathered_of``, which returns :func:`gathered_bytes` and is asked only under
+    parameter sharding, after the GPU's share is sized (so that of two refusals the same one comes first):
+    what a search over GPU counts computes once and passes to each count it tries.
+    """
+    sharding = layout.sharding
     per_gpu = model_state_on_gpu(model, layout, state, offload, stage_factor)
-    gathered = _gathered(shape, sharding, state, settings) if sharding in PARAMETER_SHARDED else 0.0
+    gathered = gathered_of() if sharding in PARAMETER_SHARDED else 0.0
     if settings.convention == DEEPSPEED_CONVENTION and sharding in DEEPSPEED_STAGES:
         host = _deepspeed_host(model, shape, offload, layout, stage_factor, settings.zero)
     else:
@@ -106,7 +123,8 @@ def _largest_module(shape: ModelShape | None) -> int:
     return largest_layer_parameters(shape, "module")
 
 
-def _gathered(shape: ModelShape | None, sharding: str, state: StateBytesPerParam, settings: StateSettings) -> float:
+def gathered_bytes(shape: ModelShape | None, sharding: str, state: StateBytesPerParam,
+                   settings: StateSettings) -> float:
     """Returns the bytes held unsharded: ZeRO-3's working set (per module) or FSDP's units (per decoder layer).
 
     ZeRO-3: :func:`rules.estimates.offload.zero3_working_set_bytes` with DeepSpeed's stage-3 defaults; under

@@ -18,11 +18,10 @@ from rules.checks.facts.model import (
     note_missing_formats,
 )
 from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
-from rules.estimates import memory
 from rules.estimates.activations import ActivationSaving
 from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout import Layout, resized
-from rules.estimates.memory import MemorySettings, TrainingBatch, TrainingJob, TrainingMemory
+from rules.estimates.memory import MemorySettings, StepMemoryModel, TrainingBatch, TrainingJob, TrainingMemory
 from rules.estimates.model_state import TrainedModel
 from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
 from rules.estimates.training_state import TrainingModelState, host_holds_model_state, training_model_state
@@ -117,9 +116,24 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
         return None
     plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
     submitted = sharding is None and gpus is None
-    return memory.training_memory(inputs.job, plan, inputs.gpu_memory_gib, memory_settings(ctx),
-                                  sharding=sharding, micro_batch=micro_batch,
-                                  model_state=model_state_estimate(ctx) if submitted else None)
+    model = step_memory_model(ctx)  # reads the settings before the model state, the order the record lists
+    held = model_state_estimate(ctx) if submitted else None
+    return model.estimate(plan, sharding=sharding, micro_batch=micro_batch, model_state=held)
+
+
+def step_memory_model(ctx: Context) -> StepMemoryModel:
+    """Returns the job's training memory on the training GPU, one model per evaluation, so that every estimate and
+    search of the evaluation shares the terms that repeat (rules.estimates.memory.StepMemoryModel).
+
+    For callers that have the memory inputs (:func:`memory_inputs` is not None).
+    """
+    return ctx.memo("memory.model", _step_memory_model)
+
+
+def _step_memory_model(ctx: Context) -> StepMemoryModel:
+    inputs = memory_inputs(ctx)
+    assert inputs is not None, "step_memory_model needs the memory inputs"
+    return StepMemoryModel(inputs.job, inputs.gpu_memory_gib, memory_settings(ctx))
 
 
 def model_state_estimate(ctx: Context) -> TrainingModelState | None:
@@ -230,28 +244,27 @@ def largest_fitting_micro_batch(ctx: Context, limit: int) -> int | None:
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    return memory.largest_fitting_micro_batch(inputs.job, inputs.placement, inputs.gpu_memory_gib,
-                                              memory_settings(ctx), limit)
+    return step_memory_model(ctx).largest_fitting_micro_batch(inputs.placement, limit)
 
 
 def memory_min_gpus(ctx: Context) -> int | None:
     """Returns the fewest GPUs (whole nodes and model-parallel groups) on which one step fits, None if none does."""
-    return _search(ctx, memory.memory_min_gpus)
+    return _search(ctx, StepMemoryModel.memory_min_gpus)
 
 
 def no_fit_reason(ctx: Context) -> str | None:
     """Returns why no GPU count fits one step in memory; None when one does or memory is unknown."""
-    return _search(ctx, memory.no_fit_reason)
+    return _search(ctx, StepMemoryModel.no_fit_reason)
 
 
-def _search(ctx: Context, search: Callable[[TrainingJob, Layout, float, MemorySettings], Any]) -> Any:
+def _search(ctx: Context, search: Callable[[StepMemoryModel, Layout], Any]) -> Any:
     """Returns ``search`` over GPU counts for the submitted job; None when it runs nowhere or cannot be sized."""
     if layout(ctx) is None:
         return None
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    return search(inputs.job, inputs.placement, inputs.gpu_memory_gib, memory_settings(ctx))
+    return search(step_memory_model(ctx), inputs.placement)
 
 
 def host_model_state(ctx: Context) -> HostModelState | None:
