@@ -302,10 +302,20 @@ def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueE
     if kind is str or value is None or kind is bool or (kind is float and -_DOUBLE_MAX <= value <= _DOUBLE_MAX) or (
             kind is int and -SAFE_INTEGER <= value <= SAFE_INTEGER):
         return value
+    # A container's common leaves are tested here as above, without a call each (evidence is mostly such leaves).
     if isinstance(value, dict):
-        return {key: as_doubles(item, key, error, hint) for key, item in value.items()}
+        out = {}
+        for key, item in value.items():
+            kind = type(item)
+            out[key] = item if kind is str or item is None or kind is bool or (
+                kind is float and -_DOUBLE_MAX <= item <= _DOUBLE_MAX) or (
+                kind is int and -SAFE_INTEGER <= item <= SAFE_INTEGER) else as_doubles(item, key, error, hint)
+        return out
     if isinstance(value, list | tuple):
-        items = [as_doubles(item, name, error, hint) for item in value]
+        items = [item if (kind := type(item)) is str or item is None or kind is bool or (
+                     kind is float and -_DOUBLE_MAX <= item <= _DOUBLE_MAX) or (
+                     kind is int and -SAFE_INTEGER <= item <= SAFE_INTEGER) else as_doubles(item, name, error, hint)
+                 for item in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, bool):
         return value
