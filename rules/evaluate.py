@@ -173,7 +173,10 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         ctx.peer_missing = missing
         try:
             facts = check().gather(ctx)
-            facts = replace(facts, evidence=_representable(facts.evidence))
+            evidence = _representable(facts.evidence)
+            # Facts itself is rebuilt field by field (dataclasses.replace costs several times as much).
+            facts = Facts(evidence, facts.basis, facts.stage, facts.reason, facts.unjudged) \
+                if type(facts) is Facts else replace(facts, evidence=evidence)
         except InconsistentInput as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
@@ -210,8 +213,9 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
     evidence = {**facts.evidence, "inputs": ctx.reader.pointers}
     if facts.stage is Stage.DECIDE:
         rule = check.outcome(rule_name)
-        message = _render(rule.message, {**facts.evidence, **thresholds}, check.id, rule_name)
-        remediation = _render(rule.remediation, {**facts.evidence, **thresholds}, check.id, rule_name)
+        values = _Evidence({**facts.evidence, **thresholds})
+        message = _render(rule.message, values, check.id, rule_name)
+        remediation = _render(rule.remediation, values, check.id, rule_name)
     elif facts.stage is Stage.INSUFFICIENT_DATA:
         evidence["missing"] = list(ctx.missing)
         needed = ", ".join(ctx.missing) or "an input"
@@ -242,12 +246,13 @@ class _Evidence(dict):
         raise KeyError(key)
 
 
-def _render(template: Words, values: dict[str, Any], check_id: str, rule_name: str) -> str:
-    """Returns ``template`` filled from the evidence (or called on it); EngineError names a field it needs."""
+def _render(template: Words, values: _Evidence, check_id: str, rule_name: str) -> str:
+    """Returns ``template`` filled from the evidence (or called on a copy of it); EngineError names a field it
+    needs."""
     try:
         if callable(template):
             return template(_Evidence(values))
-        return template.format_map(_Evidence(values))
+        return template.format_map(values)
     except (KeyError, ValueError, TypeError) as error:
         raise EngineError(f"message of rule {rule_name} of {check_id} cannot be filled: {error!r}") from None
 

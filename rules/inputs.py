@@ -70,6 +70,14 @@ class Inputs:
         self.document = self._resolve(submission, "")
         self._fill_from_catalogue()
         self._found: dict[str, Any] = {}  # pointer → value (or _ABSENT), once the catalogue fills are in
+        self._assumed: dict[str, dict[str, Any]] | None = None  # pointer → as_dict() of each assumption
+
+    def assumed(self) -> dict[str, dict[str, Any]]:
+        """Returns pointer → ``as_dict()`` of every input that is an assumption, classified once (the dicts are
+        shared: copy one before changing it)."""
+        if self._assumed is None:
+            self._assumed = {p: q.as_dict() for p, q in self.quantities.items() if q.is_assumption}
+        return self._assumed
 
     def _resolve(self, node: Any, pointer: str) -> Any:
         if isinstance(node, dict):
@@ -186,9 +194,5 @@ class Reader:
 
     def assumptions(self) -> list[dict[str, Any]]:
         """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
-        out = []
-        for pointer in self._read:
-            quantity = self.inputs.quantity(pointer)
-            if quantity is not None and quantity.is_assumption:
-                out.append(quantity.as_dict())
-        return out
+        assumed = self.inputs.assumed()
+        return [dict(assumed[pointer]) for pointer in self._read if pointer in assumed]
