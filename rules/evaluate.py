@@ -27,7 +27,7 @@ from schemas.json_reader import (
     JsonTooLarge,
     as_doubles,
     read_json,
-    strings_and_odd_numbers,
+    strings_numbers_and_tuples,
     unrepresentable_numbers,
 )
 from schemas.text import hidden_text_problems, holds_hidden_text
@@ -137,9 +137,10 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     """
     if not counted:
         check_counts(document, origin)
-    problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1)
+    # One walk of the document; the pointers are built only for what it finds.
+    texts, odd_numbers, tuples = strings_numbers_and_tuples(document)
+    problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1, holds_tuple=tuples)
     complete = len(problems) <= MAX_LISTED_PROBLEMS
-    texts, odd_numbers = strings_and_odd_numbers(document)  # one walk; the pointers only for what it finds
     problems = (problems + (hidden_text_problems(document) if complete and holds_hidden_text(texts) else [])
                 or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document))
     if problems:

@@ -132,8 +132,15 @@ def strings_and_odd_numbers(document: Any) -> tuple[list[str], bool]:
     (schemas.text.hidden_text_problems, :func:`unrepresentable_numbers`) need run only when this one finds one
     (schemas.text.holds_hidden_text on the strings).
     """
+    texts, odd, _ = strings_numbers_and_tuples(document)
+    return texts, odd
+
+
+def strings_numbers_and_tuples(document: Any) -> tuple[list[str], bool, bool]:
+    """Returns what :func:`strings_and_odd_numbers` returns and whether ``document`` holds a tuple (in an array or
+    object, or itself one: what ``schemas.validate`` asks before its fast validator), in the same one walk."""
     texts: list[str] = []
-    odd = False
+    odd = tuples = False
     stack = [document]
     while stack:
         value = stack.pop()
@@ -155,9 +162,11 @@ def strings_and_odd_numbers(document: Any) -> tuple[list[str], bool]:
             texts.append(value)
         elif isinstance(value, dict | list):  # a subclass: walked as its base is
             stack.append(dict(value) if isinstance(value, dict) else list(value))
+        elif isinstance(value, tuple):
+            tuples = True
         else:
             odd = odd or number_problem(value) is not None
-    return texts, odd
+    return texts, odd, tuples
 
 
 def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None = MAX_JSON_BYTES,
