@@ -22,6 +22,8 @@ GPU_FIELDS = ("memory_gib", "hbm_tbs", "bf16_tflops", "tdp_w", "nvlink_gbs")
 SERVER_FIELDS = ("max_power_w", "host_memory_gib", "local_nvme_tb", "rack_units")
 
 
+_ASSUMPTION = Source.ASSUMPTION
+_IMMUTABLE = frozenset({str, int, float, bool})  # catalogue values a fill need not copy
 _ABSENT = object()  # no value at a pointer
 _UNSEEN = object()  # a pointer not looked up yet
 
@@ -48,7 +50,25 @@ class Quantity:
 
 def escape(token: str) -> str:
     """Returns ``token`` escaped for use in a JSON Pointer (RFC 6901 §3)."""
+    if "~" not in token and "/" not in token:
+        return token
     return token.replace("~", "~0").replace("/", "~1")
+
+
+def _copied(value: Any) -> Any:
+    """Returns a deep copy of catalogue data: its JSON objects, arrays and leaves without copy.deepcopy's memo."""
+    kind = type(value)
+    if kind in _IMMUTABLE or value is None:
+        return value
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    return copy.deepcopy(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 @lru_cache(maxsize=4096)
@@ -80,6 +100,21 @@ class Inputs:
         return self._assumed
 
     def _resolve(self, node: Any, pointer: str) -> Any:
+        if type(node) is dict and not ("value" in node and _is_number(node["value"])):
+            # The usual object: its text, flag and null members copied as they are and its bare numbers noted as
+            # assumptions, without a call each.
+            resolved = {}
+            for key, item in node.items():
+                kind = type(item)
+                if kind is str or kind is bool or item is None:
+                    resolved[key] = item
+                elif kind is int or kind is float:
+                    where = f"{pointer}/{escape(key)}"
+                    self.quantities[where] = Quantity(where, item, _ASSUMPTION)
+                    resolved[key] = item
+                else:
+                    resolved[key] = self._resolve(item, f"{pointer}/{escape(key)}")
+            return resolved
         if isinstance(node, dict):
             if "value" in node and isinstance(node["value"], int | float) and not isinstance(node["value"], bool):
                 self.quantities[pointer] = Quantity(pointer, node["value"], node.get("source", Source.ASSUMPTION),
@@ -95,7 +130,7 @@ class Inputs:
     def _fill(self, container: dict[str, Any], key: str, value: Any, pointer: str, ref: str | None) -> None:
         if key in container or value is None:
             return
-        container[key] = copy.deepcopy(value)
+        container[key] = _copied(value)
         quantity = Quantity(pointer, value, Source.VENDOR_LIMIT, ref)
         if isinstance(value, int | float) and not isinstance(value, bool):
             self.quantities[pointer] = quantity
