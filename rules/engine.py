@@ -129,7 +129,7 @@ def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: 
             fact[key] = value
         elif isinstance(value, int | float):
             fact[key] = durable_number(value)
-    fact.update({"sid": sid, "check": check.id, "stage": facts.stage.value})
+    fact.update({"sid": sid, "check": check.id, "stage": facts.stage._value_})  # _value_: .value without a call
     return fact
 
 

@@ -214,7 +214,8 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
     evidence = {**facts.evidence, "inputs": ctx.reader.pointers}
     if facts.stage is Stage.DECIDE:
         rule = check.outcome(rule_name)
-        values = _Evidence({**facts.evidence, **thresholds})
+        values = _Evidence(facts.evidence)
+        values.update(thresholds)
         message = _render(rule.message, values, check.id, rule_name)
         remediation = _render(rule.remediation, values, check.id, rule_name)
     elif facts.stage is Stage.INSUFFICIENT_DATA:
@@ -231,8 +232,8 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
         "id": check.id,
         "title": check.title,
         "plan_item": check.plan_item,
-        "status": status.value,
-        "basis": facts.basis.value,
+        "status": status._value_,  # .value itself, read without the enum property's call
+        "basis": facts.basis._value_,
         "rule": rule_name,
         "evidence": evidence,
         "thresholds": thresholds,

@@ -192,13 +192,17 @@ class Reader:
 
     def __init__(self, inputs: Inputs) -> None:
         self.inputs = inputs
+        self._found = inputs._found  # the values looked up already, read here without a call to Inputs.get
         self._read: dict[str, None] = {}
         self.missing: list[str] = []
 
     def num(self, pointer: str, default: float | None = None) -> float | None:
         """Returns the number at ``pointer`` and notes it as read; ``default`` when absent."""
-        value = self.inputs.get(pointer)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        value = self._found.get(pointer, _UNSEEN)
+        if value is _UNSEEN:
+            value = self.inputs.get(pointer)
+        kind = type(value)
+        if kind is int or kind is float or (kind is not bool and isinstance(value, int | float)):
             self._read[pointer] = None
             return value
         return default
@@ -212,8 +216,10 @@ class Reader:
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """Returns any value (text, flag, object) at ``pointer`` and notes it as read when present."""
-        value = self.inputs.get(pointer, None)
-        if value is None:
+        value = self._found.get(pointer, _UNSEEN)
+        if value is _UNSEEN:
+            value = self.inputs.get(pointer)
+        if value is None or value is _ABSENT:
             return default
         if not isinstance(value, dict | list):  # containers are looked into, not used as inputs
             self._read[pointer] = None
