@@ -21,7 +21,6 @@ import itertools
 import json
 import math
 import threading
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,9 @@ from rules.status import Status
 _lock = threading.RLock()
 _host: durable_engine.Host | None = None
 _names = itertools.count()
+# The state of each post: a new sid every time in this process (durable's states live in this process only, and
+# each is deleted once decided), without uuid4's read of the system's random source.
+_sids = itertools.count()
 
 
 class _SynchronousHost(durable_engine.Host):
@@ -213,7 +215,7 @@ class RuleEngine:
         None when that call or an action failed; otherwise fact by fact, raising EngineError for the first
         check whose fact durable rejected or whose action raised.
         """
-        sid = uuid.uuid4().hex
+        sid = f"evaluation-{next(_sids)}"
         host = _shared_host()
         posted: dict[str, tuple[type[Check], Facts, dict[str, Any]]] = {}
         with _lock:
@@ -318,15 +320,15 @@ def _conclusion(check: type[Check], needs: Sequence[tuple[frozenset[str], frozen
     exempted: list[Rule] = []
     unknown: list[tuple[int, int, Rule, list[str]]] = []
     for index, (rule, (condition_needs, exemption_needs)) in enumerate(zip(check.rules, needs, strict=True)):
-        lacking = sorted(condition_needs - given)
+        lacking = condition_needs - given
         matched = ("rule", index) in seen
         if matched and rule.unless is not None:
-            lacking = sorted(exemption_needs - given)
+            lacking = exemption_needs - given
             if not lacking and ("exemption", index) in seen:
                 exempted.append(rule)
                 continue
         if lacking:
-            unknown.append((rule.severity, index, rule, lacking))
+            unknown.append((rule.severity, index, rule, sorted(lacking)))
         elif matched:
             findings.append((rule.severity, index, rule))
     deciding = min(findings, key=lambda finding: finding[:2], default=None)
