@@ -259,18 +259,17 @@ class RuleEngine:
         message: str | None = started[1]
         while message:
             name = _action_name(message)
-            func = actions[name]._func if name in actions else None
-            noted = getattr(func, "verdict", None)
-            try:
-                if noted is not None:
-                    verdicts[noted[0]].add(noted[1])
-                else:
-                    (name, matched), = json.loads(message).items()
+            noted = getattr(actions[name]._func, "verdict", None) if name in actions else None
+            if noted is not None:
+                verdicts[noted[0]].add(noted[1])
+            else:
+                (name, matched), = json.loads(message).items()
+                try:
                     actions[name]._func(_Matched(matched))
-            except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
-                with contextlib.suppress(Exception):  # the state is deleted next in any case
-                    durable_rules_engine.abandon_action(ruleset._handle, state_handle)
-                return False
+                except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
+                    with contextlib.suppress(Exception):  # the state is deleted next in any case
+                        durable_rules_engine.abandon_action(ruleset._handle, state_handle)
+                    return False
             durable_rules_engine.update_state(ruleset._handle, state)
             message = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
         return True
