@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from rules.catalogue import Catalogue, load_catalogue
@@ -71,12 +70,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-@lru_cache(maxsize=4096)
-def _split(pointer: str) -> tuple[str, ...]:
-    """Returns the reference tokens of ``pointer``, unescaped (the checks read the same few hundred pointers)."""
+def _split(pointer: str) -> list[str]:
+    """Returns the reference tokens of ``pointer``, unescaped (only a pointer holding ``~`` needs unescaping).
+
+    Not cached: each Inputs looks every pointer up once, and a large quote reads more distinct pointers than a
+    cache would sensibly hold.
+    """
     if not pointer:
-        return ()
-    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/"))
+        return []
+    parts = pointer.lstrip("/").split("/")
+    if "~" in pointer:
+        return [p.replace("~1", "/").replace("~0", "~") for p in parts]
+    return parts
 
 
 class Inputs:
