@@ -254,7 +254,7 @@ class RuleEngine:
             return False
         if not started:
             return True
-        state = json.dumps(json.loads(started[0]), ensure_ascii=False)
+        state = started[0]  # written back as durable gave it (its dispatch writes back the same JSON, re-encoded)
         actions, verdicts = ruleset._actions, self._verdicts[sid]
         message: str | None = started[1]
         while message:
