@@ -21,7 +21,6 @@ import itertools
 import json
 import math
 import threading
-import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,9 @@ from rules.status import Status
 _lock = threading.RLock()
 _host: durable_engine.Host | None = None
 _names = itertools.count()
+# The state of each post: a new sid every time in this process (durable's states live in this process only, and
+# each is deleted once decided), without uuid4's read of the system's random source.
+_sids = itertools.count()
 
 
 class _SynchronousHost(durable_engine.Host):
@@ -129,7 +131,7 @@ def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: 
             fact[key] = value
         elif isinstance(value, int | float):
             fact[key] = durable_number(value)
-    fact.update({"sid": sid, "check": check.id, "stage": facts.stage.value})
+    fact.update({"sid": sid, "check": check.id, "stage": facts.stage._value_})  # _value_: .value without a call
     return fact
 
 
@@ -177,6 +179,7 @@ class RuleEngine:
         def action(c: Any) -> None:
             self._verdicts[c.m.sid][check_id].add(verdict)
 
+        action.verdict = (check_id, verdict)  # what _run_batch notes for this action without calling it
         return action
 
     def decide(self, items: Iterable[tuple[type[Check], Facts, dict[str, Any]]]) -> dict[str, tuple[Status, str]]:
@@ -212,7 +215,7 @@ class RuleEngine:
         None when that call or an action failed; otherwise fact by fact, raising EngineError for the first
         check whose fact durable rejected or whose action raised.
         """
-        sid = uuid.uuid4().hex
+        sid = f"evaluation-{next(_sids)}"
         host = _shared_host()
         posted: dict[str, tuple[type[Check], Facts, dict[str, Any]]] = {}
         with _lock:
@@ -222,7 +225,7 @@ class RuleEngine:
                     posted[check.id] = (check, facts, fact)
                     if not batch:
                         self._assert(host, check, fact)
-                if batch and posted and not self._run_batch(host, [fact for _, _, fact in posted.values()]):
+                if batch and posted and not self._run_batch(host, sid, [fact for _, _, fact in posted.values()]):
                     return posted, None
                 return posted, self._verdicts.pop(sid, {})
             finally:
@@ -232,14 +235,16 @@ class RuleEngine:
                 except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
                     pass
 
-    def _run_batch(self, host: durable_engine.Host, facts: list[dict[str, Any]]) -> bool:
-        """Asserts ``facts`` under one state and runs the actions they trigger; False when durable refused them
-        or an action raised (the caller then posts them one by one, through durable's own dispatch, to name
-        the check).
+    def _run_batch(self, host: durable_engine.Host, sid: str, facts: list[dict[str, Any]]) -> bool:
+        """Asserts ``facts`` under state ``sid`` and runs the actions they trigger; False when durable refused
+        them or an action raised (the caller then posts them one by one, through durable's own dispatch, to
+        name the check).
 
         The actions run here as durable's Ruleset._flush_actions runs them, without what only asynchronous
         actions need (a Closure with its lease timer, a Promise chain): start the state's first action, run it
         on the fact it matched, write the state back (no action changes it), complete it and start the next.
+        An action of ``_collector`` is not called: the verdict it would note is noted, and the fact it matched
+        is not parsed (``_action_name`` reads the rule's name from durable's message).
         """
         ruleset = host.get_ruleset(self.ruleset)
         try:
@@ -249,19 +254,24 @@ class RuleEngine:
             return False
         if not started:
             return True
-        state = json.dumps(json.loads(started[0]), ensure_ascii=False)
-        message = json.loads(started[1])
+        state = started[0]  # written back as durable gave it (its dispatch writes back the same JSON, re-encoded)
+        actions, verdicts = ruleset._actions, self._verdicts[sid]
+        message: str | None = started[1]
         while message:
-            (action_name, matched), = message.items()
-            try:
-                ruleset._actions[action_name]._func(_Matched(matched))
-            except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
-                with contextlib.suppress(Exception):  # the state is deleted next in any case
-                    durable_rules_engine.abandon_action(ruleset._handle, state_handle)
-                return False
+            name = _action_name(message)
+            noted = getattr(actions[name]._func, "verdict", None) if name in actions else None
+            if noted is not None:
+                verdicts[noted[0]].add(noted[1])
+            else:
+                (name, matched), = json.loads(message).items()
+                try:
+                    actions[name]._func(_Matched(matched))
+                except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
+                    with contextlib.suppress(Exception):  # the state is deleted next in any case
+                        durable_rules_engine.abandon_action(ruleset._handle, state_handle)
+                    return False
             durable_rules_engine.update_state(ruleset._handle, state)
-            following = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
-            message = json.loads(following) if following else None
+            message = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
         return True
 
     def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
@@ -271,6 +281,19 @@ class RuleEngine:
             raise EngineError(f"durable_rules rejected the facts of check {check.id}: {error}") from None
         if isinstance(state, dict) and state.get("exception"):
             raise EngineError(f"a rule of check {check.id} raised: {state['exception']}")
+
+
+def _action_name(message: str) -> str | None:
+    """Returns the rule name a durable action message ``{"<rule name>":{"m":{…}}}`` starts with, read without
+    parsing the fact it carries; None when the message does not start so (it is then parsed in full).
+
+    durable names rules r_0, r_1, …, which JSON writes without escapes; a name holding a backslash is refused.
+    """
+    if message.startswith('{"'):
+        end = message.find('"', 2)
+        if end > 2 and message.startswith('":', end) and "\\" not in message[2:end]:
+            return message[2:end]
+    return None
 
 
 class _Matched:
@@ -296,15 +319,15 @@ def _conclusion(check: type[Check], needs: Sequence[tuple[frozenset[str], frozen
     exempted: list[Rule] = []
     unknown: list[tuple[int, int, Rule, list[str]]] = []
     for index, (rule, (condition_needs, exemption_needs)) in enumerate(zip(check.rules, needs, strict=True)):
-        lacking = sorted(condition_needs - given)
+        lacking = condition_needs - given
         matched = ("rule", index) in seen
         if matched and rule.unless is not None:
-            lacking = sorted(exemption_needs - given)
+            lacking = exemption_needs - given
             if not lacking and ("exemption", index) in seen:
                 exempted.append(rule)
                 continue
         if lacking:
-            unknown.append((rule.severity, index, rule, lacking))
+            unknown.append((rule.severity, index, rule, sorted(lacking)))
         elif matched:
             findings.append((rule.severity, index, rule))
     deciding = min(findings, key=lambda finding: finding[:2], default=None)

@@ -27,7 +27,7 @@ from schemas.json_reader import (
     JsonTooLarge,
     as_doubles,
     read_json,
-    strings_and_odd_numbers,
+    strings_numbers_and_tuples,
     unrepresentable_numbers,
 )
 from schemas.text import hidden_text_problems, holds_hidden_text
@@ -137,9 +137,10 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     """
     if not counted:
         check_counts(document, origin)
-    problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1)
+    # One walk of the document; the pointers are built only for what it finds.
+    texts, odd_numbers, tuples = strings_numbers_and_tuples(document)
+    problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1, holds_tuple=tuples)
     complete = len(problems) <= MAX_LISTED_PROBLEMS
-    texts, odd_numbers = strings_and_odd_numbers(document)  # one walk; the pointers only for what it finds
     problems = (problems + (hidden_text_problems(document) if complete and holds_hidden_text(texts) else [])
                 or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document))
     if problems:
@@ -173,7 +174,10 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         ctx.peer_missing = missing
         try:
             facts = check().gather(ctx)
-            facts = replace(facts, evidence=_representable(facts.evidence))
+            evidence = _representable(facts.evidence)
+            # Facts itself is rebuilt field by field (dataclasses.replace costs several times as much).
+            facts = Facts(evidence, facts.basis, facts.stage, facts.reason, facts.unjudged) \
+                if type(facts) is Facts else replace(facts, evidence=evidence)
         except InconsistentInput as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
@@ -210,8 +214,10 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
     evidence = {**facts.evidence, "inputs": ctx.reader.pointers}
     if facts.stage is Stage.DECIDE:
         rule = check.outcome(rule_name)
-        message = _render(rule.message, {**facts.evidence, **thresholds}, check.id, rule_name)
-        remediation = _render(rule.remediation, {**facts.evidence, **thresholds}, check.id, rule_name)
+        values = _Evidence(facts.evidence)
+        values.update(thresholds)
+        message = _render(rule.message, values, check.id, rule_name)
+        remediation = _render(rule.remediation, values, check.id, rule_name)
     elif facts.stage is Stage.INSUFFICIENT_DATA:
         evidence["missing"] = list(ctx.missing)
         needed = ", ".join(ctx.missing) or "an input"
@@ -226,8 +232,8 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
         "id": check.id,
         "title": check.title,
         "plan_item": check.plan_item,
-        "status": status.value,
-        "basis": facts.basis.value,
+        "status": status._value_,  # .value itself, read without the enum property's call
+        "basis": facts.basis._value_,
         "rule": rule_name,
         "evidence": evidence,
         "thresholds": thresholds,
@@ -242,12 +248,13 @@ class _Evidence(dict):
         raise KeyError(key)
 
 
-def _render(template: Words, values: dict[str, Any], check_id: str, rule_name: str) -> str:
-    """Returns ``template`` filled from the evidence (or called on it); EngineError names a field it needs."""
+def _render(template: Words, values: _Evidence, check_id: str, rule_name: str) -> str:
+    """Returns ``template`` filled from the evidence (or called on a copy of it); EngineError names a field it
+    needs."""
     try:
         if callable(template):
             return template(_Evidence(values))
-        return template.format_map(_Evidence(values))
+        return template.format_map(values)
     except (KeyError, ValueError, TypeError) as error:
         raise EngineError(f"message of rule {rule_name} of {check_id} cannot be filled: {error!r}") from None
 

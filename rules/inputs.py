@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from rules.catalogue import Catalogue, load_catalogue
@@ -22,6 +21,8 @@ GPU_FIELDS = ("memory_gib", "hbm_tbs", "bf16_tflops", "tdp_w", "nvlink_gbs")
 SERVER_FIELDS = ("max_power_w", "host_memory_gib", "local_nvme_tb", "rack_units")
 
 
+_ASSUMPTION = Source.ASSUMPTION
+_IMMUTABLE = frozenset({str, int, float, bool})  # catalogue values a fill need not copy
 _ABSENT = object()  # no value at a pointer
 _UNSEEN = object()  # a pointer not looked up yet
 
@@ -48,15 +49,39 @@ class Quantity:
 
 def escape(token: str) -> str:
     """Returns ``token`` escaped for use in a JSON Pointer (RFC 6901 §3)."""
+    if "~" not in token and "/" not in token:
+        return token
     return token.replace("~", "~0").replace("/", "~1")
 
 
-@lru_cache(maxsize=4096)
-def _split(pointer: str) -> tuple[str, ...]:
-    """Returns the reference tokens of ``pointer``, unescaped (the checks read the same few hundred pointers)."""
+def _copied(value: Any) -> Any:
+    """Returns a deep copy of catalogue data: its JSON objects, arrays and leaves without copy.deepcopy's memo."""
+    kind = type(value)
+    if kind in _IMMUTABLE or value is None:
+        return value
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    return copy.deepcopy(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _split(pointer: str) -> list[str]:
+    """Returns the reference tokens of ``pointer``, unescaped (only a pointer holding ``~`` needs unescaping).
+
+    Not cached: each Inputs looks every pointer up once, and a large quote reads more distinct pointers than a
+    cache would sensibly hold.
+    """
     if not pointer:
-        return ()
-    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.lstrip("/").split("/"))
+        return []
+    parts = pointer.lstrip("/").split("/")
+    if "~" in pointer:
+        return [p.replace("~1", "/").replace("~0", "~") for p in parts]
+    return parts
 
 
 class Inputs:
@@ -70,8 +95,31 @@ class Inputs:
         self.document = self._resolve(submission, "")
         self._fill_from_catalogue()
         self._found: dict[str, Any] = {}  # pointer → value (or _ABSENT), once the catalogue fills are in
+        self._assumed: dict[str, dict[str, Any]] | None = None  # pointer → as_dict() of each assumption
+
+    def assumed(self) -> dict[str, dict[str, Any]]:
+        """Returns pointer → ``as_dict()`` of every input that is an assumption, classified once (the dicts are
+        shared: copy one before changing it)."""
+        if self._assumed is None:
+            self._assumed = {p: q.as_dict() for p, q in self.quantities.items() if q.is_assumption}
+        return self._assumed
 
     def _resolve(self, node: Any, pointer: str) -> Any:
+        if type(node) is dict and not ("value" in node and _is_number(node["value"])):
+            # The usual object: its text, flag and null members copied as they are and its bare numbers noted as
+            # assumptions, without a call each.
+            resolved = {}
+            for key, item in node.items():
+                kind = type(item)
+                if kind is str or kind is bool or item is None:
+                    resolved[key] = item
+                elif kind is int or kind is float:
+                    where = f"{pointer}/{escape(key)}"
+                    self.quantities[where] = Quantity(where, item, _ASSUMPTION)
+                    resolved[key] = item
+                else:
+                    resolved[key] = self._resolve(item, f"{pointer}/{escape(key)}")
+            return resolved
         if isinstance(node, dict):
             if "value" in node and isinstance(node["value"], int | float) and not isinstance(node["value"], bool):
                 self.quantities[pointer] = Quantity(pointer, node["value"], node.get("source", Source.ASSUMPTION),
@@ -87,7 +135,7 @@ class Inputs:
     def _fill(self, container: dict[str, Any], key: str, value: Any, pointer: str, ref: str | None) -> None:
         if key in container or value is None:
             return
-        container[key] = copy.deepcopy(value)
+        container[key] = _copied(value)
         quantity = Quantity(pointer, value, Source.VENDOR_LIMIT, ref)
         if isinstance(value, int | float) and not isinstance(value, bool):
             self.quantities[pointer] = quantity
@@ -149,13 +197,17 @@ class Reader:
 
     def __init__(self, inputs: Inputs) -> None:
         self.inputs = inputs
+        self._found = inputs._found  # the values looked up already, read here without a call to Inputs.get
         self._read: dict[str, None] = {}
         self.missing: list[str] = []
 
     def num(self, pointer: str, default: float | None = None) -> float | None:
         """Returns the number at ``pointer`` and notes it as read; ``default`` when absent."""
-        value = self.inputs.get(pointer)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        value = self._found.get(pointer, _UNSEEN)
+        if value is _UNSEEN:
+            value = self.inputs.get(pointer)
+        kind = type(value)
+        if kind is int or kind is float or (kind is not bool and isinstance(value, int | float)):
             self._read[pointer] = None
             return value
         return default
@@ -169,8 +221,10 @@ class Reader:
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """Returns any value (text, flag, object) at ``pointer`` and notes it as read when present."""
-        value = self.inputs.get(pointer, None)
-        if value is None:
+        value = self._found.get(pointer, _UNSEEN)
+        if value is _UNSEEN:
+            value = self.inputs.get(pointer)
+        if value is None or value is _ABSENT:
             return default
         if not isinstance(value, dict | list):  # containers are looked into, not used as inputs
             self._read[pointer] = None
@@ -186,9 +240,5 @@ class Reader:
 
     def assumptions(self) -> list[dict[str, Any]]:
         """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
-        out = []
-        for pointer in self._read:
-            quantity = self.inputs.quantity(pointer)
-            if quantity is not None and quantity.is_assumption:
-                out.append(quantity.as_dict())
-        return out
+        assumed = self.inputs.assumed()
+        return [dict(assumed[pointer]) for pointer in self._read if pointer in assumed]

@@ -76,9 +76,9 @@ def _holds_tuple(document: Any) -> bool:
     return False
 
 
-def _fast_says_valid(name: str, document: Any) -> bool:
+def _fast_says_valid(name: str, document: Any, holds_tuple: bool | None = None) -> bool:
     fast = fast_validator(name)
-    if fast is None or _holds_tuple(document):
+    if fast is None or (_holds_tuple(document) if holds_tuple is None else holds_tuple):
         return False
     try:
         return bool(fast.is_valid(document))
@@ -106,13 +106,16 @@ def count_problems(name: str, document: Any) -> list[Problem]:
     return count_limits(name).check(document)
 
 
-def validate(name: str, document: Any, *, at_most: int | None = None, fast: bool = True) -> list[Problem]:
+def validate(name: str, document: Any, *, at_most: int | None = None, fast: bool = True,
+             holds_tuple: bool | None = None) -> list[Problem]:
     """Returns the problems of ``document`` against schema ``name``, sorted by pointer; [] if valid.
 
     ``at_most``: validation stops once that many distinct problems are found (those are returned), so the
     cost of a refusal is bounded. ``fast``: a valid document is recognised by ``jsonschema-rs`` when installed.
+    ``holds_tuple``: whether the document holds a tuple, when the caller has walked it already
+    (schemas.json_reader.strings_numbers_and_tuples); a document that does is left to ``jsonschema``.
     """
-    if fast and _fast_says_valid(name, document):
+    if fast and _fast_says_valid(name, document, holds_tuple):
         return []
     seen: set[tuple[str, str]] = set()
     problems: list[Problem] = []

@@ -89,14 +89,40 @@ def _plain(value: Any) -> Any:
     raise _Unplain
 
 
+def _is_plain(value: Any) -> bool:
+    """Returns whether ``_plain(value)`` would return a copy of ``value`` the C encoder writes alike: only exact
+    dicts (member names without characters beyond U+FFFF), lists, tuples, text, flags, nulls, safe integers and
+    doubles ``_float`` keeps. It builds nothing (a submission is usually such a value) and recurses as ``_plain``
+    does, so a cycle ends in RecursionError alike."""
+    kind = type(value)
+    if kind is dict:
+        for name, item in value.items():
+            if type(name) is not str or not (name.isascii() or max(name) < _ASTRAL):
+                return False
+            kind = type(item)
+            if not (kind is str or kind is bool or item is None or (kind is int and -_SAFE < item < _SAFE)
+                    or _is_plain(item)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        for item in value:
+            kind = type(item)
+            if not (kind is str or kind is bool or item is None or (kind is int and -_SAFE < item < _SAFE)
+                    or _is_plain(item)):
+                return False
+        return True
+    return kind is str or kind is bool or value is None or (kind is int and -_SAFE < value < _SAFE) or (
+        kind is float and not value.is_integer() and abs(value) >= _FIXED_FROM)
+
+
 def canonical_json(value: Any) -> bytes:
     """Returns the RFC 8785 canonical UTF-8 bytes of ``value``, equal to ``rfc8785.dumps(value)``.
 
     Raises what ``rfc8785.dumps`` raises (a ``ValueError``) for a value RFC 8785 cannot canonicalise.
     """
     try:
-        text = json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          allow_nan=False)
+        text = json.dumps(value if _is_plain(value) else _plain(value), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False, allow_nan=False)
         return text.encode("utf-8")
     except (_Unplain, ValueError, RecursionError):  # UnicodeEncodeError (a lone surrogate) is a ValueError
         return rfc8785.dumps(value)

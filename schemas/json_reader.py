@@ -132,8 +132,15 @@ def strings_and_odd_numbers(document: Any) -> tuple[list[str], bool]:
     (schemas.text.hidden_text_problems, :func:`unrepresentable_numbers`) need run only when this one finds one
     (schemas.text.holds_hidden_text on the strings).
     """
+    texts, odd, _ = strings_numbers_and_tuples(document)
+    return texts, odd
+
+
+def strings_numbers_and_tuples(document: Any) -> tuple[list[str], bool, bool]:
+    """Returns what :func:`strings_and_odd_numbers` returns and whether ``document`` holds a tuple (in an array or
+    object, or itself one: what ``schemas.validate`` asks before its fast validator), in the same one walk."""
     texts: list[str] = []
-    odd = False
+    odd = tuples = False
     stack = [document]
     while stack:
         value = stack.pop()
@@ -155,9 +162,11 @@ def strings_and_odd_numbers(document: Any) -> tuple[list[str], bool]:
             texts.append(value)
         elif isinstance(value, dict | list):  # a subclass: walked as its base is
             stack.append(dict(value) if isinstance(value, dict) else list(value))
+        elif isinstance(value, tuple):
+            tuples = True
         else:
             odd = odd or number_problem(value) is not None
-    return texts, odd
+    return texts, odd, tuples
 
 
 def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None = MAX_JSON_BYTES,
@@ -302,10 +311,20 @@ def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueE
     if kind is str or value is None or kind is bool or (kind is float and -_DOUBLE_MAX <= value <= _DOUBLE_MAX) or (
             kind is int and -SAFE_INTEGER <= value <= SAFE_INTEGER):
         return value
+    # A container's common leaves are tested here as above, without a call each (evidence is mostly such leaves).
     if isinstance(value, dict):
-        return {key: as_doubles(item, key, error, hint) for key, item in value.items()}
+        out = {}
+        for key, item in value.items():
+            kind = type(item)
+            out[key] = item if kind is str or item is None or kind is bool or (
+                kind is float and -_DOUBLE_MAX <= item <= _DOUBLE_MAX) or (
+                kind is int and -SAFE_INTEGER <= item <= SAFE_INTEGER) else as_doubles(item, key, error, hint)
+        return out
     if isinstance(value, list | tuple):
-        items = [as_doubles(item, name, error, hint) for item in value]
+        items = [item if (kind := type(item)) is str or item is None or kind is bool or (
+                     kind is float and -_DOUBLE_MAX <= item <= _DOUBLE_MAX) or (
+                     kind is int and -SAFE_INTEGER <= item <= SAFE_INTEGER) else as_doubles(item, name, error, hint)
+                 for item in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, bool):
         return value

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import schemas
 from schemas.json_reader import (
     MAX_JSON_DEPTH,
     MAX_LISTED_PROBLEMS,
@@ -15,6 +16,7 @@ from schemas.json_reader import (
     UnacceptableJson,
     read_json,
     strings_and_odd_numbers,
+    strings_numbers_and_tuples,
     unrepresentable_numbers,
 )
 from schemas.text import _texts, hidden_text_problems, holds_hidden_text
@@ -115,3 +117,10 @@ def test_the_one_walk_finds_what_the_locating_walks_locate(document) -> None:
     assert odd == bool(unrepresentable_numbers(document))
     assert holds_hidden_text(texts) == bool(hidden_text_problems(document))
     assert sorted(texts) == sorted(_texts(document))
+    assert strings_numbers_and_tuples(document) == (texts, odd, schemas._holds_tuple(document))
+
+
+def test_the_one_walk_finds_a_tuple_wherever_it_is() -> None:
+    assert strings_numbers_and_tuples({"a": [{"b": ("x",)}]})[2]
+    assert strings_numbers_and_tuples((1,))[2]
+    assert not strings_numbers_and_tuples({"a": [{"b": ["x"]}]})[2]

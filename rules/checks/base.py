@@ -241,12 +241,13 @@ class Context:
 
     def memo(self, key: str, compute: Callable[[Context], Any]) -> Any:
         """Returns ``compute(self)`` computed once per evaluation; the inputs it read count for every caller."""
-        if key not in self._shared:
+        memoised = self._shared.get(key)
+        if memoised is None:
             probe = Context(self.inputs, self.policy, self._shared, self._check)
             value = compute(probe)
             # The pointers as a dict (in the order read), which every later caller's reader takes at once.
-            self._shared[key] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
-        value, pointers, missing = self._shared[key]
+            memoised = self._shared[key] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
+        value, pointers, missing = memoised
         self.reader.mark_read(pointers)
         for pointer in missing:
             if pointer not in self.reader.missing:
