@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import re
 import threading
+import zlib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -135,12 +136,40 @@ def _font_configuration() -> Any:
     return FontConfiguration()
 
 
+DEFLATE_LEVEL = 6  # zlib's default; pydyf asks for 9
+
+
+class _Deflate:
+    """zlib as pydyf (WeasyPrint's PDF writer) uses it, compressing streams at DEFLATE_LEVEL.
+
+    pydyf compresses every stream at level 9. A page of the record is mostly glyph ids as hex text, on which
+    level 9 costs five times level 6 for 2.5 % less: for the H200 record's 16 pages 44 ms against 8 ms of a
+    660 ms render, 88 KB against 91 KB. Any level decompresses the same (FlateDecode).
+    """
+
+    compress = staticmethod(zlib.compress)
+    error = zlib.error
+
+    @staticmethod
+    def compressobj(level: int = DEFLATE_LEVEL, *args: Any, **kwargs: Any) -> Any:
+        return zlib.compressobj(DEFLATE_LEVEL, *args, **kwargs)
+
+
+@cache
+def _pdf_writer() -> None:
+    """Makes pydyf compress at DEFLATE_LEVEL (once per process; only WeasyPrint writes PDFs with pydyf)."""
+    import pydyf
+
+    pydyf.zlib = _Deflate  # type: ignore[assignment]
+
+
 def html_to_pdf(html: str, attachments: list[tuple[str, bytes, str]], *,
                 created: dt.datetime | None = None) -> bytes:
     """Returns the PDF of ``html`` with ``attachments`` (name, bytes, description) as embedded files."""
     from weasyprint import HTML, Attachment
     from weasyprint.urls import FatalURLFetchingError
 
+    _pdf_writer()
     fetcher = url_fetcher()
     moment = created or dt.datetime.now(dt.UTC)
     try:
