@@ -201,7 +201,8 @@ def warm_up() -> None:
 # What decides how a record looks in its PDF, beside the record itself (see renderer_digest).
 RENDERER_SOURCES = (TEMPLATE_DIR / "record.html", TEMPLATE_DIR / "record.css", Path(__file__),
                     Path(__file__).with_name("view.py"), Path(__file__).with_name("charts.py"),
-                    Path(__file__).with_name("free_text.py"), Path(__file__).with_name("cover.py"))
+                    Path(__file__).with_name("free_text.py"), Path(__file__).with_name("cover.py"),
+                    Path(__file__).with_name("listing.py"), Path(__file__).with_name("pointers.py"))
 
 
 @cache

@@ -32,6 +32,8 @@ from service.record.listing import (
     capped,
     display_number,
     exact,
+    flat,
+    is_nested,
     key_value_blocks,
 )
 from service.record.pointers import appendix_rows, number_references
@@ -141,16 +143,17 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         evidence = check.get("evidence") or {}
         pointers = evidence.get("inputs") or []
         figures[check["id"]] = deciding_figure({**check, "status": check.get("original_status") or check["status"]})
+        message = bounded(check["message"], MESSAGE_BOUND)
         checks.append({
             **check,
             "original_status": check.get("original_status"),
             "figure": bounded(figures[check["id"]], MESSAGE_BOUND),
-            "message": bounded(check["message"], MESSAGE_BOUND),
+            "message": message,
             "remediation": bounded(check["remediation"], MESSAGE_BOUND) if check.get("remediation") else "",
             "waiver": _bounded_waiver(check["waiver"]) if check.get("waiver") else waiver_of.get(check["id"]),
             "chart": (chart := chart_for(check)),
             "chart_title": chart_title(chart) if chart else "",
-            "evidence": key_value_blocks([(k, v) for k, v in evidence.items() if k != "inputs"]),
+            "evidence": key_value_blocks(evidence_rows(evidence, message.text)),
             "thresholds": key_value_blocks(list((check.get("thresholds") or {}).items())),
             "input_groups": _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers]),
         })
@@ -162,6 +165,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
                for waiver in record.get("waivers") or []]
     latest_decisions, earlier_decisions = cover_decisions(record.get("decisions") or [])
     appendix = appendix_rows(list(inputs.values()))
+    text_inputs = {quantity["pointer"]: quantity for check in checks for source, group in check["input_groups"]
+                   if source == "text or absent" for quantity in group}
     ref_numbers, references = number_references(appendix)
     return {
         "draft": draft,
@@ -202,8 +207,47 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "remedies": record.get("remedies"),
         "layout_rows": _layout_rows(record.get("layout_search"), record["checks"], figures),
         "appendix": _appendix_text(appendix, ref_numbers),
+        "text_inputs": list(text_inputs.values()),
         "references": [bounded(ref, PARAGRAPH_BOUND) for ref in references],
     }
+
+
+REPEATED_MIN_CHARS = 40  # an evidence text this long that the section shows already is named, not repeated
+IN_MESSAGE = "(the message above says it)"
+
+
+def evidence_rows(evidence: Mapping[str, Any], message: str) -> list[tuple[str, Any]]:
+    """Returns a check's evidence as the PDF lists it: every member but ``inputs`` (the inputs list has its own
+    paragraphs), a text the section shows already named instead of repeated.
+
+    A text (a string, or a list of figures as the listing joins it) of REPEATED_MIN_CHARS or more that the
+    shown ``message`` contains reads ``IN_MESSAGE``; one that a longer text of the evidence contains reads
+    ``(part of <key>)``. Checks explain themselves in their message and keep its pieces as evidence (a note,
+    a detail), so the same sentences would be printed twice; the attached JSON holds every member as it is.
+    """
+    rows = [(key, value) for key, value in evidence.items() if key != "inputs"]
+    texts = {key: visible(flat(value)).strip(" ;,.") for key, value in rows
+             if isinstance(value, str | list | tuple) and not is_nested(value)}
+    order = list(texts)
+    shown = []
+    for key, value in rows:
+        text = texts.get(key, "")
+        if len(text) < REPEATED_MIN_CHARS:
+            shown.append((key, value))
+            continue
+        if text in message:
+            shown.append((key, IN_MESSAGE))
+            continue
+        # The longest other text holding this one (shown whole: none longer holds it, nor the message), or an
+        # earlier equal one.
+        holders = [other for other in order if other != key and text in texts[other]
+                   and (len(texts[other]) > len(text) or order.index(other) < order.index(key))]
+        holder = max(holders, key=lambda other: (len(texts[other]), -order.index(other)), default=None)
+        if holder is None:
+            shown.append((key, value))
+        else:
+            shown.append((key, f"({'same as' if texts[holder] == text else 'part of'} {holder})"))
+    return shown
 
 
 def _layout_rows(search: Mapping[str, Any] | None, checks: list[Mapping[str, Any]],
