@@ -36,7 +36,7 @@ from service.record.listing import (
     is_nested,
     key_value_blocks,
 )
-from service.record.pointers import appendix_rows, number_references
+from service.record.pointers import appendix_rows, number_references, same_across_elements
 
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
@@ -164,7 +164,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     waivers = [{**_bounded_waiver(waiver), "status": status_of.get(waiver.get("check_id"))}
                for waiver in record.get("waivers") or []]
     latest_decisions, earlier_decisions = cover_decisions(record.get("decisions") or [])
-    appendix = appendix_rows(list(inputs.values()))
+    appendix = same_across_elements(appendix_rows(list(inputs.values())))
     text_inputs = {quantity["pointer"]: quantity for check in checks for source, group in check["input_groups"]
                    if source == "text or absent" for quantity in group}
     ref_numbers, references = number_references(appendix)

@@ -94,3 +94,19 @@ def test_the_pdf_prints_a_check_s_explanation_once(signed_pdf: bytes, tmp_path: 
 
     assert text.count("nvlink_busbw_fraction") == 1
     assert IN_MESSAGE in text
+
+
+def test_the_appendix_lists_inputs_of_array_elements_that_agree_once() -> None:
+    from service.record.pointers import same_across_elements
+
+    def q(value: Any, source: str = "vendor_limit", ref: str | None = "datasheet") -> dict[str, Any]:
+        return {"value": value, "source": source, "ref": ref}
+
+    rows = [("/quote/node_groups/0/count", q(128, "assumption", None)), ("/quote/node_groups/0/gpu/tdp_w", q(700)),
+            ("/quote/node_groups/1/count", q(4, "assumption", None)), ("/quote/node_groups/1/gpu/tdp_w", q(700)),
+            ("/quote/node_groups/2/gpu/tdp_w", q(700, ref="another datasheet")), ("/quote/racks", "2 more inputs")]
+
+    assert same_across_elements(rows) == [
+        ("/quote/node_groups/0/count", q(128, "assumption", None)), ("/quote/node_groups/{0–1}/gpu/tdp_w", q(700)),
+        ("/quote/node_groups/1/count", q(4, "assumption", None)),
+        ("/quote/node_groups/2/gpu/tdp_w", q(700, ref="another datasheet")), ("/quote/racks", "2 more inputs")]
