@@ -155,7 +155,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
             "chart_title": chart_title(chart) if chart else "",
             "evidence": key_value_blocks(evidence_rows(evidence, message.text)),
             "thresholds": key_value_blocks(list((check.get("thresholds") or {}).items())),
-            "input_groups": _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers]),
+            "input_groups": (groups := _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers])),
+            "text_inputs": sum(len(group) for source, group in groups if source == "text or absent"),
         })
     summary = [(status, count) for status, count in (record.get("summary") or {}).items() if count]
     # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
