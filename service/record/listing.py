@@ -3,7 +3,8 @@
 A record has hundreds of figures. WeasyPrint's cost is per line, per box and per glyph (spaces included), so
 a listing is one block of preformatted monospace text composed here: short key/value rows in a grid of
 three columns (a row takes the one, two or three it fits), longer ones with every value at the same column,
-and a list of rows (the strategies a check compared, the racks) as a text table with aligned columns. Only a value too deep or too wide for that is left to a sub-table.
+and a list of rows (the strategies a check compared, the racks) as a text table with aligned columns. Only a
+value too deep or too wide for that is left to a sub-table.
 
 Listings are bounded like free text (service/record/free_text.py): a value is cut after
 ``VALUE_MAX_CHARS``, a table after ``TABLE_MAX_ROWS`` rows, each with a note saying how much the attached

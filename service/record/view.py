@@ -223,8 +223,9 @@ def evidence_rows(evidence: Mapping[str, Any], message: str) -> list[tuple[str, 
 
     A text (a string, or a list of figures as the listing joins it) of REPEATED_MIN_CHARS or more that the
     shown ``message`` contains reads ``IN_MESSAGE``; one that a longer text of the evidence contains reads
-    ``(part of <key>)``. Checks explain themselves in their message and keep its pieces as evidence (a note,
-    a detail), so the same sentences would be printed twice; the attached JSON holds every member as it is.
+    ``(part of <key>)``, one equal to an earlier one ``(same as <key>)``. Checks explain themselves in their
+    message and keep its pieces as evidence (a note, a detail), so the same sentences would be printed twice;
+    the attached JSON holds every member as it is.
     """
     rows = [(key, value) for key, value in evidence.items() if key != "inputs"]
     texts = {key: visible(flat(value)).strip(" ;,.") for key, value in rows
