@@ -1,9 +1,10 @@
 """Figures as the record's PDF lists them: numbers and values written out, and listings laid out as text.
 
-A record has hundreds of figures. WeasyPrint's cost is per line and per box, so a listing is one block of
-preformatted monospace text composed here: key/value rows with every value at the same column, two rows
-side by side where both fit half a line, and a list of rows (the strategies a check compared, the racks)
-as a text table with aligned columns. Only a value too deep or too wide for that is left to a sub-table.
+A record has hundreds of figures. WeasyPrint's cost is per line, per box and per glyph (spaces included), so
+a listing is one block of preformatted monospace text composed here: short key/value rows in a grid of
+three columns (a row takes the one, two or three it fits), longer ones with every value at the same column,
+and a list of rows (the strategies a check compared, the racks) as a text table with aligned columns. Only a
+value too deep or too wide for that is left to a sub-table.
 
 Listings are bounded like free text (service/record/free_text.py): a value is cut after
 ``VALUE_MAX_CHARS``, a table after ``TABLE_MAX_ROWS`` rows, each with a note saying how much the attached
@@ -95,24 +96,25 @@ def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] =
     """Returns a listing of (key, value) rows as blocks: ``{"text"}`` of preformatted lines, or ``{"key", "value"}``.
 
     A row is the key padded to the column width, then the value, wrapped here with continuation lines
-    indented to the value column. With ``pairs``, two consecutive rows that each fit half a line share
-    one, the second starting at the middle: a listing of short figures takes half the lines. A nested
-    value follows its key as a text table (``text_table``); one that a text table cannot hold is a block of
-    its own, ``{"key", "value"}``, for the template to lay out as a sub-table.
+    indented to the value column. With ``pairs``, short rows share lines instead, in a grid of three
+    columns: each row in order takes the next one, two or three columns it fits (its key padded to a
+    narrower column of the grid's own, ``_grid_key_width``), so a listing of short figures takes a third of
+    the lines. A nested value follows its key as a text table (``text_table``); one that a text table cannot
+    hold is a block of its own, ``{"key", "value"}``, for the template to lay out as a sub-table.
     """
     text, nested = text or flat, nested or is_nested
     longest = max((len(key) for key, _ in items), default=0) + 2
     width = next((w for w in columns if w >= longest), columns[-1])
-    half = (line_chars - COLUMN_GAP) // 2
+    cell = (line_chars - (GRID_COLUMNS - 1) * COLUMN_GAP) // GRID_COLUMNS
+    narrow = _grid_key_width(items, text, nested, cell) if pairs else 0
     blocks: list[dict[str, Any]] = []
     lines: list[str] = []
-    waiting: str | None = None  # a row that fits half a line, waiting for a second one
+    line: list[tuple[str, int]] = []  # the current grid line: its rows and the columns each takes
     for key, value in items:
         if nested(value):
             table = text_table(value, line_chars - len(TABLE_INDENT))
-            if waiting is not None:
-                lines.append(waiting)
-                waiting = None
+            lines += _grid_line(line, cell)
+            line = []
             if table is not None:
                 lines += [key, *(TABLE_INDENT + line for line in table)]
                 continue
@@ -125,23 +127,40 @@ def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] =
                 lines = []
             blocks.append({"key": key, "value": value})
             continue
-        row = _wrapped_row(key, capped(text(value)), width, line_chars)
-        if pairs and len(row) == 1 and len(row[0]) <= half:
-            if waiting is None:
-                waiting = row[0]
-            else:
-                lines.append(waiting.ljust(half + COLUMN_GAP) + row[0])
-                waiting = None
+        shown = capped(text(value))
+        row = (key.ljust(narrow) if len(key) < narrow else key + "  ") + shown
+        spans = next((n for n in range(1, GRID_COLUMNS + 1) if len(row) <= n * cell + (n - 1) * COLUMN_GAP), 0)
+        if not pairs or not spans or "\n" in shown:
+            lines += _grid_line(line, cell) + _wrapped_row(key, shown, width, line_chars)
+            line = []
             continue
-        if waiting is not None:
-            lines.append(waiting)
-            waiting = None
-        lines += row
-    if waiting is not None:
-        lines.append(waiting)
+        if sum(n for _, n in line) + spans > GRID_COLUMNS:
+            lines += _grid_line(line, cell)
+            line = []
+        line.append((row, spans))
+    lines += _grid_line(line, cell)
     if lines:
         blocks.append({"text": "\n".join(lines)})
     return blocks
+
+
+GRID_COLUMNS = 3  # columns of the grid that short rows share
+GRID_KEY_COLUMNS = (12, 16, 20, 24)  # widths the key column of the grid snaps to
+
+
+def _grid_key_width(items: list[tuple[str, Any]], text: Callable[[Any], str], nested: Callable[[Any], bool],
+                    cell: int) -> int:
+    """Returns the key column of the grid: of GRID_KEY_COLUMNS the one that lets the most rows fit one column
+    of it (the narrower on a tie)."""
+    rows = [(len(key), len(text(value))) for key, value in items if not nested(value)]
+    return max(GRID_KEY_COLUMNS, key=lambda w: (sum(1 for key, value in rows if key < w and w + value <= cell), -w))
+
+
+def _grid_line(rows: list[tuple[str, int]], cell: int) -> list[str]:
+    """Returns a grid line of ``rows`` (each with the columns it takes), or nothing for no rows."""
+    if not rows:
+        return []
+    return ["".join(row.ljust(spans * (cell + COLUMN_GAP)) for row, spans in rows[:-1]) + rows[-1][0]]
 
 
 def capped(text: str, limit: int = VALUE_MAX_CHARS) -> str:

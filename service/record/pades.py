@@ -21,6 +21,21 @@ from service.record.verification import Verification
 
 SIGNATURE_FIELD = "QuotecheckRecordSignature"
 PADES_SUBFILTER = "/ETSI.CAdES.detached"
+# Bytes of a B-B CMS container beyond the signer's certificate: the signed attributes (content type, digest,
+# signing time, signing-certificate-v2, CMS algorithm protection; about 300 bytes), the signer info around
+# them and the signature value (ECDSA P-256 at most 72 bytes, Ed25519 64; keys.algorithm_of admits no
+# other): 2,048 is more than three times that. pyHanko refuses a container that does not fit (SigningError).
+CMS_OVERHEAD_BYTES = 2_048
+
+
+def reserved_signature_bytes(keys: SigningKeys) -> int:
+    """Returns the space to reserve for the CMS signature container, as hex (twice its DER bytes).
+
+    Reserving it from the certificate's size spares pyHanko's estimate, which builds and signs a dummy
+    container (a second CMS per PDF); the unused space is zero bytes inside the signature's /Contents.
+    """
+    certificate = keys.certificate.public_bytes(serialization.Encoding.DER)
+    return 2 * (len(certificate) + CMS_OVERHEAD_BYTES)
 
 
 def _pyhanko_signer(keys: SigningKeys) -> Any:
@@ -78,7 +93,8 @@ def sign_pdf(pdf: bytes, keys: SigningKeys, *, record_id: str | None = None) -> 
     )
     try:
         writer = IncrementalPdfFileWriter(BytesIO(pdf))
-        output = _run_off_loop(signers.sign_pdf, writer, metadata, signer=_pyhanko_signer(keys))
+        output = _run_off_loop(signers.sign_pdf, writer, metadata, signer=_pyhanko_signer(keys),
+                               bytes_reserved=reserved_signature_bytes(keys))
     except Exception as error:
         raise SigningError(f"PAdES signing failed: {type(error).__name__}: {error}") from error
     return output.getvalue()

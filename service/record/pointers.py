@@ -3,7 +3,8 @@
 A check's section names the inputs it read compactly: the members of one parent once (``/a/b/{c, d}``),
 and array elements that read the same members once, their indices as ranges
 (``/quote/line_items/{0–1999}/{quantity, unit_price}``), at most ``POINTER_GROUPS_MAX`` such groups per
-line. The appendix lists each input with its value and source: of every array the first
+line. The appendix lists each input with its value and source (inputs of array elements that agree, once:
+``same_across_elements``): of every array the first
 ``APPENDIX_ARRAY_ITEMS`` elements, then one row that counts the rest, and at most ``APPENDIX_MAX_ROWS`` rows
 in all, so that a quote of 2,000 line items or 256 racks (10,000 inputs) lists pages, not hundreds. The
 attached JSON holds every input.
@@ -14,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from service.record.canonical import canonical_bytes
 
 POINTER_GROUPS_MAX = 40
 APPENDIX_ARRAY_ITEMS = 8
@@ -97,6 +100,37 @@ def appendix_rows(inputs: list[Mapping[str, Any]]) -> list[tuple[str, Mapping[st
     if left:
         rows.append(("…", f"{left:,} more inputs; the attached JSON holds them"))
     return rows
+
+
+def same_across_elements(rows: list[tuple[str, Mapping[str, Any] | str]]) -> list[tuple[str, Mapping[str, Any] | str]]:
+    """Returns the appendix's rows with inputs that differ only in their first array index, and agree in value,
+    source and reference, as one row at the first one's place: ``/quote/node_groups/{0–1}/gpu/tdp_w``.
+
+    Node groups and racks of one model repeat the same vendor limits; the row names every index it stands
+    for, as the checks' input lists do (``compact_pointers``).
+    """
+    keyed = [(pointer, quantity, _same_key(pointer, quantity)) for pointer, quantity in rows]
+    same: dict[tuple[str, ...], list[int]] = {}
+    for _, _, key in keyed:
+        if key is not None:
+            same.setdefault(key[:-1], []).append(int(key[-1]))
+    merged: list[tuple[str, Mapping[str, Any] | str]] = []
+    for pointer, quantity, key in keyed:
+        indices = same[key[:-1]] if key is not None else []
+        if len(indices) < 2:
+            merged.append((pointer, quantity))
+        elif int(key[-1]) == indices[0]:  # the first of them stands for all
+            merged.append((f"{key[0]}{{{index_ranges(indices)}}}{key[1]}", quantity))
+    return merged
+
+
+def _same_key(pointer: str, quantity: Mapping[str, Any] | str) -> tuple[str, ...] | None:
+    # (the pointer before and after its first index, value, source, reference, the index), None for no index.
+    match = _INDEX.match(pointer)
+    if match is None or not isinstance(quantity, Mapping):
+        return None
+    return (match[1], match[3], canonical_bytes(quantity["value"]).decode(), str(quantity["source"]),
+            str(quantity.get("ref") or ""), match[2])
 
 
 def number_references(rows: list[tuple[str, Mapping[str, Any] | str]]) -> tuple[dict[str, int], list[str]]:

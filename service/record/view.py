@@ -32,9 +32,11 @@ from service.record.listing import (
     capped,
     display_number,
     exact,
+    flat,
+    is_nested,
     key_value_blocks,
 )
-from service.record.pointers import appendix_rows, number_references
+from service.record.pointers import appendix_rows, number_references, same_across_elements
 
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
@@ -141,18 +143,20 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         evidence = check.get("evidence") or {}
         pointers = evidence.get("inputs") or []
         figures[check["id"]] = deciding_figure({**check, "status": check.get("original_status") or check["status"]})
+        message = bounded(check["message"], MESSAGE_BOUND)
         checks.append({
             **check,
             "original_status": check.get("original_status"),
             "figure": bounded(figures[check["id"]], MESSAGE_BOUND),
-            "message": bounded(check["message"], MESSAGE_BOUND),
+            "message": message,
             "remediation": bounded(check["remediation"], MESSAGE_BOUND) if check.get("remediation") else "",
             "waiver": _bounded_waiver(check["waiver"]) if check.get("waiver") else waiver_of.get(check["id"]),
             "chart": (chart := chart_for(check)),
             "chart_title": chart_title(chart) if chart else "",
-            "evidence": key_value_blocks([(k, v) for k, v in evidence.items() if k != "inputs"]),
+            "evidence": key_value_blocks(evidence_rows(evidence, message.text)),
             "thresholds": key_value_blocks(list((check.get("thresholds") or {}).items())),
-            "input_groups": _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers]),
+            "input_groups": (groups := _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers])),
+            "text_inputs": sum(len(group) for source, group in groups if source == "text or absent"),
         })
     summary = [(status, count) for status, count in (record.get("summary") or {}).items() if count]
     # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
@@ -161,7 +165,9 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
     waivers = [{**_bounded_waiver(waiver), "status": status_of.get(waiver.get("check_id"))}
                for waiver in record.get("waivers") or []]
     latest_decisions, earlier_decisions = cover_decisions(record.get("decisions") or [])
-    appendix = appendix_rows(list(inputs.values()))
+    appendix = same_across_elements(appendix_rows(list(inputs.values())))
+    text_inputs = {quantity["pointer"]: quantity for check in checks for source, group in check["input_groups"]
+                   if source == "text or absent" for quantity in group}
     ref_numbers, references = number_references(appendix)
     return {
         "draft": draft,
@@ -202,8 +208,48 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "remedies": record.get("remedies"),
         "layout_rows": _layout_rows(record.get("layout_search"), record["checks"], figures),
         "appendix": _appendix_text(appendix, ref_numbers),
+        "text_inputs": list(text_inputs.values()),
         "references": [bounded(ref, PARAGRAPH_BOUND) for ref in references],
     }
+
+
+REPEATED_MIN_CHARS = 40  # an evidence text this long that the section shows already is named, not repeated
+IN_MESSAGE = "(the message above says it)"
+
+
+def evidence_rows(evidence: Mapping[str, Any], message: str) -> list[tuple[str, Any]]:
+    """Returns a check's evidence as the PDF lists it: every member but ``inputs`` (the inputs list has its own
+    paragraphs), a text the section shows already named instead of repeated.
+
+    A text (a string, or a list of figures as the listing joins it) of REPEATED_MIN_CHARS or more that the
+    shown ``message`` contains reads ``IN_MESSAGE``; one that a longer text of the evidence contains reads
+    ``(part of <key>)``, one equal to an earlier one ``(same as <key>)``. Checks explain themselves in their
+    message and keep its pieces as evidence (a note, a detail), so the same sentences would be printed twice;
+    the attached JSON holds every member as it is.
+    """
+    rows = [(key, value) for key, value in evidence.items() if key != "inputs"]
+    texts = {key: visible(flat(value)).strip(" ;,.") for key, value in rows
+             if isinstance(value, str | list | tuple) and not is_nested(value)}
+    order = list(texts)
+    shown = []
+    for key, value in rows:
+        text = texts.get(key, "")
+        if len(text) < REPEATED_MIN_CHARS:
+            shown.append((key, value))
+            continue
+        if text in message:
+            shown.append((key, IN_MESSAGE))
+            continue
+        # The longest other text holding this one (shown whole: none longer holds it, nor the message), or an
+        # earlier equal one.
+        holders = [other for other in order if other != key and text in texts[other]
+                   and (len(texts[other]) > len(text) or order.index(other) < order.index(key))]
+        holder = max(holders, key=lambda other: (len(texts[other]), -order.index(other)), default=None)
+        if holder is None:
+            shown.append((key, value))
+        else:
+            shown.append((key, f"({'same as' if texts[holder] == text else 'part of'} {holder})"))
+    return shown
 
 
 def _layout_rows(search: Mapping[str, Any] | None, checks: list[Mapping[str, Any]],

@@ -150,3 +150,43 @@ def _page_count(pdf: bytes) -> int:
     from pyhanko.pdf_utils.reader import PdfFileReader
 
     return int(PdfFileReader(BytesIO(pdf)).root["/Pages"]["/Count"])
+
+
+def test_the_signature_fits_the_space_reserved_from_the_certificate() -> None:
+    """sign_pdf reserves the CMS container's space from the certificate's size (no dummy signature first)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    from service.record.keys import self_signed_certificate
+    from service.record.pades import reserved_signature_bytes, sign_pdf
+    from service.record.render import html_to_pdf
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    keys = SigningKeys(private, self_signed_certificate(private, subject="quotecheck " + "x" * 53))  # 64, the most
+
+    signed = sign_pdf(html_to_pdf("<p>one page</p>", []), keys, record_id="r" * 64)
+
+    (signature,) = PdfFileReader(BytesIO(signed)).embedded_signatures
+    assert 2 * len(signature.signed_data.dump()) <= reserved_signature_bytes(keys)
+    _, status = _pyhanko_status(signed, keys)
+    assert status.intact and status.valid and status.trusted and status.coverage.name == "ENTIRE_FILE"
+
+
+def test_a_render_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """html_to_pdf pauses the cyclic collector while it renders, and restores it even when the render fails."""
+    import gc
+
+    from service.record.render import FetchRefused, html_to_pdf
+
+    assert gc.isenabled()
+    html_to_pdf("<p>one page</p>", [])
+    assert gc.isenabled()
+    with pytest.raises(FetchRefused):
+        html_to_pdf('<img src="https://example.invalid/x.png">', [])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        html_to_pdf("<p>one page</p>", [])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
