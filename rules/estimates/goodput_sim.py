@@ -182,21 +182,21 @@ def _sum_truncated_exponentials(
     exact = counts <= exact_draws_per_trial(counts.size)
     indices = np.flatnonzero(exact & (counts > 0))
     cumulative = np.cumsum(counts[indices])
+    firsts = cumulative - counts[indices]  # where each trial's draws begin
     start = 0
     while start < indices.size:
         # Take as many trials as fit in one chunk (at least one: each holds ≤ EXACT_DRAWS_PER_TRIAL draws).
         before = int(cumulative[start - 1]) if start else 0
         stop = max(start + 1, int(np.searchsorted(cumulative, before + MAX_DRAWS_PER_CHUNK, side="right")))
         chunk = indices[start:stop]
-        chunk_counts = counts[chunk]
-        # −M·ln(1 − U·mass) in place, in the order −M × log1p(U × (−mass)): the product U × (−mass) is
-        # (−U) × mass to the bit (rounding to nearest is symmetric in sign), one pass over the draws fewer.
+        # ln(1 − U·mass) in place, as log1p(U × (−mass)): the product U × (−mass) is (−U) × mass to the bit
+        # (rounding to nearest is symmetric in sign), one pass over the draws fewer; np.add.reduceat sums
+        # each trial's logs (every trial here holds at least one, so none reads its neighbour's) and the
+        # sum is scaled by −M once.
         draws = rng.random(int(cumulative[stop - 1]) - before)
         draws *= -mass
         np.log1p(draws, out=draws)
-        draws *= -mean
-        owners = np.repeat(np.arange(chunk.size), chunk_counts)
-        sums[chunk] = np.bincount(owners, weights=draws, minlength=chunk.size)
+        sums[chunk] = np.add.reduceat(draws, firsts[start:stop] - before) * -mean
         start = stop
     many = np.flatnonzero(~exact)
     if many.size:
