@@ -25,10 +25,17 @@ mean converges to it. To first order in L/M and R/M it is the compute time divid
 is τ = √(2δM) (:func:`rules.estimates.checkpoint.young_daly_interval_s`).
 
 Sampling, vectorised over trials: the failures during ``n`` identical segments, each passed with
-probability p = e^{−L/M}, number NegativeBinomial(n, p) (failures before n successes); each failure's
-lost time is an exponential truncated to [0, L), drawn by inverting its distribution function; the
-failed restarts after N failures number NegativeBinomial(N, e^{−R/M}), each losing an exponential
-truncated to [0, R). Work is bounded: lost times are drawn in chunks of at most
+probability p = e^{−L/M}, number NegativeBinomial(n, p) (failures before n successes); the failed
+restarts after N failures number NegativeBinomial(N, e^{−R/M}). Both counts are drawn by inverse
+transform, one uniform per count, from a table of the distribution function built by the pmf
+recurrence P(0) = p^n, P(k + 1) = P(k)·(n + k)/(k + 1)·(1 − p) (Johnson, Kemp & Kotz, *Univariate
+Discrete Distributions*, 3rd ed., §5.1), in log space so that p^n may underflow, until the mass left
+out is below 2^-53 of the table's; the restart counts take one table row per N, and a table too long
+(more than :data:`rules.estimates.negative_binomial.MAX_TABLE_CELLS` entries: a job that fails
+thousands of times per segment group) leaves the draws to NumPy's gamma-Poisson sampler of the same
+law (:mod:`rules.estimates.negative_binomial`). Each failure's lost time is an exponential truncated
+to [0, L) (a failed restart's, to [0, R)), drawn by inverting its distribution function. Work is
+bounded: lost times are drawn in chunks of at most
 :data:`MAX_DRAWS_PER_CHUNK` values, at most :data:`EXACT_DRAWS_PER_SUM` of them for all trials of one
 sum, and a trial with more failures of one kind than its share of that budget (at most
 :data:`EXACT_DRAWS_PER_TRIAL`; 209 at 10,000 trials) takes the sum of its lost times from the normal law
@@ -53,6 +60,7 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
+from rules.estimates.negative_binomial import negative_binomial, negative_binomial_per_trial
 
 SECONDS_PER_DAY = 86_400.0
 SECONDS_PER_HOUR = 3_600.0
@@ -174,21 +182,21 @@ def _sum_truncated_exponentials(
     exact = counts <= exact_draws_per_trial(counts.size)
     indices = np.flatnonzero(exact & (counts > 0))
     cumulative = np.cumsum(counts[indices])
+    firsts = cumulative - counts[indices]  # where each trial's draws begin
     start = 0
     while start < indices.size:
         # Take as many trials as fit in one chunk (at least one: each holds ≤ EXACT_DRAWS_PER_TRIAL draws).
         before = int(cumulative[start - 1]) if start else 0
         stop = max(start + 1, int(np.searchsorted(cumulative, before + MAX_DRAWS_PER_CHUNK, side="right")))
         chunk = indices[start:stop]
-        chunk_counts = counts[chunk]
-        # −M·ln(1 − U·mass) in place, in the order −M × log1p(U × (−mass)): the product U × (−mass) is
-        # (−U) × mass to the bit (rounding to nearest is symmetric in sign), one pass over the draws fewer.
+        # ln(1 − U·mass) in place, as log1p(U × (−mass)): the product U × (−mass) is (−U) × mass to the bit
+        # (rounding to nearest is symmetric in sign), one pass over the draws fewer; np.add.reduceat sums
+        # each trial's logs (every trial here holds at least one, so none reads its neighbour's) and the
+        # sum is scaled by −M once.
         draws = rng.random(int(cumulative[stop - 1]) - before)
         draws *= -mass
         np.log1p(draws, out=draws)
-        draws *= -mean
-        owners = np.repeat(np.arange(chunk.size), chunk_counts)
-        sums[chunk] = np.bincount(owners, weights=draws, minlength=chunk.size)
+        sums[chunk] = np.add.reduceat(draws, firsts[start:stop] - before) * -mean
         start = stop
     many = np.flatnonzero(~exact)
     if many.size:
@@ -237,18 +245,15 @@ def sample_wall_time_s(inputs: GoodputInputs, trials: int, seed: int) -> tuple[n
     wall = np.full(trials, inputs.failure_free_s, dtype=np.float64)
     failures = np.zeros(trials, dtype=np.int64)
     for count, length in inputs.segments():
-        passed = math.exp(-length / m)
-        lost_in_segments = rng.negative_binomial(count, passed, size=trials)
+        # A segment passes with probability e^{−L/M}: its log, −L/M, keeps 1 − p exact for L ≪ M.
+        lost_in_segments = negative_binomial(rng, count, -length / m, trials)
         wall += _sum_truncated_exponentials(rng, lost_in_segments, m, length)
         failures += lost_in_segments
     # Each failure needs one restart that runs R without a failure; the failed attempts before it are
-    # NegativeBinomial(failures, e^{−R/M}) (numpy wants n > 0, so trials without failures are skipped).
+    # NegativeBinomial(failures, e^{−R/M}) (a trial without failures draws 0).
     restarts = failures.copy()
     if inputs.restart_s > 0:
-        failed = np.flatnonzero(failures > 0)
-        extra = np.zeros(trials, dtype=np.int64)
-        if failed.size:
-            extra[failed] = rng.negative_binomial(failures[failed], math.exp(-inputs.restart_s / m))
+        extra = negative_binomial_per_trial(rng, failures, -inputs.restart_s / m)
         wall += failures * inputs.restart_s + _sum_truncated_exponentials(rng, extra, m, inputs.restart_s)
         restarts += extra
     return wall, restarts

@@ -80,6 +80,24 @@ def test_mean_matches_first_order_goodput_of_reliability_py_where_its_assumption
     assert result.days_mean == pytest.approx(first_order_days, rel=0.02)
 
 
+@pytest.mark.parametrize(
+    "inputs",
+    [GoodputInputs(60 * DAY, 128, 5000.0, 1800.0, 120.0, 0.0),  # no restart: no restart draws at all
+     GoodputInputs(1200.0, 128, 500.0, 1800.0, 60.0, 600.0)],  # one short segment (a count-1 group only)
+    ids=["restart-0", "one-segment"],
+)
+def test_edge_jobs_match_daly_2006_and_count_only_the_failures_they_can_have(inputs):
+    # Failures per segment group are NegativeBinomial(n, e^{−L/M}): n·(e^{L/M} − 1) expected, and each
+    # failure brings e^{R/M} − 1 failed restarts more (none when R = 0).
+    result = simulate_goodput(inputs, seed=20261202, trials=10_000)
+    m = inputs.job_mtbf_s
+    segment_failures = sum(count * math.expm1(length / m) for count, length in inputs.segments())
+    assert result.days_mean == pytest.approx(daly_expected_wall_time_s(inputs) / DAY, rel=0.02)
+    assert result.failures_mean == pytest.approx(segment_failures * math.exp(inputs.restart_s / m), rel=0.05)
+    if inputs.restart_s == 0:
+        assert result.days_p50 > result.failure_free_days  # the failures' lost work alone delays the runs
+
+
 def test_first_order_goodput_overstates_the_harsh_case_the_simulation_follows_daly():
     # With M ≈ 29 min the first-order goodput is 0 (the job "never finishes"); the exact expectation is
     # finite, about 90 days for 10.5 days of compute, and the simulation reproduces it.
@@ -113,7 +131,7 @@ def test_chunked_draws_sum_the_same_law_as_one_chunk():
 
 
 def test_the_chunk_size_does_not_change_a_single_bit_of_the_sums(monkeypatch):
-    # Chunks hold whole trials, and each trial's lost times are summed in the order they were drawn.
+    # Chunks hold whole trials, and each trial's lost times are summed from its own draws alone.
     counts = np.random.default_rng(3).poisson(13.0, size=10_000)
     small = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
     monkeypatch.setattr("rules.estimates.goodput_sim.MAX_DRAWS_PER_CHUNK", 1 << 20)
