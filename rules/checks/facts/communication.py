@@ -38,7 +38,7 @@ def communication(ctx: Context, sharding: str | None = None, plan: Placement | N
     layout and split the inputs are read once an evaluation, and each strategy's collectives are sized once.
     """
     if plan is None and split is None:
-        submitted = ctx.memo("communication.inputs", _submitted_inputs)
+        submitted = ctx.memo("communication.inputs", _submitted_inputs, reads_of_refusal=True)
         if submitted is None:
             return None
         strategy = sharding or submitted.plan.sharding
