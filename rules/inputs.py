@@ -203,8 +203,12 @@ class Inputs:
         return Reader(self)
 
     def provenance(self) -> list[dict[str, Any]]:
-        """Returns every numeric input with its source, in pointer order (the record's input appendix)."""
-        return [self.quantities[p].as_dict() for p in sorted(self.quantities)]
+        """Returns every numeric input with its source, in pointer order (the record's input appendix).
+
+        An assumption's entry is the one ``assumed`` classified (each check's assumptions are copies of it).
+        """
+        assumed, quantities = self.assumed(), self.quantities
+        return [assumed.get(p) or quantities[p].as_dict() for p in sorted(quantities)]
 
 
 class Reader:
