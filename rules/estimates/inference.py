@@ -206,8 +206,10 @@ def _batch_points(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline
     for batch in range(1, largest + 1):
         memory_s = (weights_per_gpu + batch * context_tokens * kv_bytes_per_token) / hbm_bytes_per_s
         compute_s = decode_flops_per_batch * batch / decode_flops_per_s
-        ttft_s = max(prefill_flops_per_batch * batch / prefill_flops_per_s, weight_read_s)
-        tpot_s = max(memory_s, compute_s)
+        prefill_s = prefill_flops_per_batch * batch / prefill_flops_per_s
+        # max(a, b) without the call, as max answers it: b only when b > a (a tie, or a NaN, gives a).
+        ttft_s = weight_read_s if weight_read_s > prefill_s else prefill_s
+        tpot_s = compute_s if compute_s > memory_s else memory_s
         residence_s = ttft_s + output_tokens * tpot_s
         if not 0 < residence_s < math.inf:
             latency = modelled_latency(model, gpu, requests, roofline, batch)
