@@ -94,7 +94,10 @@ class Inputs:
         # _resolve builds new containers throughout (the leaves are immutable), so the submission is not touched.
         self.document = self._resolve(submission, "")
         self._fill_from_catalogue()
-        self._found: dict[str, Any] = {}  # pointer → value (or _ABSENT), once the catalogue fills are in
+        # pointer → value (or _ABSENT), once the catalogue fills are in. Every number's is known already (the
+        # document holds its Quantity's value at its pointer, and no fill replaces a value), so the checks' reads
+        # of numbers, most of what they read, need no look-up.
+        self._found: dict[str, Any] = {pointer: quantity.value for pointer, quantity in self.quantities.items()}
         self._assumed: dict[str, dict[str, Any]] | None = None  # pointer → as_dict() of each assumption
 
     def assumed(self) -> dict[str, dict[str, Any]]:
