@@ -267,9 +267,11 @@ class Context:
 
     def _take_reads(self, pointers: list[str] | dict[str, None], missing: list[str]) -> None:
         self.reader.mark_read(pointers)
-        for pointer in missing:
-            if pointer not in self.reader.missing:
-                self.reader.missing.append(pointer)
+        if missing:
+            noted = self.reader.missing
+            for pointer in missing:
+                if pointer not in noted:
+                    noted.append(pointer)
 
     # ---- outcomes -----------------------------------------------------------------------------
     def insufficient(self, reason: str = "", **evidence: Any) -> Facts:
