@@ -104,7 +104,9 @@ class Inputs:
         """Returns pointer → ``as_dict()`` of every input that is an assumption, classified once (the dicts are
         shared: copy one before changing it)."""
         if self._assumed is None:
-            self._assumed = {p: q.as_dict() for p, q in self.quantities.items() if q.is_assumption}
+            # as_dict() of each, the usual one (no ref) built in place: a large quote holds thousands of them.
+            self._assumed = {p: {"pointer": q.pointer, "value": q.value, "source": q.source} if not q.ref
+                             else q.as_dict() for p, q in self.quantities.items() if q.source == _ASSUMPTION}
         return self._assumed
 
     def _resolve(self, node: Any, pointer: str) -> Any:
