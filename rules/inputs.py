@@ -94,14 +94,19 @@ class Inputs:
         # _resolve builds new containers throughout (the leaves are immutable), so the submission is not touched.
         self.document = self._resolve(submission, "")
         self._fill_from_catalogue()
-        self._found: dict[str, Any] = {}  # pointer → value (or _ABSENT), once the catalogue fills are in
+        # pointer → value (or _ABSENT), once the catalogue fills are in. Every number's is known already (the
+        # document holds its Quantity's value at its pointer, and no fill replaces a value), so the checks' reads
+        # of numbers, most of what they read, need no look-up.
+        self._found: dict[str, Any] = {pointer: quantity.value for pointer, quantity in self.quantities.items()}
         self._assumed: dict[str, dict[str, Any]] | None = None  # pointer → as_dict() of each assumption
 
     def assumed(self) -> dict[str, dict[str, Any]]:
         """Returns pointer → ``as_dict()`` of every input that is an assumption, classified once (the dicts are
         shared: copy one before changing it)."""
         if self._assumed is None:
-            self._assumed = {p: q.as_dict() for p, q in self.quantities.items() if q.is_assumption}
+            # as_dict() of each, the usual one (no ref) built in place: a large quote holds thousands of them.
+            self._assumed = {p: {"pointer": q.pointer, "value": q.value, "source": q.source} if not q.ref
+                             else q.as_dict() for p, q in self.quantities.items() if q.source == _ASSUMPTION}
         return self._assumed
 
     def _resolve(self, node: Any, pointer: str) -> Any:
@@ -171,6 +176,21 @@ class Inputs:
         return default if found is _ABSENT else found
 
     def _look_up(self, pointer: str) -> Any:
+        # A pointer's parent (``/quote/node_groups/0`` of ``/quote/node_groups/0/count``) is looked up once and
+        # kept: the checks read many members of few objects, so most pointers are one step from a kept parent.
+        # (A pointer that does not start with exactly one "/" is walked below, as it always was.)
+        if pointer[:1] == "/" and pointer[1:2] != "/":
+            parent, _, token = pointer.rpartition("/")
+            node = self._found.get(parent, _UNSEEN) if parent else self.document
+            if node is _UNSEEN:
+                node = self._found[parent] = self._look_up(parent)
+            if "~" in token:
+                token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict):
+                return node.get(token, _ABSENT)
+            if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                return node[int(token)]
+            return _ABSENT
         node: Any = self.document
         for part in _split(pointer):
             if isinstance(node, dict) and part in node:
@@ -188,8 +208,12 @@ class Inputs:
         return Reader(self)
 
     def provenance(self) -> list[dict[str, Any]]:
-        """Returns every numeric input with its source, in pointer order (the record's input appendix)."""
-        return [self.quantities[p].as_dict() for p in sorted(self.quantities)]
+        """Returns every numeric input with its source, in pointer order (the record's input appendix).
+
+        An assumption's entry is the one ``assumed`` classified (each check's assumptions are copies of it).
+        """
+        assumed, quantities = self.assumed(), self.quantities
+        return [assumed.get(p) or quantities[p].as_dict() for p in sorted(quantities)]
 
 
 class Reader:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,9 @@ class Policy:
     document: dict[str, Any]
     sha256: str
     origin: str
+    # Dotted path → value, as ``value`` found it: an evaluation reads some 70 policy values, most of them several
+    # times. The document is never changed once read (``sha256`` names the bytes it was read from).
+    _values: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def policy_id(self) -> str:
@@ -33,6 +36,13 @@ class Policy:
 
     def value(self, path: str) -> Any:
         """Returns the value at a dotted path such as ``memory.headroom_fraction``; KeyError names the path."""
+        try:
+            return self._values[path]
+        except KeyError:
+            found = self._values[path] = self._look_up(path)
+            return found
+
+    def _look_up(self, path: str) -> Any:
         node: Any = self.document
         for part in path.split("."):
             if not isinstance(node, dict) or part not in node:

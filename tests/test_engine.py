@@ -280,6 +280,33 @@ def test_context_memo_shares_inputs_between_checks() -> None:
     assert value == 16 and second.reader.pointers == ["/quote/node_groups/0/count"]
 
 
+def test_a_memoised_fact_that_raises_keeps_nothing_and_counts_its_reads_only_when_asked() -> None:
+    from rules.inputs import Inputs
+    from rules.policy import default_policy
+
+    # Given a fact that reads two inputs, notes a third missing, then refuses them
+    def refused(c: Context) -> None:
+        c.num("/quote/node_groups/0/count")
+        c.need("/quote/node_groups/0/gpu/count")
+        c.need("/workload/training/no_such_input")
+        raise InconsistentInput("refused")
+
+    inputs = Inputs(json.loads(EXAMPLE.read_text()))
+    shared: dict = {}
+    silent = Context(inputs, default_policy(), shared, _check("a-check"))
+    counted = Context(inputs, default_policy(), shared, _check("b-check"))
+    with pytest.raises(InconsistentInput):
+        silent.memo("refused", refused)
+    # When it is asked again with reads_of_refusal, it is computed again (a raise keeps nothing)
+    with pytest.raises(InconsistentInput):
+        counted.memo("refused", refused, reads_of_refusal=True)
+
+    # Then only that caller counts what the fact read before it raised, as a direct read would have
+    assert silent.reader.pointers == [] and silent.missing == []
+    assert counted.reader.pointers == ["/quote/node_groups/0/count", "/quote/node_groups/0/gpu/count"]
+    assert counted.missing == ["/workload/training/no_such_input"] and "refused" not in shared
+
+
 @pytest.mark.parametrize(("value", "limit", "status"), [
     (1e-05, 0.0, Status.PASS), (5e-324, 0.0, Status.PASS), (1e16, 1e15, Status.PASS), (1e16, 1e17, Status.FAIL),
     (10**20, 10**21, Status.FAIL), (10**21, 10**20, Status.PASS), (1e-05, 1e-05, Status.PASS)])

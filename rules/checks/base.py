@@ -216,6 +216,11 @@ class Context:
         self._shared = shared
         self._check = check
         self.peer_missing: dict[str, list[str]] = {}
+        # The checks read their inputs through these hundreds of times an evaluation: the reader's own methods,
+        # bound here, spare a call each (the methods below say what they do).
+        self.num = self.reader.num  # type: ignore[method-assign]
+        self.need = self.reader.need  # type: ignore[method-assign]
+        self.get = self.reader.get  # type: ignore[method-assign]
 
     # ---- inputs -------------------------------------------------------------------------------
     def num(self, pointer: str, default: float | None = None) -> float | None:
@@ -239,20 +244,34 @@ class Context:
         """Returns a policy value by dotted path (for estimator parameters that are not thresholds)."""
         return self.policy.value(path)
 
-    def memo(self, key: str, compute: Callable[[Context], Any]) -> Any:
-        """Returns ``compute(self)`` computed once per evaluation; the inputs it read count for every caller."""
+    def memo(self, key: str, compute: Callable[[Context], Any], *, reads_of_refusal: bool = False) -> Any:
+        """Returns ``compute(self)`` computed once per evaluation; the inputs it read count for every caller.
+
+        A raise keeps nothing, and the inputs read before it count for the caller only with ``reads_of_refusal``
+        (for a fact that was read directly before it was memoised, so that a refusal still names what it read).
+        """
         memoised = self._shared.get(key)
         if memoised is None:
             probe = Context(self.inputs, self.policy, self._shared, self._check)
-            value = compute(probe)
+            try:
+                value = compute(probe)
+            except Exception:
+                if reads_of_refusal:
+                    self._take_reads(probe.reader.pointers, probe.reader.missing)
+                raise
             # The pointers as a dict (in the order read), which every later caller's reader takes at once.
             memoised = self._shared[key] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
         value, pointers, missing = memoised
-        self.reader.mark_read(pointers)
-        for pointer in missing:
-            if pointer not in self.reader.missing:
-                self.reader.missing.append(pointer)
+        self._take_reads(pointers, missing)
         return value
+
+    def _take_reads(self, pointers: list[str] | dict[str, None], missing: list[str]) -> None:
+        self.reader.mark_read(pointers)
+        if missing:
+            noted = self.reader.missing
+            for pointer in missing:
+                if pointer not in noted:
+                    noted.append(pointer)
 
     # ---- outcomes -----------------------------------------------------------------------------
     def insufficient(self, reason: str = "", **evidence: Any) -> Facts:

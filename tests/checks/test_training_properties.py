@@ -11,7 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules.catalogue import load_catalogue
+from rules.checks import CHECKS
+from rules.checks.base import Context
+from rules.checks.facts.batch import accumulation
+from rules.checks.facts.communication import communication
+from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import _memory_estimate, memory_estimate
+from rules.errors import InconsistentInput
+from rules.estimates.sharding import SHARDING_ORDER
 from rules.evaluate import evaluate, validate_submission
+from rules.inputs import Inputs
+from rules.policy import default_policy
 
 SERVERS = load_catalogue().server_models()
 # Signed by design: need vs available (negative = short), and the log-symmetric interval deviation.
@@ -98,3 +108,30 @@ def test_no_training_estimate_raises_or_is_nan_or_negative(submission: dict[str,
             assert math.isfinite(number), (check["id"], key, number)
             if not key.endswith(SIGNED):
                 assert number >= 0, (check["id"], key, number)
+
+
+def _outcome(compute: Any) -> Any:
+    try:
+        return compute()
+    except InconsistentInput as error:
+        return ("refused", str(error))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(training_submissions())
+def test_the_shared_collectives_and_memory_estimate_are_those_computed_directly(submission: dict[str, Any]) -> None:
+    # communication() sizes the submitted layout's collectives once per strategy from inputs read once, and the
+    # submitted memory estimate is made once: each must be what the estimators give on the inputs read directly.
+    inputs, policy = Inputs(submission), default_policy()
+    shared: dict[str, Any] = {}
+    ctx = Context(inputs, policy, shared, CHECKS[0])
+    direct = Context(inputs, policy, {}, CHECKS[0])
+    plan, split = _outcome(lambda: layout(direct)), _outcome(lambda: accumulation(direct))
+    for strategy in (None, *SHARDING_ORDER):
+        shared_step = _outcome(lambda s=strategy: communication(ctx, sharding=s))
+        if isinstance(plan, tuple) or plan is None or split is None or isinstance(split, tuple):
+            assert shared_step is None or isinstance(shared_step, tuple)
+            continue
+        assert shared_step == _outcome(lambda s=strategy: communication(direct, sharding=s, plan=plan, split=split))
+    assert _outcome(lambda: memory_estimate(ctx)) == _outcome(
+        lambda: _memory_estimate(Context(inputs, policy, {}, CHECKS[0]), None, None, None))

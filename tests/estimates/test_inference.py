@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules.estimates.inference import (
+    BatchPoint,
     Requests,
     Slo,
     Traffic,
@@ -213,3 +214,6 @@ def test_serving_plan_points_are_modelled_latency_at_each_batch_to_the_bit() -> 
             assert point.memory_bound == latency.memory_bound
             assert point.rps_per_replica == requests_per_s_per_replica(point.batch, latency.ttft_s, 256,
                                                                        latency.tpot_s)
+            # Built without the dataclass's __init__: still a BatchPoint equal to the one it would build.
+            assert type(point) is BatchPoint and point == BatchPoint(**vars(point))
+            assert list(vars(point)) == [f.name for f in fields(BatchPoint)]

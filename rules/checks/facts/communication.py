@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rules.artifacts import SCALING_CSV
@@ -34,8 +34,44 @@ def communication(ctx: Context, sharding: str | None = None, plan: Placement | N
     """Returns the collectives of one optimizer step (all its micro-batches) under the submitted or given sharding.
 
     On the submitted layout and batch split, or on ``plan`` with ``split``. None when an input is missing;
-    InconsistentInput for a layout the estimator refuses (fsdp-hybrid over part of a node).
+    InconsistentInput for a layout the estimator refuses (fsdp-hybrid over part of a node). On the submitted
+    layout and split the inputs are read once an evaluation, and each strategy's collectives are sized once.
     """
+    if plan is None and split is None:
+        submitted = ctx.memo("communication.inputs", _submitted_inputs, reads_of_refusal=True)
+        if submitted is None:
+            return None
+        strategy = sharding or submitted.plan.sharding
+        steps = submitted.steps
+        if strategy not in steps:  # a refusal keeps nothing, so it is raised again
+            steps[strategy] = submitted.step(strategy)
+        return steps[strategy]
+    found = _step_inputs(ctx, plan, split)
+    return None if found is None else found.step(sharding)
+
+
+@dataclass
+class _StepInputs:
+    """What sizes a step's collectives: the layout, the trained model, the batch split, the model-state convention,
+    and (for the submitted layout and split) the collectives sized so far, by strategy."""
+
+    plan: Placement
+    model: TrainedModel
+    split: Accumulation
+    convention: str
+    steps: dict[str, StepCommunication] = field(default_factory=dict)
+
+    def step(self, sharding: str | None) -> StepCommunication:
+        return collectives.step_communication(self.model, self.plan, self.split.steps, self.convention, sharding)
+
+
+def _submitted_inputs(ctx: Context) -> _StepInputs | None:
+    return _step_inputs(ctx, None, None)
+
+
+def _step_inputs(ctx: Context, plan: Placement | None, split: Accumulation | None) -> _StepInputs | None:
+    """Returns the inputs of :func:`communication` on ``plan`` (else the submitted layout) with ``split`` (else the
+    submitted one); None (noted missing) when one is missing."""
     plan = plan or layout(ctx)
     parameters, precision, optimizer = model_state_inputs(ctx)
     note_missing_formats(ctx, precision, optimizer)
@@ -43,8 +79,7 @@ def communication(ctx: Context, sharding: str | None = None, plan: Placement | N
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None
     model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
-    return collectives.step_communication(model, plan, split.steps, ctx.setting("conventions.model_state_bytes"),
-                                          sharding)
+    return _StepInputs(plan, model, split, ctx.setting("conventions.model_state_bytes"))
 
 
 def bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
@@ -240,7 +275,8 @@ def _modelled(ctx: Context, plan: Placement | None = None, global_batch: int | N
     sequence_length = ctx.need(f"{TRAINING}/sequence_length")
     split = accumulation(ctx, plan=plan, global_batch=global_batch)
     links = bandwidth(ctx) if submitted else bandwidth(ctx, plan)
-    step = communication(ctx, plan=plan, split=split)
+    # On the submitted layout the split is the submitted one: its collectives are those the sharding check sized.
+    step = communication(ctx) if submitted and global_batch is None else communication(ctx, plan=plan, split=split)
     if plan is None or rate is None or sequence_length is None or split is None or links is None or step is None:
         return None
     modelled = scaling_estimates.modelled_step(split.global_batch, int(sequence_length), rate.tokens_per_s_per_gpu,

@@ -109,8 +109,20 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
                     gpus: int | None = None) -> TrainingMemory | None:
     """Returns the per-GPU memory estimate for the submitted layout, or with another sharding / micro-batch / GPU count.
 
-    None when the inputs that size model state are missing (they are noted missing on ``ctx``).
+    None when the inputs that size model state are missing (they are noted missing on ``ctx``). The submitted
+    layout's estimate is made once an evaluation (peak-memory and gradient-accumulation both read it).
     """
+    if sharding is None and micro_batch is None and gpus is None:
+        return ctx.memo("memory.estimate", _submitted_estimate, reads_of_refusal=True)
+    return _memory_estimate(ctx, sharding, micro_batch, gpus)
+
+
+def _submitted_estimate(ctx: Context) -> TrainingMemory | None:
+    return _memory_estimate(ctx, None, None, None)
+
+
+def _memory_estimate(ctx: Context, sharding: str | None, micro_batch: int | None,
+                     gpus: int | None) -> TrainingMemory | None:
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None

@@ -109,7 +109,14 @@ class QuoteCost:
 
 
 def quote_cost(ctx: Context) -> QuoteCost:
-    """Returns the quote total: Σ quantity × unit price of priced line items, else Σ count × unit price of groups."""
+    """Returns the quote total: Σ quantity × unit price of priced line items, else Σ count × unit price of groups.
+
+    Summed once an evaluation (time-to-result reads it for its evidence and for the cost of the run).
+    """
+    return ctx.memo("schedule.quote_cost", _quote_cost, reads_of_refusal=True)
+
+
+def _quote_cost(ctx: Context) -> QuoteCost:
     plan = layout(ctx)
     priced, unpriced = [], []
     for index, _item in enumerate(ctx.inputs.get(LINE_ITEMS) or []):
