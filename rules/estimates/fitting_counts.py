@@ -5,16 +5,18 @@ The search (:func:`rules.estimates.memory.memory_min_gpus`) tries n = k × u GPU
 degrees fixed, the data × context ranks are R = k × r, r = u / (t × p) (rules/estimates/layout.py), and the
 step's bytes on a GPU depend on k only through
 
-- the ranks sharding the model state and FSDP's buckets: R under ZeRO and FSDP full shard, which more GPUs
-  shard further; under fsdp-hybrid the shard group s(k) alone: ``layout.resized`` keeps a stated group S
-  where S divides R (where a = S / gcd(S, r) divides k), else ``layout.hybrid_shard_group`` takes
-  gcd(R, G), G = max(1, gpus_per_node // t), which does not grow with k (8, 4, 1 for R = 8, 12, 9, G = 8);
+- the ranks sharding the model state and FSDP's buckets: R under ZeRO and FSDP full shard (none under
+  ddp), which more GPUs shard further; under fsdp-hybrid the shard group s(k) alone: ``layout.resized``
+  keeps a stated group S where S divides R (where a = S / gcd(S, r) divides k), else
+  ``layout.hybrid_shard_group`` takes gcd(R, G), G = max(1, gpus_per_node // t), which follows R's divisors
+  (8, 4, 1 for R = 8, 12, 9 and G = 8);
 - the activations, through the micro-batches each data-parallel rank runs per step, which do not grow;
 - the NCCL buffers: one per communicator, one communicator per process group of more than one rank
   (:func:`rules.estimates.comm_buffers.process_groups`: the gradient group R, or fsdp-hybrid's s and R / s;
-  t, p, c; and the world of n GPUs unless one of those spans it). Their number is not monotone: a second
-  replica (k = 1 → 2 when the layout's first unit is one replica) adds the gradient group and may add the
-  world group; under fsdp-hybrid the replicate group appears once R exceeds s.
+  t, p, c; and the world of n GPUs unless one of those spans it). Their number is not monotone: from one
+  replica to two (k = 1 → 2 where the first unit is one replica) the gradient group outgrows the context
+  group and the world group may appear (up to 2 more); under fsdp-hybrid the replicate group appears once R
+  exceeds s, and s itself moves.
 
 So on the counts that share the pair (fsdp-hybrid's shard group, communicators), the step's *structure*
 (:func:`step_structure`), the step's bytes do not grow with k, and whether it fits is false then true. That
