@@ -1,7 +1,9 @@
-"""The two bisections the memory searches run, over a predicate that is true on one side of a threshold.
+"""The bisections the memory searches run, over a predicate that is true on one side of a threshold.
 
-Pure: each takes the predicate and the bounds and asks the predicate at the same points, in the same order,
-whatever it answers, so that a faster predicate changes nothing but the time.
+:func:`most_fitting` for the micro-batch; :func:`fewest_fitting_by_class` for the GPU count, whose predicate is
+monotone only among counts of one class (rules/estimates/fitting_counts.py); :func:`fewest_fitting`, the plain
+bisection, where it is monotone over all. Pure: each takes the predicate and the bounds and asks the predicate
+at points that depend only on its answers, so that a faster predicate changes nothing but the time.
 """
 
 from __future__ import annotations
