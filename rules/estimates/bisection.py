@@ -1,12 +1,14 @@
-"""The two bisections the memory searches run, over a predicate that is true on one side of a threshold.
+"""The bisections the memory searches run, over a predicate that is true on one side of a threshold.
 
-Pure: each takes the predicate and the bounds and asks the predicate at the same points, in the same order,
-whatever it answers, so that a faster predicate changes nothing but the time.
+:func:`most_fitting` for the micro-batch; :func:`fewest_fitting_by_class` for the GPU count, whose predicate is
+monotone only among counts of one class (rules/estimates/fitting_counts.py); :func:`fewest_fitting`, the plain
+bisection, where it is monotone over all. Pure: each takes the predicate and the bounds and asks the predicate
+at points that depend only on its answers, so that a faster predicate changes nothing but the time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 
 def fewest_fitting(fits: Callable[[int], bool], high: int) -> int | None:
@@ -47,3 +49,63 @@ def most_fitting(fits: Callable[[int], bool | None], limit: int) -> int | None:
         else:
             high = middle
     return low
+
+
+def fewest_fitting_by_class(fits: Callable[[int], bool], high: int, key: Callable[[int], Hashable], prefix: int,
+                            period: int) -> int | None:
+    """Returns the least n in 1..``high`` with ``fits(n)``, None when none fits, where ``fits`` is monotone
+    (false below a threshold, true from it) only among the counts that share ``key(n)``, and ``key`` is
+    periodic beyond ``prefix``: key(n) == key(n + ``period``) for every n > prefix.
+
+    The counts 1..prefix are grouped by key; those beyond by their offset in the first period after prefix
+    (the offsets of one key, and so every count of that class, found by asking ``key`` of one period). Each
+    class, prefix classes first, is bisected among its members below the least fitting count found so far:
+    its largest such member first (none fits if it does not), then midpoints, as :func:`fewest_fitting` does
+    over 1..high. The least answer of all classes is the least fitting count: every count is in one class.
+    """
+    top = max(0, min(prefix, high))
+    classes: list[tuple[list[int], int, int]] = []  # (sorted first members, period, members up to high)
+    for first, last, step in ((1, top, 0), (top + 1, min(top + period, high), period)):
+        grouped: dict[Hashable, list[int]] = {}
+        for n in range(first, last + 1):
+            grouped.setdefault(key(n), []).append(n)
+        for offsets in grouped.values():
+            count = sum((high - offset) // step + 1 for offset in offsets) if step else len(offsets)
+            classes.append((offsets, step, count))
+    best: int | None = None
+    for offsets, step, count in classes:
+        def member(index: int, offsets: list[int] = offsets, step: int = step) -> int:
+            return offsets[index % len(offsets)] + (index // len(offsets)) * step
+        below = _members_below(member, count, best)
+        found = _least_fitting_member(fits, member, below)
+        if found is not None:
+            best = found
+    return best
+
+
+def _members_below(member: Callable[[int], int], count: int, bound: int | None) -> int:
+    """Returns how many of the ``count`` increasing members are below ``bound`` (all of them when None)."""
+    if bound is None:
+        return count
+    low, high = 0, count  # members[:low] are below bound, members[high:] are not
+    while low < high:
+        middle = (low + high) // 2
+        if member(middle) < bound:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _least_fitting_member(fits: Callable[[int], bool], member: Callable[[int], int], count: int) -> int | None:
+    """Returns the least of the first ``count`` members that fits, by bisection; None unless the last fits."""
+    if count == 0 or not fits(member(count - 1)):
+        return None
+    low, high = -1, count - 1  # invariant: member low does not fit (none before the first), member high does
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(member(middle)):
+            high = middle
+        else:
+            low = middle
+    return member(high)

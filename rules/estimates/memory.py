@@ -25,13 +25,14 @@ from rules.estimates.activation_conventions import (
     counted_activation_bytes,
 )
 from rules.estimates.activations import ActivationSaving, BatchShape, PipelineSchedule
-from rules.estimates.bisection import fewest_fitting, most_fitting
+from rules.estimates.bisection import most_fitting
 from rules.estimates.comm_buffers import (
     BufferInputs,
     CommunicationBuffers,
     CommunicationSettings,
     communication_buffers,
 )
+from rules.estimates.fitting_counts import fewest_fitting_gpus
 from rules.estimates.layout import Layout, plain_layout, resized, with_sharding
 from rules.estimates.measured_fit import FittingMicroBatch as FittingMicroBatch  # their former home
 from rules.estimates.measured_fit import MeasuredPeak as MeasuredPeak
@@ -319,30 +320,30 @@ class StepMemoryModel:
 
     def memory_min_gpus(self, layout: Layout) -> int | None:
         """Returns :func:`memory_min_gpus` of the job from ``layout``."""
-        unit, plain = layout.whole_unit_gpus, plain_layout(layout)  # the plain one is resized directly
-        job, settings = self.job, self.settings
+        plain, job, settings = plain_layout(layout), self.job, self.settings  # the plain one is resized directly
 
-        def fits_on(multiple: int) -> bool:
+        def fits_on(gpus: int) -> bool:
             try:
-                held = self.model_state(sized := resized(plain, multiple * unit))
+                held = self.model_state(sized := resized(plain, gpus))
                 sized = with_sharding(sized, held.sharding)
                 return bool(self._fits(sized, held, job.batch.micro_batch,
                                        lambda: _buffers(job, sized, held.state, held.per_gpu, settings)))
             except InconsistentInput:  # the estimators refuse the layout on this many GPUs
                 return False
 
-        multiple = fewest_fitting(fits_on, max(1, MAX_SEARCH_GPUS // unit))
-        return None if multiple is None else multiple * unit
+        sharding = effective_sharding(plain.sharding, settings.convention)  # what each count is sized under
+        return self._keep(("fewest", plain), lambda: fewest_fitting_gpus(plain, sharding, fits_on, MAX_SEARCH_GPUS))
 
     def no_fit_reason(self, layout: Layout) -> str | None:
         """Returns :func:`no_fit_reason` of the job from ``layout``."""
-        unit = layout.whole_unit_gpus
-        gpus = max(1, MAX_SEARCH_GPUS // unit) * unit  # the largest count searched, in whole nodes and replicas
+        if self.memory_min_gpus(layout) is not None:
+            return None
+        gpus = max(1, MAX_SEARCH_GPUS // (unit := layout.whole_unit_gpus)) * unit  # the largest count searched
         try:
             estimate = self.estimate(resized(layout, gpus))
         except InconsistentInput as error:
             return f"no GPU count fits this layout: {error}"
-        if estimate.fits is None or estimate.fits:  # unknown, or memory_min_gpus would have found this count
+        if estimate.fits is None or estimate.fits:  # unknown (on every count), or found by memory_min_gpus
             return None
         return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
                 f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
@@ -381,12 +382,11 @@ def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib
 def memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> int | None:
     """Returns the fewest GPUs (whole nodes and model-parallel groups) on which one step fits, None if none does.
 
-    Bisection over :func:`training_memory` on n GPUs: more data-parallel ranks shard the state further (ZeRO
-    §5), so the fitting counts are n..∞ (for ddp either every count fits or none does). A count on which the
-    estimators refuse the layout (fsdp-hybrid on part of a node) does not fit. The bisection is the plain one
-    from [0, MAX_SEARCH_GPUS]: the step is not monotone in every term (a second data-parallel rank adds a
-    communicator's NCCL buffers), so another order of counts could end elsewhere; each count is cheap instead
-    (:class:`StepMemoryModel` keeps what does not change with it).
+    :func:`training_memory` on n ≤ MAX_SEARCH_GPUS GPUs. More ranks shard the state further (ZeRO §5), but
+    the step is not monotone in n: a second replica adds NCCL communicators, and fsdp-hybrid's shard group
+    follows n's divisors. Among counts with the same shard group and communicators it does not grow with n:
+    each such class is bisected, and the least answer is the fewest (rules/estimates/fitting_counts.py). A
+    count on which the estimators refuse the layout does not fit; unknown activations fit nowhere.
     """
     return StepMemoryModel(job, gpu_memory_gib, settings).memory_min_gpus(layout)
 
@@ -394,7 +394,6 @@ def memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, set
 def no_fit_reason(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> str | None:
     """Returns why no GPU count up to MAX_SEARCH_GPUS fits one step in memory; None when one does or it is unknown.
 
-    For when :func:`memory_min_gpus` found none: the reason quotes the per-GPU need at the largest count
-    searched, where the state is sharded furthest, so it is the least any count needs.
-    """
+    None whenever :func:`memory_min_gpus` finds a count; else it quotes the need (or the estimators' refusal)
+    at the largest count searched, where the state is sharded furthest."""
     return StepMemoryModel(job, gpu_memory_gib, settings).no_fit_reason(layout)

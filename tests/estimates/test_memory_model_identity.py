@@ -3,8 +3,8 @@
 An evaluation shares one model among its sharding comparison, peak-memory's estimate, the micro-batch search and
 the GPU-count search (rules/checks/facts/memory.py), in whatever order the checks ask. Each case below asks a
 shared model for all of them in a shuffled order and compares every answer, refusals' messages included, with
-the same call on a fresh model; the GPU-count search is also held against the plain bisection over
-:func:`training_memory` on each count it tries (the search as it stood before it kept anything). The cases are
+the same call on a fresh model; the GPU-count search is also held against a scan of every count, each
+asked of a fresh :func:`training_memory`. The cases are
 drawn from a seeded generator over shardings, degrees, offload, conventions, batch shapes and GPU sizes.
 """
 
@@ -16,11 +16,11 @@ import random
 import pytest
 
 from rules.errors import InconsistentInput
+from rules.estimates import memory as memory_module
 from rules.estimates.activations import ActivationSaving
 from rules.estimates.comm_buffers import CommunicationSettings
 from rules.estimates.layout import Layout, resized, training_layout
 from rules.estimates.memory import (
-    MAX_SEARCH_GPUS,
     MemorySettings,
     StepMemoryModel,
     TrainingBatch,
@@ -83,28 +83,17 @@ def _answer(call):
         return f"InconsistentInput: {error}"
 
 
-def _plain_memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float,
-                           settings: MemorySettings) -> int | None:
-    """The GPU-count search as it stood before: bisection over a fresh :func:`training_memory` at each count."""
+def _scanned_memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,
+                             max_gpus: int) -> int | None:
+    """The fewest fitting count by asking a fresh :func:`training_memory` on every multiple up to ``max_gpus``."""
     unit = layout.whole_unit_gpus
-
-    def fits_on(multiple: int) -> bool:
+    for multiple in range(1, max(1, max_gpus // unit) + 1):
         try:
-            return bool(training_memory(job, resized(layout, multiple * unit), gpu_memory_gib, settings).fits)
+            if training_memory(job, resized(layout, multiple * unit), gpu_memory_gib, settings).fits:
+                return multiple * unit
         except InconsistentInput:
-            return False
-
-    high = max(1, MAX_SEARCH_GPUS // unit)
-    if not fits_on(high):
-        return None
-    low = 0
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits_on(middle):
-            high = middle
-        else:
-            low = middle
-    return high * unit
+            continue
+    return None
 
 
 def _fresh_answers(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> dict:
@@ -153,7 +142,9 @@ def test_a_shared_model_answers_every_estimate_and_search_as_a_fresh_one_does(se
 
 
 @pytest.mark.parametrize("seed", [3, 4])
-def test_the_gpu_count_search_is_the_plain_bisection(seed):
+def test_the_gpu_count_search_is_the_scan_of_every_count(seed, monkeypatch):
+    # Given the searches stopped at 1,024 GPUs, so that every count can be asked,
+    monkeypatch.setattr(memory_module, "MAX_SEARCH_GPUS", 1_024)
     rng = random.Random(seed)
     found = 0
     for _ in range(CASES):
@@ -161,13 +152,16 @@ def test_the_gpu_count_search_is_the_plain_bisection(seed):
         if drawn is None:
             continue
         job, layout, gpu_memory_gib, settings = drawn
-        plain = _plain_memory_min_gpus(job, layout, gpu_memory_gib, settings)
-        assert memory_min_gpus(job, layout, gpu_memory_gib, settings) == plain, (layout, job, settings)
-        found += plain is not None
+        # then the search answers the fewest count that fits of all, and gives a reason exactly when none does.
+        scanned = _scanned_memory_min_gpus(job, layout, gpu_memory_gib, settings, 1_024)
+        assert memory_min_gpus(job, layout, gpu_memory_gib, settings) == scanned, (layout, job, settings)
+        reason = no_fit_reason(job, layout, gpu_memory_gib, settings)
+        assert reason is None or scanned is None
+        found += scanned is not None
     assert found > 10  # the draw reaches counts that fit, not only refusals and unknown activations
 
 
-def test_the_search_keeps_the_plain_order_where_the_step_is_not_monotone_in_the_gpu_count():
+def test_the_search_finds_the_fewest_where_the_step_is_not_monotone_in_the_gpu_count():
     # Given fsdp-hybrid over two-GPU nodes with context parallel 8: the state is sharded within a node only, so
     # more nodes shard nothing further, and a second replica adds the replicate group's NCCL communicator,
     job = TrainingJob(TrainedModel(7e10, 7e10, "bf16-pure", "sgd"), TWO_LAYERS, TrainingBatch(4096, 1, 256),
@@ -179,7 +173,7 @@ def test_the_search_keeps_the_plain_order_where_the_step_is_not_monotone_in_the_
     steps = [training_memory(job, resized(layout, gpus), 146.9, settings) for gpus in (8, 16, 131_072)]
     assert [step.communication.communicators for step in steps] == [3, 4, 4]
     assert [step.fits for step in steps] == [True, False, False]
-    # then the plain bisection, which asks the largest count first, finds none; a search bracketed from below
-    # would answer 8 GPUs, so the search keeps the plain order and makes each count cheap instead.
-    assert memory_min_gpus(job, layout, 146.9, settings) is None
-    assert _plain_memory_min_gpus(job, layout, 146.9, settings) is None
+    # then the search answers 8 GPUs (the plain bisection from the largest count answered None), with no reason.
+    assert memory_min_gpus(job, layout, 146.9, settings) == 8
+    assert no_fit_reason(job, layout, 146.9, settings) is None
+    assert StepMemoryModel(job, 146.9, settings).memory_min_gpus(layout) == 8
