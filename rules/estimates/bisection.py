@@ -2,12 +2,15 @@
 
 :func:`most_fitting` for the micro-batch; :func:`fewest_fitting_by_class` for the GPU count, whose predicate is
 monotone only among counts of one class (rules/estimates/fitting_counts.py); :func:`fewest_fitting`, the plain
-bisection, where it is monotone over all. Pure: each takes the predicate and the bounds and asks the predicate
-at points that depend only on its answers, so that a faster predicate changes nothing but the time.
+bisection, where it is monotone over all (the GPU-count search before the classes; no search calls it now, the
+tests hold the searches against it). All three narrow their bounds by one midpoint bisection. Pure: each takes
+the predicate and the bounds and asks the predicate at points that depend only on its answers, so that a
+faster predicate changes nothing but the time.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Hashable
 
 
@@ -19,14 +22,7 @@ def fewest_fitting(fits: Callable[[int], bool], high: int) -> int | None:
     """
     if not fits(high):
         return None
-    low = 0  # invariant: low does not fit (0 GPUs), high does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return _narrow(fits, high, 0)  # 0 GPUs do not fit
 
 
 def most_fitting(fits: Callable[[int], bool | None], limit: int) -> int | None:
@@ -39,16 +35,25 @@ def most_fitting(fits: Callable[[int], bool | None], limit: int) -> int | None:
         return None
     if not first:
         return 0
-    low, high = 1, max(1, limit)
+    high = max(1, limit)
     if fits(high):
         return high
-    while high - low > 1:  # invariant: low fits, high does not
-        middle = (low + high) // 2
+    return _narrow(fits, 1, high)
+
+
+def _narrow(fits: Callable[[int], bool | None], fitting: int, failing: int) -> int:
+    """Returns the fitting end once ``fitting`` (which fits) and ``failing`` (which does not) are adjacent.
+
+    Asks the midpoint (fitting + failing) // 2 and moves the end whose answer it shares, on either side of
+    the other: the one bisection each search runs once its bounds are known.
+    """
+    while abs(fitting - failing) > 1:
+        middle = (fitting + failing) // 2
         if fits(middle):
-            low = middle
+            fitting = middle
         else:
-            high = middle
-    return low
+            failing = middle
+    return fitting
 
 
 def fewest_fitting_by_class(fits: Callable[[int], bool], high: int, key: Callable[[int], Hashable], prefix: int,
@@ -76,36 +81,16 @@ def fewest_fitting_by_class(fits: Callable[[int], bool], high: int, key: Callabl
     for offsets, step, count in classes:
         def member(index: int, offsets: list[int] = offsets, step: int = step) -> int:
             return offsets[index % len(offsets)] + (index // len(offsets)) * step
-        below = _members_below(member, count, best)
+        below = count if best is None else bisect_left(range(count), best, key=member)  # members below best
         found = _least_fitting_member(fits, member, below)
         if found is not None:
             best = found
     return best
 
 
-def _members_below(member: Callable[[int], int], count: int, bound: int | None) -> int:
-    """Returns how many of the ``count`` increasing members are below ``bound`` (all of them when None)."""
-    if bound is None:
-        return count
-    low, high = 0, count  # members[:low] are below bound, members[high:] are not
-    while low < high:
-        middle = (low + high) // 2
-        if member(middle) < bound:
-            low = middle + 1
-        else:
-            high = middle
-    return low
-
-
 def _least_fitting_member(fits: Callable[[int], bool], member: Callable[[int], int], count: int) -> int | None:
     """Returns the least of the first ``count`` members that fits, by bisection; None unless the last fits."""
     if count == 0 or not fits(member(count - 1)):
         return None
-    low, high = -1, count - 1  # invariant: member low does not fit (none before the first), member high does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits(member(middle)):
-            high = middle
-        else:
-            low = middle
-    return member(high)
+    # Over the members' indices, as fewest_fitting over counts: index -1 (none before the first) does not fit.
+    return member(_narrow(lambda index: fits(member(index)), count - 1, -1))

@@ -46,6 +46,12 @@ def step_structure(layout: Layout) -> tuple[int | None, int]:
     return (layout.shard_group if layout.sharding == HYBRID else None), len(process_groups(layout))
 
 
+def structure_at(layout: Layout, sharding: str, multiple: int) -> tuple[int | None, int]:
+    """Returns :func:`step_structure` on ``multiple`` × ``layout.whole_unit_gpus`` GPUs resized from ``layout``
+    under ``sharding``: what :func:`fewest_fitting_gpus` classes that count by."""
+    return step_structure(with_sharding(resized(layout, multiple * layout.whole_unit_gpus), sharding))
+
+
 def structure_period(layout: Layout, sharding: str, high: int) -> tuple[int, int]:
     """Returns (prefix, period) in multiples of ``layout.whole_unit_gpus``: for k > prefix, the structure on
     k multiples is that on k + period (module docstring), on counts resized from ``layout`` under ``sharding``.
@@ -76,10 +82,7 @@ def fewest_fitting_gpus(layout: Layout, sharding: str, fits: Callable[[int], boo
     """
     unit = layout.whole_unit_gpus
     high = max(1, max_gpus // unit)
-
-    def structure(multiple: int) -> tuple[int | None, int]:
-        return step_structure(with_sharding(resized(layout, multiple * unit), sharding))
-
     prefix, period = structure_period(layout, sharding, high)
-    multiple = fewest_fitting_by_class(lambda k: fits(k * unit), high, structure, prefix, period)
+    multiple = fewest_fitting_by_class(lambda k: fits(k * unit), high, lambda k: structure_at(layout, sharding, k),
+                                       prefix, period)
     return None if multiple is None else multiple * unit

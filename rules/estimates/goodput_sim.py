@@ -27,23 +27,20 @@ is τ = √(2δM) (:func:`rules.estimates.checkpoint.young_daly_interval_s`).
 Sampling, vectorised over trials: the failures during ``n`` identical segments, each passed with
 probability p = e^{−L/M}, number NegativeBinomial(n, p) (failures before n successes); the failed
 restarts after N failures number NegativeBinomial(N, e^{−R/M}). Both counts are drawn by inverse
-transform, one uniform per count, from a table of the distribution function built by the pmf
-recurrence P(0) = p^n, P(k + 1) = P(k)·(n + k)/(k + 1)·(1 − p) (Johnson, Kemp & Kotz, *Univariate
-Discrete Distributions*, 3rd ed., §5.1), in log space so that p^n may underflow, until the mass left
-out is below 2^-53 of the table's; the restart counts take one table row per N, and a table too long
-(more than :data:`rules.estimates.negative_binomial.MAX_TABLE_CELLS` entries: a job that fails
-thousands of times per segment group) leaves the draws to NumPy's gamma-Poisson sampler of the same
-law (:mod:`rules.estimates.negative_binomial`). Each failure's lost time is an exponential truncated
-to [0, L) (a failed restart's, to [0, R)), drawn by inverting its distribution function. Work is
-bounded: lost times are drawn in chunks of at most
-:data:`MAX_DRAWS_PER_CHUNK` values, at most :data:`EXACT_DRAWS_PER_SUM` of them for all trials of one
-sum, and a trial with more failures of one kind than its share of that budget (at most
-:data:`EXACT_DRAWS_PER_TRIAL`; 209 at 10,000 trials) takes the sum of its lost times from the normal law
-with the truncated exponential's exact mean and variance (central limit theorem: the sum's mean and
-variance stay exact; the skewness the normal law drops is at most 2/√N, below 0.14 past 209 failures,
-and only in the lost time given the count of failures, whose own law is drawn exactly). A job
-expected to fail more than :data:`MAX_EXPECTED_FAILURES` times never finishes as modelled: every
-figure is ``math.inf`` and the window probability 0.
+transform, one uniform per count, from a table of the distribution function built by the pmf recurrence
+(Johnson, Kemp & Kotz, *Univariate Discrete Distributions*, 3rd ed., §5.1), one row per N for the
+restarts, and by NumPy's gamma-Poisson sampler of the same law where the table would exceed
+:data:`rules.estimates.negative_binomial.MAX_TABLE_CELLS` entries (a job that fails thousands of times
+per segment group): :mod:`rules.estimates.negative_binomial`. Each failure's lost time is an exponential
+truncated to [0, L) (a failed restart's, to [0, R)), drawn by inverting its distribution function. Work
+is bounded: lost times are drawn in chunks of at most :data:`MAX_DRAWS_PER_CHUNK` values, at most
+:data:`EXACT_DRAWS_PER_SUM` of them for all trials of one sum, and a trial with more failures of one
+kind than its share of that budget (at most :data:`EXACT_DRAWS_PER_TRIAL`; 209 at 10,000 trials) takes
+the sum of its lost times from the normal law with the truncated exponential's exact mean and variance
+(central limit theorem: the sum's mean and variance stay exact; the skewness the normal law drops is at
+most 2/√N, below 0.14 past 209 failures, and only in the lost time given the count of failures, whose
+own law is drawn exactly). A job expected to fail more than :data:`MAX_EXPECTED_FAILURES` times never
+finishes as modelled: every figure is ``math.inf`` and the window probability 0.
 """
 
 from __future__ import annotations

@@ -135,9 +135,8 @@ def resized(layout: Layout, gpus: int) -> Layout:
     if shard_group is not None and (shard_group > shard_ranks or shard_ranks % shard_group):
         shard_group = None
     nodes = math.ceil(gpus / layout.gpus_per_node)
-    if type(layout) is Layout:  # built directly, cheaper than dataclasses.replace: the searches resize at every count
-        return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel,
-                      layout.sharding, shard_group, layout.context)
+    if type(layout) is Layout:
+        return _plain(layout, gpus, nodes, data_parallel, layout.sharding, shard_group)
     return replace(layout, gpus=gpus, nodes=nodes, data_parallel=data_parallel, shard_group=shard_group)
 
 
@@ -149,8 +148,7 @@ def with_sharding(layout: Layout, sharding: str) -> Layout:
     if sharding == layout.sharding and shard_group == layout.shard_group:
         return layout  # already so (a Layout is immutable)
     if type(layout) is Layout:
-        return Layout(layout.gpus, layout.gpus_per_node, layout.nodes, layout.tensor, layout.pipeline,
-                      layout.data_parallel, sharding, shard_group, layout.context)
+        return _plain(layout, layout.gpus, layout.nodes, layout.data_parallel, sharding, shard_group)
     return replace(layout, sharding=sharding, shard_group=shard_group)
 
 
@@ -159,5 +157,12 @@ def plain_layout(layout: Layout) -> Layout:
     :func:`with_sharding` build a plain one directly."""
     if type(layout) is Layout:
         return layout
-    return Layout(layout.gpus, layout.gpus_per_node, layout.nodes, layout.tensor, layout.pipeline,
-                  layout.data_parallel, layout.sharding, layout.shard_group, layout.context)
+    return _plain(layout, layout.gpus, layout.nodes, layout.data_parallel, layout.sharding, layout.shard_group)
+
+
+def _plain(layout: Layout, gpus: int, nodes: int, data_parallel: int, sharding: str,
+           shard_group: int | None) -> Layout:
+    """Returns a plain Layout of ``layout``'s node size and degrees with the given rest, built directly: cheaper
+    than dataclasses.replace, and the searches resize and re-shard at every count they try."""
+    return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel, sharding,
+                  shard_group, layout.context)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from rules.errors import InconsistentInput
@@ -216,8 +217,9 @@ class StepMemoryModel:
             return compute()
         return kept[key]
 
-    def model_state(self, layout: Layout, sharding: str | None = None) -> TrainingModelState:
-        """Returns :func:`rules.estimates.training_state.training_model_state` of the job on ``layout``."""
+    def _sized(self, layout: Layout, sharding: str | None = None) -> tuple[Layout, TrainingModelState]:
+        """Returns ``layout`` under the sharding its model state is sized with, and that state:
+        :func:`rules.estimates.training_state.training_model_state` of the job on ``layout``."""
         job, settings = self.job, self._state_settings
         sharding = effective_sharding(sharding or layout.sharding, settings.convention)
         layout = with_sharding(layout, sharding)
@@ -225,15 +227,18 @@ class StepMemoryModel:
         state = self._keep(("state", sharding), lambda: model_state_bytes_per_param(
             model.precision, model.optimizer, settings.convention, sharding))
         stage_factor = self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline))
-        return sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor, lambda: self._keep(
-            ("gathered", sharding), lambda: gathered_bytes(shape, sharding, state, settings)))
+        return layout, sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor,
+                                           lambda: self._keep(("gathered", sharding),
+                                                              lambda: gathered_bytes(shape, sharding, state, settings)))
 
     def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
                  model_state: TrainingModelState | None = None) -> TrainingMemory:
         """Returns :func:`training_memory` of the job on ``layout`` (the same arguments, the same result)."""
         layout = plain_layout(layout)  # resized and re-sharded directly
-        held = model_state or self.model_state(layout, sharding)
-        layout = with_sharding(layout, held.sharding)
+        if model_state is None:
+            layout, held = self._sized(layout, sharding)
+        else:
+            layout, held = with_sharding(layout, model_state.sharding), model_state
         job, settings = self.job, self.settings
         micro_batch = micro_batch or job.batch.micro_batch
         activations, buffers, other = self._step(layout, held, micro_batch,
@@ -303,20 +308,11 @@ class StepMemoryModel:
 
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
         """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""
-        held = self.model_state(layout)
-        sized = with_sharding(layout, held.sharding)
+        sized, held = self._sized(layout)
         job, settings = self.job, self.settings
-        buffers: list[CommunicationBuffers | None] = []
-
-        def buffers_of() -> CommunicationBuffers | None:
-            if not buffers:
-                buffers.append(_buffers(job, sized, held.state, held.per_gpu, settings))
-            return buffers[0]
-
-        def fits(micro_batch: int) -> bool | None:
-            return self._fits(sized, held, micro_batch, buffers_of)
-
-        return most_fitting(fits, limit)
+        # The buffers do not depend on the micro-batch: sized at the first one asked (a raise is not kept).
+        buffers_of = cache(lambda: _buffers(job, sized, held.state, held.per_gpu, settings))
+        return most_fitting(lambda micro_batch: self._fits(sized, held, micro_batch, buffers_of), limit)
 
     def memory_min_gpus(self, layout: Layout) -> int | None:
         """Returns :func:`memory_min_gpus` of the job from ``layout``."""
@@ -324,8 +320,7 @@ class StepMemoryModel:
 
         def fits_on(gpus: int) -> bool:
             try:
-                held = self.model_state(sized := resized(plain, gpus))
-                sized = with_sharding(sized, held.sharding)
+                sized, held = self._sized(resized(plain, gpus))
                 return bool(self._fits(sized, held, job.batch.micro_batch,
                                        lambda: _buffers(job, sized, held.state, held.per_gpu, settings)))
             except InconsistentInput:  # the estimators refuse the layout on this many GPUs

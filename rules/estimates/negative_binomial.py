@@ -148,9 +148,9 @@ def negative_binomial_per_trial(rng: np.random.Generator, n: np.ndarray, log_p: 
     One uniform per entry, inverted through its own row of the table (rows n = 0 … max n; n = 0 draws 0).
     NumPy's sampler, for the entries with n > 0, past MAX_ROWS rows or MAX_TABLE_CELLS entries.
     """
-    if n.size == 0 or log_p == 0.0 or int(n.max()) == 0:
+    n_max = int(n.max()) if n.size else 0
+    if n_max == 0 or log_p == 0.0:
         return np.zeros(n.shape, dtype=np.int64)
-    n_max = int(n.max())
     rows = _table(np.arange(n_max + 1, dtype=np.int64), log_p) if n_max < MAX_ROWS else None
     if rows is None:
         draws = np.zeros(n.shape, dtype=np.int64)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from rules.errors import InconsistentInput
 from rules.estimates import memory as memory_module
 from rules.estimates.bisection import fewest_fitting, fewest_fitting_by_class
-from rules.estimates.fitting_counts import step_structure, structure_period
-from rules.estimates.layout import Layout, resized, training_layout, with_sharding
+from rules.estimates.fitting_counts import structure_at, structure_period
+from rules.estimates.layout import Layout, resized, training_layout
 from rules.estimates.memory import StepMemoryModel, memory_min_gpus, no_fit_reason, training_memory
 from rules.estimates.model_state import effective_sharding
 from rules.units import GIB
@@ -96,15 +96,11 @@ def _plain_bisection(job, layout, gpu_memory_gib, settings) -> int | None:
 
 def _periodic_structures(layout: Layout, sharding: str, high: int) -> int:
     """Asserts the structure on each count beyond the prefix is that one period on; returns the counts compared."""
-    unit = layout.whole_unit_gpus
-
-    def structure(multiple: int) -> tuple[int | None, int]:
-        return step_structure(with_sharding(resized(layout, multiple * unit), sharding))
-
     prefix, period = structure_period(layout, sharding, high)
     multiples = range(prefix + 1, min(prefix + 3 * period + 5, high - period) + 1)
     for multiple in multiples:
-        assert structure(multiple) == structure(multiple + period), (layout, multiple, prefix, period)
+        assert structure_at(layout, sharding, multiple) == structure_at(layout, sharding, multiple + period), (
+            layout, multiple, prefix, period)
     return len(multiples)
 
 

@@ -75,6 +75,14 @@ def _case(rng: random.Random) -> tuple[TrainingJob, Layout, float, MemorySetting
     return job, layout, rng.choice([16.0, 24.0, 80.0, 141.0, 192.0]) * rng.uniform(0.5, 1.5), settings
 
 
+def _cases(rng: random.Random):
+    """Yields the cases of CASES draws from ``rng`` whose layout is valid (:func:`_case`)."""
+    for _ in range(CASES):
+        drawn = _case(rng)
+        if drawn is not None:
+            yield drawn
+
+
 def _answer(call):
     """Returns what ``call()`` returns, or the message of the InconsistentInput it raises."""
     try:
@@ -123,11 +131,7 @@ def _shared_answer(model: StepMemoryModel, layout: Layout, key: tuple) -> object
 def test_a_shared_model_answers_every_estimate_and_search_as_a_fresh_one_does(seed):
     rng = random.Random(seed)
     compared = 0
-    for _ in range(CASES):
-        drawn = _case(rng)
-        if drawn is None:
-            continue
-        job, layout, gpu_memory_gib, settings = drawn
+    for job, layout, gpu_memory_gib, settings in _cases(rng):
         # Given every call an evaluation may make, each answered by a fresh model,
         expected = _fresh_answers(job, layout, gpu_memory_gib, settings)
         # when one model answers them all, in a shuffled order,
@@ -147,11 +151,7 @@ def test_the_gpu_count_search_is_the_scan_of_every_count(seed, monkeypatch):
     monkeypatch.setattr(memory_module, "MAX_SEARCH_GPUS", 1_024)
     rng = random.Random(seed)
     found = 0
-    for _ in range(CASES):
-        drawn = _case(rng)
-        if drawn is None:
-            continue
-        job, layout, gpu_memory_gib, settings = drawn
+    for job, layout, gpu_memory_gib, settings in _cases(rng):
         # then the search answers the fewest count that fits of all, and gives a reason exactly when none does.
         scanned = _scanned_memory_min_gpus(job, layout, gpu_memory_gib, settings, 1_024)
         assert memory_min_gpus(job, layout, gpu_memory_gib, settings) == scanned, (layout, job, settings)
