@@ -152,13 +152,18 @@ class _Deflate:
     error = zlib.error
 
     @staticmethod
-    def compressobj(level: int = DEFLATE_LEVEL, *args: Any, **kwargs: Any) -> Any:
+    def compressobj(level: int = -1, *args: Any, **kwargs: Any) -> Any:
+        # The level pydyf asks for (9) is replaced, its other arguments passed on.
         return zlib.compressobj(DEFLATE_LEVEL, *args, **kwargs)
 
 
 @cache
-def _pdf_writer() -> None:
-    """Makes pydyf compress at DEFLATE_LEVEL (once per process; only WeasyPrint writes PDFs with pydyf)."""
+def _use_deflate_level() -> None:
+    """Makes pydyf compress at DEFLATE_LEVEL; only WeasyPrint writes PDFs with pydyf.
+
+    html_to_pdf calls it before every render, so a PDF is written alike whether or not ``warm_up`` ran;
+    cached, only the first call replaces pydyf's zlib.
+    """
     import pydyf
 
     pydyf.zlib = _Deflate  # type: ignore[assignment]
@@ -170,7 +175,7 @@ def html_to_pdf(html: str, attachments: list[tuple[str, bytes, str]], *,
     from weasyprint import HTML, Attachment
     from weasyprint.urls import FatalURLFetchingError
 
-    _pdf_writer()
+    _use_deflate_level()
     fetcher = url_fetcher()
     moment = created or dt.datetime.now(dt.UTC)
     try:
