@@ -298,7 +298,7 @@ def _appendix_text(rows: list[tuple[str, Any]], ref_numbers: Mapping[str, int]) 
     items = [("input", "value · source · reference"), *rows]
     blocks = key_value_blocks(items, columns=POINTER_COLUMNS, line_chars=APPENDIX_LINE_CHARS,
                               text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False,
-                              pairs=False)
+                              grid=False)
     return "\n".join(block["text"] for block in blocks)
 
 
