@@ -230,25 +230,22 @@ def evidence_rows(evidence: Mapping[str, Any], message: str) -> list[tuple[str, 
     rows = [(key, value) for key, value in evidence.items() if key != "inputs"]
     texts = {key: visible(flat(value)).strip(" ;,.") for key, value in rows
              if isinstance(value, str | list | tuple) and not is_nested(value)}
-    order = list(texts)
+    position = {key: index for index, key in enumerate(texts)}
     shown = []
     for key, value in rows:
         text = texts.get(key, "")
         if len(text) < REPEATED_MIN_CHARS:
             shown.append((key, value))
-            continue
-        if text in message:
+        elif text in message:
             shown.append((key, IN_MESSAGE))
-            continue
-        # The longest other text holding this one (shown whole: none longer holds it, nor the message), or an
-        # earlier equal one.
-        holders = [other for other in order if other != key and text in texts[other]
-                   and (len(texts[other]) > len(text) or order.index(other) < order.index(key))]
-        holder = max(holders, key=lambda other: (len(texts[other]), -order.index(other)), default=None)
-        if holder is None:
-            shown.append((key, value))
         else:
-            shown.append((key, f"({'same as' if texts[holder] == text else 'part of'} {holder})"))
+            # The longest other text holding this one (shown whole: none longer holds it, nor the message), or
+            # an earlier equal one.
+            holders = [other for other, held in texts.items() if other != key and text in held
+                       and (len(held) > len(text) or position[other] < position[key])]
+            holder = max(holders, key=lambda other: (len(texts[other]), -position[other]), default=None)
+            shown.append((key, value) if holder is None else
+                         (key, f"({'same as' if texts[holder] == text else 'part of'} {holder})"))
     return shown
 
 
