@@ -26,7 +26,7 @@ POINTER_COLUMNS = (30, 38, 46, 54, 62)
 # Characters per line of the monospace listings: the 177 mm text width of the page (A4 less margins and
 # padding) over the advance of DejaVu Sans Mono (0.602 em) at the listing's font size, less a margin of 2.
 EVIDENCE_LINE_CHARS = 104  # 7.8 pt (templates/record.css .kv)
-APPENDIX_LINE_CHARS = 116  # 7 pt (.appendix-inputs .kv)
+APPENDIX_LINE_CHARS = 116  # 7 pt (.kv.appendix-inputs)
 VALUE_MAX_CHARS = 1_000  # of one value in a listing (a list of names joined, a long explanation)
 TABLE_MAX_ROWS = 24  # of a text table (the racks, the strategies compared)
 SUBTABLE_MAX_CHARS = 2_000  # of a nested value laid out as a sub-table (its compact JSON), else cut as text
