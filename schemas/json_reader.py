@@ -22,16 +22,15 @@ body", a file name), so the API and the command line say the same thing in the s
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
+from schemas.collector import collector_paused
 from schemas.problem import Problem
 from schemas.text import describe, visible
 
@@ -191,7 +190,7 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
     if precheck is not None:
         _precheck(text, precheck)
     try:
-        with _collector_paused():
+        with collector_paused():
             document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_members)
     except RecursionError:
         raise NotJson(_too_deep(origin)) from None
@@ -205,26 +204,9 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
     return document
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pauses Python's cyclic garbage collector while a JSON text is parsed.
-
-    A parse allocates a container per array and object and creates no reference cycles, so the collections
-    its allocations set off find nothing to free; they took half the time of parsing a 500 kB body.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def _precheck(text: str, precheck: Callable[[Any], None]) -> None:
     try:
-        with _collector_paused():
+        with collector_paused():
             quick = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return

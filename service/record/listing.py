@@ -26,11 +26,13 @@ POINTER_COLUMNS = (30, 38, 46, 54, 62)
 # Characters per line of the monospace listings: the 177 mm text width of the page (A4 less margins and
 # padding) over the advance of DejaVu Sans Mono (0.602 em) at the listing's font size, less a margin of 2.
 EVIDENCE_LINE_CHARS = 104  # 7.8 pt (templates/record.css .kv)
-APPENDIX_LINE_CHARS = 116  # 7 pt (.appendix-inputs .kv)
+APPENDIX_LINE_CHARS = 116  # 7 pt (.kv.appendix-inputs)
 VALUE_MAX_CHARS = 1_000  # of one value in a listing (a list of names joined, a long explanation)
 TABLE_MAX_ROWS = 24  # of a text table (the racks, the strategies compared)
 SUBTABLE_MAX_CHARS = 2_000  # of a nested value laid out as a sub-table (its compact JSON), else cut as text
-COLUMN_GAP = 3  # spaces between the two rows of a line
+COLUMN_GAP = 3  # spaces between the columns of the grid that short rows share
+GRID_COLUMNS = 3  # columns of that grid
+GRID_KEY_COLUMNS = (12, 16, 20, 24)  # widths the key column of the grid snaps to
 TABLE_GAP = 2  # spaces between the columns of a text table
 TABLE_INDENT = "  "  # a text table under its key
 
@@ -92,11 +94,11 @@ def flat(value: Any) -> str:
 
 def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] = KEY_COLUMNS,
                      line_chars: int = EVIDENCE_LINE_CHARS, text: Callable[[Any], str] | None = None,
-                     nested: Callable[[Any], bool] | None = None, pairs: bool = True) -> list[dict[str, Any]]:
+                     nested: Callable[[Any], bool] | None = None, grid: bool = True) -> list[dict[str, Any]]:
     """Returns a listing of (key, value) rows as blocks: ``{"text"}`` of preformatted lines, or ``{"key", "value"}``.
 
     A row is the key padded to the column width, then the value, wrapped here with continuation lines
-    indented to the value column. With ``pairs``, short rows share lines instead, in a grid of three
+    indented to the value column. With ``grid``, short rows share lines instead, in a grid of three
     columns: each row in order takes the next one, two or three columns it fits (its key padded to a
     narrower column of the grid's own, ``_grid_key_width``), so a listing of short figures takes a third of
     the lines. A nested value follows its key as a text table (``text_table``); one that a text table cannot
@@ -106,15 +108,15 @@ def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] =
     longest = max((len(key) for key, _ in items), default=0) + 2
     width = next((w for w in columns if w >= longest), columns[-1])
     cell = (line_chars - (GRID_COLUMNS - 1) * COLUMN_GAP) // GRID_COLUMNS
-    narrow = _grid_key_width(items, text, nested, cell) if pairs else 0
+    narrow = _grid_key_width(items, text, nested, cell) if grid else 0
     blocks: list[dict[str, Any]] = []
     lines: list[str] = []
-    line: list[tuple[str, int]] = []  # the current grid line: its rows and the columns each takes
+    shared: list[tuple[str, int]] = []  # the grid line being filled: its rows and the columns each takes
     for key, value in items:
         if nested(value):
             table = text_table(value, line_chars - len(TABLE_INDENT))
-            lines += _grid_line(line, cell)
-            line = []
+            lines += _grid_line(shared, cell)
+            shared = []
             if table is not None:
                 lines += [key, *(TABLE_INDENT + line for line in table)]
                 continue
@@ -129,23 +131,21 @@ def key_value_blocks(items: list[tuple[str, Any]], *, columns: tuple[int, ...] =
             continue
         shown = capped(text(value))
         row = (key.ljust(narrow) if len(key) < narrow else key + "  ") + shown
-        spans = next((n for n in range(1, GRID_COLUMNS + 1) if len(row) <= n * cell + (n - 1) * COLUMN_GAP), 0)
-        if not pairs or not spans or "\n" in shown:
-            lines += _grid_line(line, cell) + _wrapped_row(key, shown, width, line_chars)
-            line = []
+        # The columns the row takes, 0 for a row that keeps a line of its own.
+        spans = next((n for n in range(1, GRID_COLUMNS + 1) if len(row) <= n * cell + (n - 1) * COLUMN_GAP), 0) \
+            if grid and "\n" not in shown else 0
+        if not spans:
+            lines += _grid_line(shared, cell) + _wrapped_row(key, shown, width, line_chars)
+            shared = []
             continue
-        if sum(n for _, n in line) + spans > GRID_COLUMNS:
-            lines += _grid_line(line, cell)
-            line = []
-        line.append((row, spans))
-    lines += _grid_line(line, cell)
+        if sum(n for _, n in shared) + spans > GRID_COLUMNS:
+            lines += _grid_line(shared, cell)
+            shared = []
+        shared.append((row, spans))
+    lines += _grid_line(shared, cell)
     if lines:
         blocks.append({"text": "\n".join(lines)})
     return blocks
-
-
-GRID_COLUMNS = 3  # columns of the grid that short rows share
-GRID_KEY_COLUMNS = (12, 16, 20, 24)  # widths the key column of the grid snaps to
 
 
 def _grid_key_width(items: list[tuple[str, Any]], text: Callable[[Any], str], nested: Callable[[Any], bool],
@@ -153,7 +153,8 @@ def _grid_key_width(items: list[tuple[str, Any]], text: Callable[[Any], str], ne
     """Returns the key column of the grid: of GRID_KEY_COLUMNS the one that lets the most rows fit one column
     of it (the narrower on a tie)."""
     rows = [(len(key), len(text(value))) for key, value in items if not nested(value)]
-    return max(GRID_KEY_COLUMNS, key=lambda w: (sum(1 for key, value in rows if key < w and w + value <= cell), -w))
+    return max(GRID_KEY_COLUMNS, key=lambda w: (sum(1 for key_chars, value_chars in rows
+                                                    if key_chars < w and w + value_chars <= cell), -w))
 
 
 def _grid_line(rows: list[tuple[str, int]], cell: int) -> list[str]:
@@ -199,7 +200,7 @@ def text_table(value: Any, line_chars: int) -> list[str] | None:
         if any(is_nested(item) for item in value.values()):
             return None
         items = list(value.items())
-        lines = [line for block in key_value_blocks(items[:TABLE_MAX_ROWS], line_chars=line_chars, pairs=False)
+        lines = [line for block in key_value_blocks(items[:TABLE_MAX_ROWS], line_chars=line_chars, grid=False)
                  for line in block["text"].split("\n")]
         return lines + ([_more_rows(TABLE_MAX_ROWS, len(items))] if len(items) > TABLE_MAX_ROWS else [])
     if not (isinstance(value, list | tuple) and value and all(isinstance(row, Mapping) for row in value)):

@@ -109,28 +109,30 @@ def same_across_elements(rows: list[tuple[str, Mapping[str, Any] | str]]) -> lis
     Node groups and racks of one model repeat the same vendor limits; the row names every index it stands
     for, as the checks' input lists do (``compact_pointers``).
     """
-    keyed = [(pointer, quantity, _same_key(pointer, quantity)) for pointer, quantity in rows]
-    same: dict[tuple[str, ...], list[int]] = {}
-    for _, _, key in keyed:
-        if key is not None:
-            same.setdefault(key[:-1], []).append(int(key[-1]))
+    keyed = [(pointer, quantity, _element_of(pointer, quantity)) for pointer, quantity in rows]
+    indices: dict[tuple[str, ...], list[int]] = {}
+    for _, _, element in keyed:
+        if element is not None:
+            indices.setdefault(element[0], []).append(element[1])
     merged: list[tuple[str, Mapping[str, Any] | str]] = []
-    for pointer, quantity, key in keyed:
-        indices = same[key[:-1]] if key is not None else []
-        if len(indices) < 2:
+    for pointer, quantity, element in keyed:
+        same = indices[element[0]] if element is not None else []
+        if len(same) < 2:
             merged.append((pointer, quantity))
-        elif int(key[-1]) == indices[0]:  # the first of them stands for all
-            merged.append((f"{key[0]}{{{index_ranges(indices)}}}{key[1]}", quantity))
+        elif element[1] == same[0]:  # the first of them stands for all
+            head, tail = element[0][:2]
+            merged.append((f"{head}{{{index_ranges(same)}}}{tail}", quantity))
     return merged
 
 
-def _same_key(pointer: str, quantity: Mapping[str, Any] | str) -> tuple[str, ...] | None:
-    # (the pointer before and after its first index, value, source, reference, the index), None for no index.
+def _element_of(pointer: str, quantity: Mapping[str, Any] | str) -> tuple[tuple[str, ...], int] | None:
+    """Returns what an input of an array element agrees on with the same input of the others (the pointer before
+    and after its first index, value, source, reference) and that index; None for no index or no input."""
     match = _INDEX.match(pointer)
     if match is None or not isinstance(quantity, Mapping):
         return None
     return (match[1], match[3], canonical_bytes(quantity["value"]).decode(), str(quantity["source"]),
-            str(quantity.get("ref") or ""), match[2])
+            str(quantity.get("ref") or "")), int(match[2])
 
 
 def number_references(rows: list[tuple[str, Mapping[str, Any] | str]]) -> tuple[dict[str, int], list[str]]:

@@ -42,6 +42,7 @@ STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-d
                  "not-applicable": "N/A", "waived": "WAIVED"}
 SOURCE_LABELS = {"measurement": "measured", "vendor_limit": "vendor limit", "facility_design": "facility design",
                  "assumption": "assumption", "missing": "MISSING", "text or absent": "text or absent (no figure)"}
+TEXT_OR_ABSENT = "text or absent"  # the source of an input the record holds no figure of (_unrecorded)
 # Cover page workload figures: (label, input pointer or training-objective evidence name).
 WORKLOAD_FIGURES = (
     ("Objective", "objective"),
@@ -156,7 +157,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
             "evidence": key_value_blocks(evidence_rows(evidence, message.text)),
             "thresholds": key_value_blocks(list((check.get("thresholds") or {}).items())),
             "input_groups": (groups := _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers])),
-            "text_inputs": sum(len(group) for source, group in groups if source == "text or absent"),
+            "text_inputs": len(dict(groups).get(TEXT_OR_ABSENT, [])),
         })
     summary = [(status, count) for status, count in (record.get("summary") or {}).items() if count]
     # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
@@ -166,8 +167,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
                for waiver in record.get("waivers") or []]
     latest_decisions, earlier_decisions = cover_decisions(record.get("decisions") or [])
     appendix = same_across_elements(appendix_rows(list(inputs.values())))
-    text_inputs = {quantity["pointer"]: quantity for check in checks for source, group in check["input_groups"]
-                   if source == "text or absent" for quantity in group}
+    text_inputs = {quantity["pointer"]: quantity for check in checks
+                   for quantity in dict(check["input_groups"]).get(TEXT_OR_ABSENT, [])}
     ref_numbers, references = number_references(appendix)
     return {
         "draft": draft,
@@ -230,25 +231,22 @@ def evidence_rows(evidence: Mapping[str, Any], message: str) -> list[tuple[str, 
     rows = [(key, value) for key, value in evidence.items() if key != "inputs"]
     texts = {key: visible(flat(value)).strip(" ;,.") for key, value in rows
              if isinstance(value, str | list | tuple) and not is_nested(value)}
-    order = list(texts)
+    position = {key: index for index, key in enumerate(texts)}
     shown = []
     for key, value in rows:
         text = texts.get(key, "")
         if len(text) < REPEATED_MIN_CHARS:
             shown.append((key, value))
-            continue
-        if text in message:
+        elif text in message:
             shown.append((key, IN_MESSAGE))
-            continue
-        # The longest other text holding this one (shown whole: none longer holds it, nor the message), or an
-        # earlier equal one.
-        holders = [other for other in order if other != key and text in texts[other]
-                   and (len(texts[other]) > len(text) or order.index(other) < order.index(key))]
-        holder = max(holders, key=lambda other: (len(texts[other]), -order.index(other)), default=None)
-        if holder is None:
-            shown.append((key, value))
         else:
-            shown.append((key, f"({'same as' if texts[holder] == text else 'part of'} {holder})"))
+            # The longest other text holding this one (shown whole: none longer holds it, nor the message), or
+            # an earlier equal one.
+            holders = [other for other, held in texts.items() if other != key and text in held
+                       and (len(held) > len(text) or position[other] < position[key])]
+            holder = max(holders, key=lambda other: (len(texts[other]), -position[other]), default=None)
+            shown.append((key, value) if holder is None else
+                         (key, f"({'same as' if texts[holder] == text else 'part of'} {holder})"))
     return shown
 
 
@@ -271,7 +269,7 @@ def _layout_rows(search: Mapping[str, Any] | None, checks: list[Mapping[str, Any
     return rows
 
 
-SOURCE_ORDER = ("measurement", "vendor_limit", "facility_design", "assumption", "missing", "text or absent")
+SOURCE_ORDER = ("measurement", "vendor_limit", "facility_design", "assumption", "missing", TEXT_OR_ABSENT)
 
 
 def _group_by_source(quantities: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -298,14 +296,14 @@ def _appendix_text(rows: list[tuple[str, Any]], ref_numbers: Mapping[str, int]) 
     items = [("input", "value · source · reference"), *rows]
     blocks = key_value_blocks(items, columns=POINTER_COLUMNS, line_chars=APPENDIX_LINE_CHARS,
                               text=lambda v: v if isinstance(v, str) else describe(v), nested=lambda v: False,
-                              pairs=False)
+                              grid=False)
     return "\n".join(block["text"] for block in blocks)
 
 
 def _unrecorded(pointer: str, evidence: Mapping[str, Any]) -> dict[str, Any]:
     # record["inputs"] keeps the provenance of numbers; a text input (a model name) or a missing one is not there.
     missing = pointer in (evidence.get("missing") or [])
-    return {"pointer": pointer, "value": None, "source": "missing" if missing else "text or absent",
+    return {"pointer": pointer, "value": None, "source": "missing" if missing else TEXT_OR_ABSENT,
             "unrecorded": True}
 
 
