@@ -35,6 +35,7 @@ from service.models import (
 from service.record import SigningKeys
 from service.record_store import engine_policy, store_final_record
 from service.signals import before_compare_and_set
+from service.visibility import ensure_visible
 from service.workflow import Event, State, WaiverState
 
 
@@ -99,6 +100,12 @@ class Snapshot:
     def approvers(self) -> list[str]:
         """Returns the names of the distinct users who approved the current revision, in order of approval."""
         return list(self._approvals().values())
+
+
+def load_visible(session: Session, actor: Actor, submission_id: str) -> Snapshot:
+    """Returns :func:`load` of a submission ``actor`` may see; NotFound, as for none, when they may not."""
+    ensure_visible(session, actor, submission_id)
+    return load(session, submission_id)
 
 
 def load(session: Session, submission_id: str) -> Snapshot:

@@ -20,7 +20,6 @@ from service.models import Waiver
 from service.openapi import operation
 from service.representations import submission_view
 from service.store import Snapshot
-from service.visibility import ensure_visible
 
 bp = Blueprint("exports", __name__, url_prefix="/api/v1/submissions")
 
@@ -81,8 +80,7 @@ def get_checks(submission_id: str, query: dict[str, Any]) -> Response:
     fmt = negotiated_format(query["format"], OFFERED)
     today = now().date()
     with get_db().session() as session:
-        ensure_visible(session, current_actor(), submission_id)
-        snap = store.load(session, submission_id)
+        snap = store.load_visible(session, current_actor(), submission_id)
         if fmt == "json":
             view = submission_view(snap, today, required_approvers())
             return json_response({"submission_id": submission_id, "revision": snap.submission.revision,

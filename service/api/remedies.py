@@ -114,8 +114,7 @@ def revise_from_remedy(submission_id: str, remedy: str) -> Response:
     """
     actor = current_actor()
     with get_db().session() as session:
-        ensure_visible(session, actor, submission_id)
-        snap = store.load(session, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         expected_version(snap.submission.version)
         document = store.current_document(session, submission_id)
         found = _finished(session, _key(actor, document)[0]) or evaluation.find_remedies(

@@ -19,7 +19,6 @@ from service.inputs import Body, accepts, refuse
 from service.openapi import operation
 from service.record import signing_keys
 from service.representations import decision_view, submission_view, waiver_view
-from service.visibility import ensure_visible
 from service.workflow import MIN_JUSTIFICATION
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
@@ -68,8 +67,7 @@ def create_waiver(submission_id: str, check_id: str, body: dict[str, Any]) -> Re
     justification = body["justification"].strip()
     expires = date.fromisoformat(body["expires"]) if body.get("expires") is not None else None
     with get_db().session() as session:
-        ensure_visible(session, actor, submission_id)
-        snap = store.load(session, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         expected_version(snap.submission.version)
         waiver = store.waive(session, actor, snap, check_id, justification, expires, body_digest(body), moment)
         snap = store.load(session, submission_id)
@@ -97,8 +95,7 @@ def create_decision(submission_id: str, body: dict[str, Any]) -> Response:
     actor = current_actor()
     moment = now()
     with get_db().session() as session:
-        ensure_visible(session, actor, submission_id)
-        snap = store.load(session, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         expected_version(snap.submission.version)
         authorize(actor, body["action"])
         decision = store.decide(session, actor, snap, body["action"], body.get("comment"), body_digest(body),

@@ -206,8 +206,8 @@ def get_submission(submission_id: str) -> Response:
     """Read a submission: state, current evaluation with every check, waivers, decisions and its ETag."""
     moment = now()
     with get_db().session() as session:
-        ensure_visible(session, current_actor(), submission_id)
-        view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
+        view = submission_view(store.load_visible(session, current_actor(), submission_id), moment.date(),
+                               required_approvers())
     return json_response(view, 200, {"ETag": view["etag"]})
 
 
@@ -225,8 +225,7 @@ def create_revision(submission_id: str, body: dict[str, Any]) -> Response:
     """
     actor = current_actor()
     with get_db().session() as session:
-        ensure_visible(session, actor, submission_id)
-        snap = store.load(session, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         expected_version(snap.submission.version)
         moment = now()
         record = evaluate_submission(body, moment)

@@ -25,7 +25,6 @@ from service.record import signing_keys
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in
 from service.ui.submission_views import submission_page
-from service.visibility import ensure_visible
 
 DECISIONS = ("approve", "reject", "request-changes")
 
@@ -88,8 +87,7 @@ def waive(submission_id: str, check_id: str) -> Response:
         checked(WAIVER_BODY, body)
         expires = date.fromisoformat(body["expires"]) if "expires" in body else None
         with get_db().session() as session:
-            ensure_visible(session, actor, submission_id)
-            snap = store.load(session, submission_id)
+            snap = store.load_visible(session, actor, submission_id)
             expect_version(snap)
             store.waive(session, actor, snap, check_id, body["justification"].strip(), expires, body_digest(body),
                         moment)
@@ -114,8 +112,7 @@ def decide(submission_id: str) -> Response:
         checked(DECISION_BODY, body)
         authorize(actor, body["action"])
         with get_db().session() as session:
-            ensure_visible(session, actor, submission_id)
-            snap = store.load(session, submission_id)
+            snap = store.load_visible(session, actor, submission_id)
             expect_version(snap)
             store.decide(session, actor, snap, body["action"], body.get("comment"), body_digest(body),
                          required_approvers(), moment, signing_keys())

@@ -23,7 +23,6 @@ from service.http import now
 from service.ui.actions import expect_version, refused
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, page, signed_in
-from service.visibility import ensure_visible
 
 # A pasted document longer than this is not shown again in the form after a refusal (it was sent, though).
 ECHO_CHARS = 200_000
@@ -88,8 +87,7 @@ def revise(submission_id: str) -> Response:
         document, _ = read_document()
         moment = now()
         with get_db().session() as session:
-            ensure_visible(session, actor, submission_id)
-            snap = store.load(session, submission_id)
+            snap = store.load_visible(session, actor, submission_id)
             expect_version(snap)
             record = evaluate_submission(document, moment)
             store.revise(session, actor, snap, document, record, moment)

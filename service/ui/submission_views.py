@@ -19,7 +19,6 @@ from service.ui import history
 from service.ui.blueprint import bp
 from service.ui.present import estimate_pairs, evidence_rows, forms_for, inputs_of, sorted_checks
 from service.ui.render import current_visitor, page, signed_in
-from service.visibility import ensure_visible
 
 # What a form that succeeded says on the page it returns to (``?done=``); nothing of the request is echoed.
 NOTICES = {
@@ -43,12 +42,6 @@ def _check_view(check: dict[str, Any], shown: dict[str, Any], record: dict[str, 
             "pairs": estimate_pairs(evidence), "chart": chart, "chart_title": chart_title(chart) if chart else ""}
 
 
-def _visible_snapshot(session: Any, actor: Any, submission_id: str) -> Any:
-    """Returns the stored state of a submission ``actor`` may see (NotFound for one they may not)."""
-    ensure_visible(session, actor, submission_id)
-    return store.load(session, submission_id)
-
-
 def submission_page(submission_id: str, status: int = 200, error: Any = None,
                     retry: dict[str, Any] | None = None) -> Response:
     """Returns the page of a submission as it is now, with ``error`` (a QuotecheckError, or a message) on top and
@@ -56,7 +49,7 @@ def submission_page(submission_id: str, status: int = 200, error: Any = None,
     actor = current_visitor().actor
     today = now().date()
     with get_db().session() as session:
-        snap = _visible_snapshot(session, actor, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         view = submission_view(snap, today, required_approvers())
         forms = forms_for(actor, snap, today)
         revisions = history.revisions(session, submission_id)
@@ -84,7 +77,7 @@ def audit_trail(submission_id: str) -> Response:
     """The audit trail of a submission: every event, oldest first, with who, when, the states and the hash chain."""
     actor = current_visitor().actor
     with get_db().session() as session:
-        snap = _visible_snapshot(session, actor, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         events = [audit_event_view(e) for e in audit.events_of(session, submission_id)]
     return page("audit.html", submission=snap.submission, events=events)
 
@@ -104,7 +97,7 @@ def revision_diff(submission_id: str) -> Response:
     """The checks whose status or evidence differs between two revisions (``from`` and ``to``, by number)."""
     actor = current_visitor().actor
     with get_db().session() as session:
-        snap = _visible_snapshot(session, actor, submission_id)
+        snap = store.load_visible(session, actor, submission_id)
         revisions = history.revisions(session, submission_id)
         latest = snap.submission.revision
         before = _revision_number("from", max(1, latest - 1))
