@@ -126,15 +126,15 @@ class Inputs:
                     resolved[key] = self._resolve(item, f"{pointer}/{escape(key)}")
             return resolved
         if isinstance(node, dict):
-            if "value" in node and isinstance(node["value"], int | float) and not isinstance(node["value"], bool):
+            if "value" in node and _is_number(node["value"]):
                 self.quantities[pointer] = Quantity(pointer, node["value"], node.get("source", Source.ASSUMPTION),
                                                     node.get("ref"))
                 return node["value"]
             return {k: self._resolve(v, f"{pointer}/{escape(k)}") for k, v in node.items()}
         if isinstance(node, list):
             return [self._resolve(v, f"{pointer}/{i}") for i, v in enumerate(node)]
-        if isinstance(node, int | float) and not isinstance(node, bool):
-            self.quantities[pointer] = Quantity(pointer, node, Source.ASSUMPTION)
+        if _is_number(node):
+            self.quantities[pointer] = Quantity(pointer, node, _ASSUMPTION)
         return node
 
     def _fill(self, container: dict[str, Any], key: str, value: Any, pointer: str, ref: str | None) -> None:
@@ -142,7 +142,7 @@ class Inputs:
             return
         container[key] = _copied(value)
         quantity = Quantity(pointer, value, Source.VENDOR_LIMIT, ref)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if _is_number(value):
             self.quantities[pointer] = quantity
         self.fills.append(quantity)
 
