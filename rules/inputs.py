@@ -36,10 +36,6 @@ class Quantity:
     source: str
     ref: str | None = None
 
-    @property
-    def is_assumption(self) -> bool:
-        return self.source == Source.ASSUMPTION
-
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pointer": self.pointer, "value": self.value, "source": self.source}
         if self.ref:
@@ -101,8 +97,8 @@ class Inputs:
         self._assumed: dict[str, dict[str, Any]] | None = None  # pointer → as_dict() of each assumption
 
     def assumed(self) -> dict[str, dict[str, Any]]:
-        """Returns pointer → ``as_dict()`` of every input that is an assumption, classified once (the dicts are
-        shared: copy one before changing it)."""
+        """Returns pointer → ``as_dict()`` of every input that is an assumption (source ``assumption``, which a bare
+        number gets), classified once (the dicts are shared: copy one before changing it)."""
         if self._assumed is None:
             # as_dict() of each, the usual one (no ref) built in place: a large quote holds thousands of them.
             self._assumed = {p: {"pointer": q.pointer, "value": q.value, "source": q.source} if not q.ref
