@@ -66,18 +66,17 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _split(pointer: str) -> list[str]:
-    """Returns the reference tokens of ``pointer``, unescaped (only a pointer holding ``~`` needs unescaping).
+def _unescape(token: str) -> str:
+    """Returns a JSON Pointer reference token unescaped (RFC 6901 §4)."""
+    return token.replace("~1", "/").replace("~0", "~")
 
-    Not cached: each Inputs looks every pointer up once, and a large quote reads more distinct pointers than a
-    cache would sensibly hold.
-    """
+
+def _split(pointer: str) -> list[str]:
+    """Returns the reference tokens of ``pointer``, unescaped, its leading slashes dropped: the walk of a pointer
+    that ``Inputs._look_up`` does not take from its parent (one that does not start with exactly one "/")."""
     if not pointer:
         return []
-    parts = pointer.lstrip("/").split("/")
-    if "~" in pointer:
-        return [p.replace("~1", "/").replace("~0", "~") for p in parts]
-    return parts
+    return [_unescape(part) for part in pointer.lstrip("/").split("/")]
 
 
 class Inputs:
@@ -181,7 +180,7 @@ class Inputs:
             if node is _UNSEEN:
                 node = self._found[parent] = self._look_up(parent)
             if "~" in token:
-                token = token.replace("~1", "/").replace("~0", "~")
+                token = _unescape(token)
             if isinstance(node, dict):
                 return node.get(token, _ABSENT)
             if isinstance(node, list) and token.isdigit() and int(token) < len(node):
