@@ -174,10 +174,7 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         ctx.peer_missing = missing
         try:
             facts = check().gather(ctx)
-            evidence = _representable(facts.evidence)
-            # Facts itself is rebuilt field by field (dataclasses.replace costs several times as much).
-            facts = Facts(evidence, facts.basis, facts.stage, facts.reason, facts.unjudged) \
-                if type(facts) is Facts else replace(facts, evidence=evidence)
+            facts = replace(facts, evidence=_representable(facts.evidence))
         except InconsistentInput as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.

@@ -36,10 +36,6 @@ class Quantity:
     source: str
     ref: str | None = None
 
-    @property
-    def is_assumption(self) -> bool:
-        return self.source == Source.ASSUMPTION
-
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pointer": self.pointer, "value": self.value, "source": self.source}
         if self.ref:
@@ -70,18 +66,17 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _split(pointer: str) -> list[str]:
-    """Returns the reference tokens of ``pointer``, unescaped (only a pointer holding ``~`` needs unescaping).
+def _unescape(token: str) -> str:
+    """Returns a JSON Pointer reference token unescaped (RFC 6901 §4)."""
+    return token.replace("~1", "/").replace("~0", "~")
 
-    Not cached: each Inputs looks every pointer up once, and a large quote reads more distinct pointers than a
-    cache would sensibly hold.
-    """
+
+def _split(pointer: str) -> list[str]:
+    """Returns the reference tokens of ``pointer``, unescaped, its leading slashes dropped: the walk of a pointer
+    that ``Inputs._look_up`` does not take from its parent (one that does not start with exactly one "/")."""
     if not pointer:
         return []
-    parts = pointer.lstrip("/").split("/")
-    if "~" in pointer:
-        return [p.replace("~1", "/").replace("~0", "~") for p in parts]
-    return parts
+    return [_unescape(part) for part in pointer.lstrip("/").split("/")]
 
 
 class Inputs:
@@ -101,8 +96,8 @@ class Inputs:
         self._assumed: dict[str, dict[str, Any]] | None = None  # pointer → as_dict() of each assumption
 
     def assumed(self) -> dict[str, dict[str, Any]]:
-        """Returns pointer → ``as_dict()`` of every input that is an assumption, classified once (the dicts are
-        shared: copy one before changing it)."""
+        """Returns pointer → ``as_dict()`` of every input that is an assumption (source ``assumption``, which a bare
+        number gets), classified once (the dicts are shared: copy one before changing it)."""
         if self._assumed is None:
             # as_dict() of each, the usual one (no ref) built in place: a large quote holds thousands of them.
             self._assumed = {p: {"pointer": q.pointer, "value": q.value, "source": q.source} if not q.ref
@@ -126,15 +121,15 @@ class Inputs:
                     resolved[key] = self._resolve(item, f"{pointer}/{escape(key)}")
             return resolved
         if isinstance(node, dict):
-            if "value" in node and isinstance(node["value"], int | float) and not isinstance(node["value"], bool):
+            if "value" in node and _is_number(node["value"]):
                 self.quantities[pointer] = Quantity(pointer, node["value"], node.get("source", Source.ASSUMPTION),
                                                     node.get("ref"))
                 return node["value"]
             return {k: self._resolve(v, f"{pointer}/{escape(k)}") for k, v in node.items()}
         if isinstance(node, list):
             return [self._resolve(v, f"{pointer}/{i}") for i, v in enumerate(node)]
-        if isinstance(node, int | float) and not isinstance(node, bool):
-            self.quantities[pointer] = Quantity(pointer, node, Source.ASSUMPTION)
+        if _is_number(node):
+            self.quantities[pointer] = Quantity(pointer, node, _ASSUMPTION)
         return node
 
     def _fill(self, container: dict[str, Any], key: str, value: Any, pointer: str, ref: str | None) -> None:
@@ -142,7 +137,7 @@ class Inputs:
             return
         container[key] = _copied(value)
         quantity = Quantity(pointer, value, Source.VENDOR_LIMIT, ref)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if _is_number(value):
             self.quantities[pointer] = quantity
         self.fills.append(quantity)
 
@@ -185,7 +180,7 @@ class Inputs:
             if node is _UNSEEN:
                 node = self._found[parent] = self._look_up(parent)
             if "~" in token:
-                token = token.replace("~1", "/").replace("~0", "~")
+                token = _unescape(token)
             if isinstance(node, dict):
                 return node.get(token, _ABSENT)
             if isinstance(node, list) and token.isdigit() and int(token) < len(node):

@@ -96,23 +96,21 @@ def _is_plain(value: Any) -> bool:
     does, so a cycle ends in RecursionError alike."""
     kind = type(value)
     if kind is dict:
-        for name, item in value.items():
+        for name in value:
             if type(name) is not str or not (name.isascii() or max(name) < _ASTRAL):
                 return False
-            kind = type(item)
-            if not (kind is str or kind is bool or item is None or (kind is int and -_SAFE < item < _SAFE)
-                    or _is_plain(item)):
-                return False
-        return True
-    if kind is list or kind is tuple:
-        for item in value:
-            kind = type(item)
-            if not (kind is str or kind is bool or item is None or (kind is int and -_SAFE < item < _SAFE)
-                    or _is_plain(item)):
-                return False
-        return True
-    return kind is str or kind is bool or value is None or (kind is int and -_SAFE < value < _SAFE) or (
-        kind is float and not value.is_integer() and abs(value) >= _FIXED_FROM)
+        items: Any = value.values()
+    elif kind is list or kind is tuple:
+        items = value
+    else:
+        return kind is str or kind is bool or value is None or (kind is int and -_SAFE < value < _SAFE) or (
+            kind is float and not value.is_integer() and abs(value) >= _FIXED_FROM)
+    for item in items:  # the common leaves tested here, the others (and containers) by the call
+        kind = type(item)
+        if not (kind is str or kind is bool or item is None or (kind is int and -_SAFE < item < _SAFE)
+                or _is_plain(item)):
+            return False
+    return True
 
 
 def canonical_json(value: Any) -> bytes:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -83,17 +83,28 @@ def hidden_ranges() -> tuple[tuple[int, int], ...]:
 
 
 @cache
-def _hidden_pattern() -> re.Pattern[str]:
-    """Returns a character class matching every hidden code point (built once per process)."""
-    members = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in hidden_ranges())
+def _ranges() -> tuple[tuple[int, int], ...]:
+    """Returns ``hidden_ranges()``, found once per process (both character classes below are built from it)."""
+    return hidden_ranges()
+
+
+def _character_class(ranges: Iterable[tuple[int, int]]) -> re.Pattern[str]:
+    members = "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges)
     return re.compile(f"[{members}]")
 
 
 @cache
+def _hidden_pattern() -> re.Pattern[str]:
+    """Returns a character class matching every hidden code point (built once per process)."""
+    return _character_class(_ranges())
+
+
+@cache
 def _ascii_hidden_pattern() -> re.Pattern[str]:
-    """Returns a character class matching the hidden ASCII characters: what ``_hidden_pattern`` matches in ASCII
-    text, searched several times faster (that pattern's class spans the whole of Unicode)."""
-    return re.compile("[" + "".join(re.escape(chr(code)) for code in range(128) if is_hidden(chr(code))) + "]")
+    """Returns a character class matching the hidden ASCII characters, the same ranges cut at U+007F: what
+    ``_hidden_pattern`` matches in ASCII text, searched several times faster (that pattern's class spans the
+    whole of Unicode)."""
+    return _character_class((first, min(last, 0x7F)) for first, last in _ranges() if first <= 0x7F)
 
 
 def hidden_characters(text: str) -> list[str]:
