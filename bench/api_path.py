@@ -11,7 +11,9 @@ node groups against a valid example's evaluation. The process is set up first as
 app is loaded: what evaluations read is loaded, then frozen out of the garbage collector's walks), so the
 evaluations are timed as deployed; from then on the bench's later parts in the same run are too. Medians
 over repeats (BENCH_WRK_REPEATS alternating wrk runs, default 3); the figures are ratios measured in the
-same run, so a loaded machine shifts both sides.
+same run, so a loaded machine shifts both sides. Two bounds on the API ratio run beside them at 16
+connections: the bare endpoint that also evaluates (storing nothing), and the one that also stores the body
+as one row (evaluating nothing) (bench/reference_apps.py).
 """
 
 from __future__ import annotations
@@ -31,15 +33,15 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from flask import Flask, Response, request
 
 import schemas
+from bench.reference_apps import STORE_TABLE_DDL
 from rules.errors import InvalidSubmission
 from rules.evaluate import default_engine, evaluate, parse_submission
 from schemas.json_reader import MAX_JSON_BYTES
@@ -178,25 +180,6 @@ def bench_evaluation() -> list[bool]:
 
 # --- over HTTP: the service against a bare endpoint -----------------------------------------------------------
 
-def bare_app() -> Any:
-    """Returns a Flask app whose POST /api/v1/submissions only parses and validates the body (gunicorn factory)."""
-    app = Flask("bare")
-
-    @app.post("/api/v1/submissions")
-    def submit() -> Response:
-        try:
-            parse_submission(request.get_data(), "the body")
-        except InvalidSubmission as error:
-            return Response(error.detail, 422)
-        return Response('{"valid": true}', 200, mimetype="application/json")
-
-    @app.get("/healthz")
-    def healthz() -> Response:
-        return Response("ok")
-
-    return app
-
-
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -285,31 +268,53 @@ def _submitter_token(database_url: str, instance: Path) -> str:
 
 
 Runs = dict[str, dict[int, list[dict[str, float]]]]
+# The servers, by label: the gunicorn target and the connection counts it is loaded at. The two bounds
+# (bench/reference_apps.py) run at the first count only: they explain the ratio rather than make it.
+SERVERS = {"service": ("service.wsgi:app", CONNECTIONS), "bare": ("bench.reference_apps:bare_app()", CONNECTIONS),
+           "evaluate": ("bench.reference_apps:evaluating_app()", CONNECTIONS[:1]),
+           "store": ("bench.reference_apps:storing_app()", CONNECTIONS[:1])}
 
 
 def _measure(database_url: str, seconds: float, repeats: int) -> Runs:
-    """Returns wrk's figures per server ("service", "bare"), connection count and repeat.
+    """Returns wrk's figures per server (SERVERS' labels), connection count and repeat.
 
-    Both servers run at once (an idle sync worker costs nothing) and the runs alternate, service then bare,
-    so that a change in the machine's load between runs reaches both sides of each ratio alike.
+    The servers run at once (an idle sync worker costs nothing) and the runs alternate, service, bare, then
+    the bounds, so that a change in the machine's load between runs reaches both sides of each ratio alike.
     """
-    runs: Runs = {"service": {c: [] for c in CONNECTIONS}, "bare": {c: [] for c in CONNECTIONS}}
-    with tempfile.TemporaryDirectory() as folder:
+    runs: Runs = {label: {c: [] for c in counts} for label, (_, counts) in SERVERS.items()}
+    with tempfile.TemporaryDirectory() as folder, ExitStack() as servers:
         instance = Path(folder) / "instance"
         script = Path(folder) / "post.lua"
         script.write_text(_WRK_SCRIPT)
         env = {"BENCH_BODY": str(API_EXAMPLE), "BENCH_TOKEN": _submitter_token(database_url, instance)}
-        service_env = {"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(instance)}
-        with gunicorn("service.wsgi:app", service_env, Path(folder) / "service.log") as service, \
-                gunicorn("bench.api_path:bare_app()", {}, Path(folder) / "bare.log") as bare:
-            urls = {"service": service, "bare": bare}
-            for url in urls.values():
-                wrk(url, CONNECTIONS[0], min(2.0, seconds), script, env)  # every worker warm
-            for connections in CONNECTIONS:
-                for _ in range(repeats):
-                    for label, url in urls.items():
+        store_url = database_url.replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(store_url, autocommit=True) as connection:
+            connection.execute(STORE_TABLE_DDL)
+        server_env = {"QUOTECHECK_DATABASE_URL": database_url, "QUOTECHECK_INSTANCE_PATH": str(instance),
+                      "BENCH_STORE_URL": store_url}
+        urls = {label: servers.enter_context(gunicorn(target, server_env, Path(folder) / f"{label}.log"))
+                for label, (target, _) in SERVERS.items()}
+        for url in urls.values():
+            wrk(url, CONNECTIONS[0], min(2.0, seconds), script, env)  # every worker warm
+        for connections in CONNECTIONS:
+            for _ in range(repeats):
+                for label, url in urls.items():
+                    if connections in runs[label]:
                         runs[label][connections].append(wrk(url, connections, seconds, script, env))
     return runs
+
+
+def _print_medians(connections: int, label: str, figures: list[dict[str, float]]) -> None:
+    middle = {key: statistics.median(run[key] for run in figures) for key in ("rps", "p50_ms", "p99_ms")}
+    each = ", ".join(f"{run['rps']:.0f}" for run in figures)
+    print(f"{connections:3d} connections, {label:25}: median {middle['rps']:8.1f} req/s ({each}), "
+          f"p50 {middle['p50_ms']:7.1f} ms, "
+          f"p99 {middle['p99_ms']:7.1f} ms, {sum(int(run['failed']) for run in figures)} failed")
+
+
+def _ratio(runs: list[dict[str, float]], references: list[dict[str, float]]) -> float:
+    """Returns the median of the throughput ratios of alternating runs."""
+    return statistics.median(s["rps"] / b["rps"] for s, b in zip(runs, references, strict=True))
 
 
 def bench_api() -> list[bool]:
@@ -337,16 +342,18 @@ def bench_api() -> list[bool]:
     verdicts = []
     for connections in CONNECTIONS:
         service, bare = runs["service"][connections], runs["bare"][connections]
-        for label, figures in (("POST /api/v1/submissions", service), ("bare parse + validate", bare)):
-            middle = {key: statistics.median(run[key] for run in figures) for key in ("rps", "p50_ms", "p99_ms")}
-            each = ", ".join(f"{run['rps']:.0f}" for run in figures)
-            print(f"{connections:3d} connections, {label:25}: median {middle['rps']:8.1f} req/s ({each}), "
-                  f"p50 {middle['p50_ms']:7.1f} ms, "
-                  f"p99 {middle['p99_ms']:7.1f} ms, {sum(int(run['failed']) for run in figures)} failed")
-        ratio = statistics.median(s["rps"] / b["rps"] for s, b in zip(service, bare, strict=True))
+        _print_medians(connections, "POST /api/v1/submissions", service)
+        _print_medians(connections, "bare parse + validate", bare)
+        ratio = _ratio(service, bare)
         spread = statistics.median(run["p99_ms"] / run["p50_ms"] for run in service)
         met = ratio >= API_RATIO_TARGET and not any(run["failed"] for run in service)
         print(f"    throughput ratio {ratio:.3f} (median of the alternating pairs; target ≥ {API_RATIO_TARGET:g}, "
               f"{'met' if met else 'MISSED'}); p99 / p50 {spread:.2f} ({verdict(spread, P99_OVER_P50_TARGET)})")
         verdicts += [met, spread <= P99_OVER_P50_TARGET]
+    connections = CONNECTIONS[0]
+    print(f"bounds on the ratio (no target; bench/reference_apps.py), {connections} connections:")
+    for label, words in (("evaluate", "parse + validate + evaluate"), ("store", "parse + validate + one INSERT")):
+        _print_medians(connections, words, runs[label][connections])
+        print(f"    ÷ bare {_ratio(runs[label][connections], runs['bare'][connections]):.3f}: the service does "
+              f"this {'and stores' if label == 'evaluate' else 'and evaluates'}, so its ratio stays below it")
     return verdicts
