@@ -271,20 +271,42 @@ def window_probability(wall_s: np.ndarray, window_days: float) -> float:
     return float(np.count_nonzero(wall_s <= window_days * SECONDS_PER_DAY)) / wall_s.size
 
 
+def linear_percentiles(values: np.ndarray, percents: tuple[float, ...]) -> tuple[float, ...]:
+    """Return ``np.percentile(values, percents)`` (linear interpolation, Hyndman & Fan 1996 method 7), as floats.
+
+    The same arithmetic as NumPy's: index h = (n − 1)·q/100 between the order statistics x[⌊h⌋] and x[⌊h⌋ + 1]
+    (the last one from h ≥ n − 1 on), weight g = h − ⌊h⌋, and x[⌊h⌋] + (x[⌊h⌋ + 1] − x[⌊h⌋])·g, or from the upper
+    end, x[⌊h⌋ + 1] − (x[⌊h⌋ + 1] − x[⌊h⌋])·(1 − g), when g ≥ 1/2 (numpy.lib._function_base_impl._lerp). The order
+    statistics come from a sort rather than NumPy's partition, which is slow on the many equal values of runs
+    without failures (10,000 days: ~100 µs against ~15 µs); they are the same values either way.
+    """
+    ordered = np.sort(values)
+    last = ordered.size - 1
+    results = []
+    for percent in percents:
+        index = last * (percent / 100.0)
+        below = last if index >= last else math.floor(index)
+        lower, upper = float(ordered[below]), float(ordered[min(below + 1, last)])
+        weight = index - below
+        difference = upper - lower
+        results.append(upper - difference * (1.0 - weight) if weight >= 0.5 else lower + difference * weight)
+    return tuple(results)
+
+
 def simulate_goodput(
     inputs: GoodputInputs, *, seed: int, trials: int = 10_000, window_days: float | None = None
 ) -> GoodputDistribution:
     """Return the distribution of days to completion over ``trials`` seeded runs of ``inputs``.
 
-    Percentiles are NumPy's linear-interpolation percentiles of the simulated days; the same ``seed``
-    gives the same figures. ``window_days``, when given, adds the share of runs finished inside it.
+    Percentiles are NumPy's linear-interpolation percentiles of the simulated days (:func:`linear_percentiles`); the
+    same ``seed`` gives the same figures. ``window_days``, when given, adds the share of runs finished inside it.
     """
     if window_days is not None:
         require_positive("window_days", window_days)
     wall, interruptions = sample_wall_time_s(inputs, trials, seed)
     days = wall / SECONDS_PER_DAY
     if np.isfinite(days).all():
-        p50, p90, p99 = (float(v) for v in np.percentile(days, PERCENTILES))
+        p50, p90, p99 = linear_percentiles(days, PERCENTILES)
         mean, failures_mean = float(days.mean()), float(interruptions.mean())
     else:
         p50 = p90 = p99 = mean = failures_mean = math.inf
