@@ -61,10 +61,12 @@ from rules.estimates.negative_binomial import negative_binomial, negative_binomi
 
 SECONDS_PER_DAY = 86_400.0
 SECONDS_PER_HOUR = 3_600.0
-# Lost-time draws per chunk: 64 KiB of float64, below glibc's default mmap threshold, so that each chunk's
-# arrays reuse the memory the last one freed; chunks of a million draws spent longer faulting fresh pages in
-# than computing (the draws and the sums do not depend on the chunk size: chunks hold whole trials).
-MAX_DRAWS_PER_CHUNK = 1 << 13
+# Lost-time draws per chunk: 256 KiB of float64. Chunks of a million draws spent longer faulting fresh pages in
+# than computing; chunks of 8,192 paid a dozen NumPy calls each (the 128-node example's ~130,000 draws took 16
+# of them, ~0.15 ms more per simulation than 4; glibc's mmap threshold rises to a freed chunk's size, so later
+# chunks of this size reuse heap memory). The draws and the sums do not depend on the chunk size: chunks hold
+# whole trials.
+MAX_DRAWS_PER_CHUNK = 1 << 15
 EXACT_DRAWS_PER_TRIAL = 100_000  # above this many failures in one trial, the normal law sums its lost times
 # Lost times drawn one by one for all trials of one sum (about 50 ms): a trial with more than its share
 # of them takes the normal law, so that an evaluation's cost is bounded whatever the failure rate.

@@ -133,7 +133,7 @@ def test_chunked_draws_sum_the_same_law_as_one_chunk():
 
 def test_the_chunk_size_does_not_change_a_single_bit_of_the_sums(monkeypatch):
     # Chunks hold whole trials, and each trial's lost times are summed from its own draws alone.
-    counts = np.random.default_rng(3).poisson(13.0, size=10_000)
+    counts = np.random.default_rng(3).poisson(40.0, size=10_000)
     small = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
     monkeypatch.setattr("rules.estimates.goodput_sim.MAX_DRAWS_PER_CHUNK", 1 << 20)
     one_chunk = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
