@@ -178,16 +178,25 @@ def _sum_truncated_exponentials(
     if limit <= 0:
         return sums
     mass = -math.expm1(-limit / mean)  # P(X < L), computed without cancellation for small L/M
-    exact = counts <= exact_draws_per_trial(counts.size)
-    indices = np.flatnonzero(exact & (counts > 0))
-    cumulative = np.cumsum(counts[indices])
-    firsts = cumulative - counts[indices]  # where each trial's draws begin
+    # The trials with failures, then those of them with too many to draw one by one (usually none): the
+    # others' draws are laid end to end, in the order of the trials.
+    failing = np.flatnonzero(counts > 0)  # (a mask: NumPy finds the nonzero flags faster than the counts)
+    failed = counts[failing]
+    over = failed > exact_draws_per_trial(counts.size)
+    many = failing[over] if over.any() else None
+    if many is not None:
+        failing, failed = failing[~over], failed[~over]
+    cumulative = np.cumsum(failed)
+    firsts = cumulative - failed  # where each trial's draws begin
     start = 0
-    while start < indices.size:
+    while start < failing.size:
         # Take as many trials as fit in one chunk (at least one: each holds ≤ EXACT_DRAWS_PER_TRIAL draws).
         before = int(cumulative[start - 1]) if start else 0
-        stop = max(start + 1, int(np.searchsorted(cumulative, before + MAX_DRAWS_PER_CHUNK, side="right")))
-        chunk = indices[start:stop]
+        if int(cumulative[-1]) - before <= MAX_DRAWS_PER_CHUNK:  # the rest fit: no search
+            stop = failing.size
+        else:
+            stop = max(start + 1, int(np.searchsorted(cumulative, before + MAX_DRAWS_PER_CHUNK, side="right")))
+        chunk = failing[start:stop]
         # ln(1 − U·mass) in place, as log1p(U × (−mass)): the product U × (−mass) is (−U) × mass to the bit
         # (rounding to nearest is symmetric in sign), one pass over the draws fewer; np.add.reduceat sums
         # each trial's logs (every trial here holds at least one, so none reads its neighbour's) and the
@@ -197,8 +206,7 @@ def _sum_truncated_exponentials(
         np.log1p(draws, out=draws)
         sums[chunk] = np.add.reduceat(draws, firsts[start:stop] - before) * -mean
         start = stop
-    many = np.flatnonzero(~exact)
-    if many.size:
+    if many is not None:
         mu, variance = _truncated_exponential_moments(mean, limit)
         n = counts[many].astype(np.float64)
         sums[many] = np.clip(rng.normal(n * mu, np.sqrt(n * variance)), 0.0, n * limit)
