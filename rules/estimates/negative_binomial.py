@@ -105,20 +105,25 @@ def _inverse_transform(rng: np.random.Generator, rows: np.ndarray, row_of: np.nd
     count, length = rows.shape
     buckets = 1 << max(6, (GUIDE_BUCKETS_PER_ENTRY * length - 1).bit_length())
     shift = 53 - (buckets.bit_length() - 1)
-    offsets = np.arange(count, dtype=np.int64)[:, None]
     thresholds = np.ceil(rows * _UNIT).astype(np.int64)
     # Bucket j of row r starts at u = j·2^shift; a threshold t counts from bucket ceil(t / 2^shift) on.
-    first_bucket = ((thresholds + ((1 << shift) - 1)) >> shift) + offsets * (buckets + 1)
+    first_bucket = (thresholds + ((1 << shift) - 1)) >> shift
+    if row_of is not None:
+        offsets = np.arange(count, dtype=np.int64)[:, None]
+        first_bucket += offsets * (buckets + 1)
     guide = np.cumsum(np.bincount(first_bucket.ravel(), minlength=count * (buckets + 1)))
-    u = (rng.random(size) * _UNIT).astype(np.int64)
-    bucket = u >> shift
+    holds = guide[1:] != guide[:-1]  # bucket b holds a threshold: its count is not the one at its start
+    uniforms = rng.random(size)
+    # u >> shift is U·buckets rounded down: U·2^53 and U·buckets are exact (powers of two), so the bucket comes
+    # from U directly, and only the draws that search need u itself.
+    bucket = (uniforms * float(buckets)).astype(np.int64)
     if row_of is not None:
         bucket += row_of * (buckets + 1)
     # guide[b]: the thresholds ≤ the start of bucket b, those of the rows before it included (all of them).
     found = guide[bucket]
-    unsure = np.flatnonzero(guide[bucket + 1] != found)
+    unsure = np.flatnonzero(holds[bucket])
     if unsure.size:
-        keys = u[unsure]
+        keys = (uniforms[unsure] * _UNIT).astype(np.int64)
         if row_of is not None:  # the rows laid end to end: row r's keys and thresholds offset by r·2^53
             keys += row_of[unsure] << 53
             thresholds += offsets << 53

@@ -21,6 +21,7 @@ from rules.estimates.goodput_sim import (
     _sum_truncated_exponentials,
     daly_expected_wall_time_s,
     exact_draws_per_trial,
+    linear_percentiles,
     sample_wall_time_s,
     simulate_goodput,
     window_probability,
@@ -132,7 +133,7 @@ def test_chunked_draws_sum_the_same_law_as_one_chunk():
 
 def test_the_chunk_size_does_not_change_a_single_bit_of_the_sums(monkeypatch):
     # Chunks hold whole trials, and each trial's lost times are summed from its own draws alone.
-    counts = np.random.default_rng(3).poisson(13.0, size=10_000)
+    counts = np.random.default_rng(3).poisson(40.0, size=10_000)
     small = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
     monkeypatch.setattr("rules.estimates.goodput_sim.MAX_DRAWS_PER_CHUNK", 1 << 20)
     one_chunk = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
@@ -265,3 +266,13 @@ def test_invalid_simulation_arguments_raise_naming_the_argument(kwargs, name):
     arguments = {"seed": 1, "trials": 10, **kwargs}
     with pytest.raises(ValueError, match=rf"^{name} must be"):
         simulate_goodput(LLAMA3_1024_GPUS_60_DAYS, **arguments)
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 101, 10_000])
+def test_linear_percentiles_are_numpys_to_the_bit(size):
+    # Many equal values (runs without failures) and a spread of others, as the simulated days are.
+    rng = np.random.default_rng(size)
+    for _ in range(50):
+        values = np.where(rng.random(size) < 0.8, 2.5, 2.5 + rng.exponential(0.3, size))
+        percents = (0.0, 1.0, 33.3, 50.0, 90.0, 99.0, 99.9, 100.0)
+        assert linear_percentiles(values, percents) == tuple(float(v) for v in np.percentile(values, percents))
