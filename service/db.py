@@ -91,6 +91,8 @@ class Database:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # The same pool; a connection checked out through it runs each statement as its own transaction.
+        self._autocommit_engine = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @property
     def dialect(self) -> str:
@@ -104,6 +106,16 @@ class Database:
         may read what they loaded after the block.
         """
         with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    @contextmanager
+    def autocommit_session(self) -> Iterator[Session]:
+        """Yields a session in which each statement commits on its own (no BEGIN, no ROLLBACK).
+
+        For a lookup of one statement, such as a request's token and user, the transaction around it would only
+        cost two more round trips; whatever reads several rows that must agree uses ``session``.
+        """
+        with Session(self._autocommit_engine, expire_on_commit=False) as session:
             yield session
 
     def ping(self) -> None:

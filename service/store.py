@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import insert, update
 from sqlmodel import Session, col, select
 
 from rules.remedies import with_remedies
@@ -46,17 +46,14 @@ class Snapshot:
     submission: Submission
     evaluation: Evaluation
     record: Record
-    results: list[CheckResult]
+    # The result digest of each check of the evaluation, by check id (what a waiver binds to).
+    digests: dict[str, str]
     waivers: list[Waiver]
     decisions: list[Decision]
     # The user of every token that acted on the submission (submitted, revised, waived, decided).
     token_users: dict[int, int]
     final_record: Record | None = None
-    digests: dict[str, str] = field(init=False)
     revision_token_ids: set[int] = field(init=False, default_factory=set)
-
-    def __post_init__(self) -> None:
-        self.digests = {r.check_id: r.digest for r in self.results}
 
     @property
     def checks(self) -> list[dict[str, Any]]:
@@ -121,8 +118,8 @@ def load(session: Session, submission_id: str) -> Snapshot:
     record = next(r for r in records if r.kind == "evaluation")
     # The newest issue of the final record (a purchase order linked to it issues the next one).
     final = max((r for r in records if r.kind == "final"), key=lambda r: r.issue or 1, default=None)
-    results = session.exec(select(CheckResult).where(CheckResult.evaluation_id == evaluation.id)
-                           .order_by(col(CheckResult.id))).all()
+    digests = dict(session.exec(select(CheckResult.check_id, CheckResult.digest)
+                                .where(CheckResult.evaluation_id == evaluation.id).order_by(col(CheckResult.id))).all())
     waivers = session.exec(select(Waiver).where(Waiver.submission_id == submission_id)
                            .order_by(col(Waiver.id))).all()
     decisions = session.exec(select(Decision).where(Decision.submission_id == submission_id)
@@ -133,7 +130,7 @@ def load(session: Session, submission_id: str) -> Snapshot:
                  | {d.actor_token_id for d in decisions})
     token_users = dict(session.exec(select(ApiToken.id, ApiToken.user_id)
                                     .where(col(ApiToken.id).in_(token_ids))).all())
-    snap = Snapshot(submission, evaluation, record, list(results), list(waivers), list(decisions),
+    snap = Snapshot(submission, evaluation, record, digests, list(waivers), list(decisions),
                     token_users, final)
     snap.revision_token_ids = revision_tokens
     return snap
@@ -168,8 +165,8 @@ def compare_and_set(session: Session, submission_id: str, expected_version: int,
 
 
 def _store_evaluation(session: Session, submission_id: str, revision: Revision, record: dict[str, Any],
-                      now: datetime) -> tuple[Evaluation, Record, list[CheckResult]]:
-    """Returns the stored evaluation of ``revision``, its record and its check results (with their digests)."""
+                      now: datetime) -> tuple[Evaluation, Record, dict[str, str]]:
+    """Returns the stored evaluation of ``revision``, its record and the digest of each check result by check id."""
     policy = record["policy"]
     evaluation = Evaluation(submission_id=submission_id, revision_id=revision.id, revision=revision.number,
                             verdict=record["verdict"], engine_version=record["engine"]["version"],
@@ -177,10 +174,11 @@ def _store_evaluation(session: Session, submission_id: str, revision: Revision, 
                             policy_digest=policy["digest"], created_at=now)
     session.add(evaluation)
     session.flush()
-    results = [CheckResult(evaluation_id=evaluation.id, check_id=check["id"], status=check["status"],
-                           basis=check["basis"], digest=workflow.result_digest(check), evidence=check["evidence"])
-               for check in record["checks"]]
-    session.add_all(results)
+    digests = {check["id"]: workflow.result_digest(check) for check in record["checks"]}
+    # One bulk INSERT of plain rows: nothing reads them back as objects, whose construction and flush cost more.
+    session.execute(insert(CheckResult), [
+        {"evaluation_id": evaluation.id, "check_id": check["id"], "status": check["status"], "basis": check["basis"],
+         "digest": digests[check["id"]], "evidence": check["evidence"]} for check in record["checks"]])
     record_id = new_id()
     document = {**record, "record_id": record_id,
                 "submission": {**record["submission"], "id": submission_id, "revision": revision.number}}
@@ -188,7 +186,7 @@ def _store_evaluation(session: Session, submission_id: str, revision: Revision, 
                     document=document, digest=body_digest(document), created_at=now)
     session.add(stored)
     session.flush()
-    return evaluation, stored, results
+    return evaluation, stored, digests
 
 
 def _evaluation_event(actor: Actor, submission_id: str, before: State, record: dict[str, Any], revision: int,
@@ -228,8 +226,8 @@ def create_submission(session: Session, actor: Actor, document: dict[str, Any], 
                         author=actor.name, author_token_id=actor.token_id, created_at=now)
     session.add(revision)
     session.flush()
-    evaluation, stored, results = _store_evaluation(session, submission_id, revision, record, now)
-    snap = Snapshot(submission, evaluation, stored, results, [], [], {actor.token_id: actor.user_id})
+    evaluation, stored, digests = _store_evaluation(session, submission_id, revision, record, now)
+    snap = Snapshot(submission, evaluation, stored, digests, [], [], {actor.token_id: actor.user_id})
     snap.revision_token_ids = {actor.token_id}
     if before_audit is not None:
         before_audit(snap)
@@ -271,12 +269,11 @@ def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, A
                         created_at=now)
     session.add(revision)
     session.flush()
-    _, _, results = _store_evaluation(session, submission.id, revision, record, now)
+    _, _, new_digests = _store_evaluation(session, submission.id, revision, record, now)
     revised = audit.Entry("revision.created", actor, now, submission.id, input_digest=revision.digest,
                           before_state=submission.state, after_state=State.REVISED,
                           detail={"revision": number, **(origin or {})}, **engine_policy(record))
     audit.append_all(session, [revised, _evaluation_event(actor, submission.id, State.REVISED, record, number, now)])
-    new_digests = {result.check_id: result.digest for result in results}
     reopened = [{"waiver_id": w.id, "check_id": check_id} for check_id, w in active_before.items()
                 if new_digests.get(check_id) != w.result_digest]
     return {"from_revision": submission.revision, "to_revision": number,

@@ -95,7 +95,8 @@ def create_submission(body: dict[str, Any]) -> Response:
     # The body's digest is needed before the evaluation only to answer a retry; otherwise the evaluation's is used.
     digest = body_digest(body) if key is not None else None
     if key is not None:
-        with db.session() as session:
+        # One SELECT: it needs no transaction around it.
+        with db.autocommit_session() as session:
             seen = store.find_idempotent(session, actor.token_id, key)
             if seen is not None:
                 return _replay(key, digest, seen.request_digest, seen.response)
@@ -122,7 +123,7 @@ def create_submission(body: dict[str, Any]) -> Response:
         if key is None:
             raise
         # Another request with the same key committed first: answer as its retry would be answered.
-        with db.session() as session:
+        with db.autocommit_session() as session:
             seen = store.find_idempotent(session, actor.token_id, key)
             if seen is None:
                 raise
