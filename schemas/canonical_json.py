@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import rfc8785
@@ -129,3 +130,29 @@ def canonical_json(value: Any) -> bytes:
 def digest_of(value: Any) -> str:
     """Returns ``sha256:<hex>`` of the RFC 8785 canonical bytes of ``value``."""
     return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+# What ``canonical_json`` writes for ``placeholder(i)``: the only way that string can be written.
+_PLACEHOLDER = re.compile(rb'"\\u0000canonical-json-part:(\d+)\\u0000"')
+
+
+def placeholder(index: int) -> str:
+    """Returns the string that stands for ``parts[index]`` in a value given to ``canonical_json_with``."""
+    return f"\x00canonical-json-part:{index}\x00"
+
+
+def canonical_json_with(value: Any, parts: list[bytes]) -> bytes | None:
+    """Returns ``canonical_json(value)`` where each ``placeholder(i)`` of ``value`` is written as ``parts[i]``,
+    the canonical bytes of the value it stands for; None where the placeholders written are not each of
+    ``parts`` exactly once (a string of ``value`` holds one), and the caller canonicalises the whole value.
+    ``value`` holds each ``placeholder(i)`` once, as a value (not a member name).
+
+    RFC 8785 writes each value the same wherever it stands, so a value canonicalised once (a check's
+    evidence, hashed on its own and inside its record) can be spliced into the bytes of a larger one.
+    """
+    pieces = _PLACEHOLDER.split(canonical_json(value))
+    indices = pieces[1::2]
+    if sorted(int(index) for index in indices) != list(range(len(parts))):
+        return None
+    pieces[1::2] = [parts[int(index)] for index in indices]
+    return b"".join(pieces)

@@ -11,13 +11,14 @@ so that event is N + 1. ``check_anchor`` holds a stored chain against a record's
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import TextClause, Update, bindparam, text, update
 from sqlmodel import Session, col, func, select
 
 from schemas.canonical_json import canonical_json
@@ -112,6 +113,33 @@ class Entry:
         return event
 
 
+_HEAD = AuditChainHead.__table__
+_EVENTS = AuditEvent.__table__
+
+
+@functools.cache
+def _append_statements(count: int, postgresql: bool) -> tuple[Update | None, TextClause]:
+    """Returns the statements that set the head's ``last_hash`` and insert ``count`` events (parameters
+    ``e<index>_<column>``): on PostgreSQL none and an INSERT that does both, elsewhere an UPDATE and an INSERT.
+
+    Text, built once per count: SQLAlchemy caches no compiled form of a many-row INSERT … VALUES.
+    """
+    set_head = update(_HEAD).where(_HEAD.c.id == HEAD_ID).values(last_hash=bindparam("last_hash"))
+    names = [column.name for column in _EVENTS.columns]
+    rows = ", ".join("(" + ", ".join(f":e{index}_{name}" for name in names) + ")" for index in range(count))
+    # Plain rows: the events are not read back through the session, so they need no place in it.
+    sql = f"INSERT INTO {_EVENTS.name} ({', '.join(names)}) VALUES {rows}"
+    if postgresql:
+        # One round trip: the head's UPDATE rides as a data-modifying WITH of the INSERT, which PostgreSQL runs
+        # exactly once; the head row is this transaction's since append_all's first UPDATE, so the lock is as before.
+        sql = f"WITH head AS (UPDATE {_HEAD.name} SET last_hash = :last_hash WHERE id = {HEAD_ID}) {sql}"
+    add_events = text(sql).bindparams(*[bindparam(f"e{index}_{column.name}", type_=column.type)
+                                        for index in range(count) for column in _EVENTS.columns])
+    if postgresql:
+        return None, add_events.bindparams(bindparam("last_hash", type_=_HEAD.c.last_hash.type))
+    return set_head, add_events  # SQLite has no UPDATE in WITH; its round trips are calls within the process
+
+
 def append_all(session: Session, entries: list[Entry]) -> list[AuditEvent]:
     """Returns the events of ``entries`` appended to the chain in order, inside the caller's transaction.
 
@@ -129,10 +157,12 @@ def append_all(session: Session, entries: list[Entry]) -> list[AuditEvent]:
     for position, entry in enumerate(entries, start=length - len(entries) + 1):
         events.append(entry.event(position, prev_hash))
         prev_hash = events[-1].hash
-    session.execute(update(AuditChainHead).where(col(AuditChainHead.id) == HEAD_ID).values(last_hash=prev_hash)
-                    .execution_options(synchronize_session=False))
-    session.add_all(events)
-    session.flush()
+    rows = {f"e{index}_{column.name}": getattr(event, column.name) for index, event in enumerate(events)
+            for column in _EVENTS.columns}
+    set_head, add_events = _append_statements(len(events), session.get_bind().dialect.name == "postgresql")
+    if set_head is not None:
+        session.execute(set_head, {"last_hash": prev_hash})
+    session.execute(add_events, {"last_hash": prev_hash, **rows} if set_head is None else rows)
     for event in events:
         audit_appended.send(session, event=event)
     return events

@@ -20,7 +20,7 @@ from rules.remedies import with_remedies
 from service import audit, evaluation, workflow
 from service.audit import Actor
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
-from service.identifiers import body_digest, etag_of, new_id
+from service.identifiers import etag_of, new_id
 from service.models import (
     ApiToken,
     CheckResult,
@@ -174,16 +174,16 @@ def _store_evaluation(session: Session, submission_id: str, revision: Revision, 
                             policy_digest=policy["digest"], created_at=now)
     session.add(evaluation)
     session.flush()
-    digests = {check["id"]: workflow.result_digest(check) for check in record["checks"]}
+    record_id = new_id()
+    document = {**record, "record_id": record_id,
+                "submission": {**record["submission"], "id": submission_id, "revision": revision.number}}
+    digest, digests = workflow.record_digests(document)
     # One bulk INSERT of plain rows: nothing reads them back as objects, whose construction and flush cost more.
     session.execute(insert(CheckResult), [
         {"evaluation_id": evaluation.id, "check_id": check["id"], "status": check["status"], "basis": check["basis"],
          "digest": digests[check["id"]], "evidence": check["evidence"]} for check in record["checks"]])
-    record_id = new_id()
-    document = {**record, "record_id": record_id,
-                "submission": {**record["submission"], "id": submission_id, "revision": revision.number}}
     stored = Record(id=record_id, submission_id=submission_id, evaluation_id=evaluation.id, kind="evaluation",
-                    document=document, digest=body_digest(document), created_at=now)
+                    document=document, digest=digest, created_at=now)
     session.add(stored)
     session.flush()
     return evaluation, stored, digests

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import rfc8785
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from rules.evaluate import evaluate
-from schemas.canonical_json import canonical_json, digest_of
+from schemas.canonical_json import canonical_json, canonical_json_with, digest_of, placeholder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))
@@ -97,3 +97,31 @@ def test_every_example_and_its_record_hash_as_with_rfc8785(path):
     for value in (document, record):
         assert canonical_json(value) == rfc8785.dumps(value)
     assert digest_of(document) == record["submission"]["digest"]
+
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=4), st.lists(_VALUES, max_size=4))
+def test_spliced_parts_give_the_bytes_of_the_whole_value(members, parts):
+    try:
+        canonical = [canonical_json(part) for part in parts]
+    except ValueError:
+        assume(False)
+    template = {**members, "parts": [placeholder(index) for index in range(len(parts))]}
+    try:
+        expected = canonical_json({**members, "parts": parts})
+    except ValueError:
+        with pytest.raises(ValueError):
+            canonical_json_with(template, canonical)
+        return
+    assert canonical_json_with(template, canonical) == expected
+
+
+def test_a_placeholder_held_by_a_string_of_the_value_is_refused():
+    part = canonical_json({"a": 1.0})
+    assert canonical_json_with({"x": placeholder(0), "y": "\x00"}, [part]) == b'{"x":{"a":1},"y":"\\u0000"}'
+    assert canonical_json_with({"x": placeholder(0), "y": [placeholder(0)]}, [part]) is None
+    assert canonical_json_with({"x": placeholder(0), "y": '"' + placeholder(0)}, [part]) is None
+    # A part is spliced in as it is, placeholders and all.
+    assert canonical_json_with({"x": placeholder(0), "y": placeholder(1)}, [canonical_json(placeholder(1)), part]) \
+        == canonical_json({"x": placeholder(1), "y": {"a": 1.0}})
