@@ -59,7 +59,8 @@ def bare_app() -> Flask:
 
 def evaluating_app() -> Flask:
     """Returns the endpoint that also evaluates the document and answers with its record, storing nothing."""
-    return _app("evaluating", lambda document, _body: json.dumps(evaluate(document)).encode())
+    # validated: parse_submission has just validated it, as the service's declared body does before it evaluates.
+    return _app("evaluating", lambda document, _body: json.dumps(evaluate(document, validated=True)).encode())
 
 
 def storing_app() -> Flask:
