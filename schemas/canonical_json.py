@@ -129,7 +129,12 @@ def canonical_json(value: Any) -> bytes:
 
 def digest_of(value: Any) -> str:
     """Returns ``sha256:<hex>`` of the RFC 8785 canonical bytes of ``value``."""
-    return "sha256:" + hashlib.sha256(canonical_json(value)).hexdigest()
+    return digest_of_canonical(canonical_json(value))
+
+
+def digest_of_canonical(canonical: bytes) -> str:
+    """Returns ``sha256:<hex>`` of bytes that are already canonical JSON (``canonical_json_with``'s)."""
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 # What ``canonical_json`` writes for ``placeholder(i)``: the only way that string can be written.

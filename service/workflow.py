@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
-from hashlib import sha256
 from typing import Any
 
 from rules.errors import Problem
 from rules.evaluate import verdict_of
-from schemas.canonical_json import canonical_json, canonical_json_with, digest_of, placeholder
+from schemas.canonical_json import canonical_json, canonical_json_with, digest_of, digest_of_canonical, placeholder
 from service.errors import ApprovalBlocked, WorkflowConflict
 
 
@@ -88,7 +87,12 @@ def result_digest(check: dict[str, Any]) -> str:
 
     A waiver binds to this digest, so any change in the numbers that decided the check re-opens it.
     """
-    return digest_of({"status": check["status"], "evidence": check["evidence"]})
+    return digest_of(_result_fields(check, check["evidence"]))
+
+
+def _result_fields(check: dict[str, Any], evidence: Any) -> dict[str, Any]:
+    """Returns what a check result's digest covers: its status and ``evidence`` (its evidence, or a placeholder)."""
+    return {"status": check["status"], "evidence": evidence}
 
 
 def record_digests(document: dict[str, Any]) -> tuple[str, dict[str, str]]:
@@ -100,11 +104,11 @@ def record_digests(document: dict[str, Any]) -> tuple[str, dict[str, str]]:
     evidence = [canonical_json(check["evidence"]) for check in checks]
     digests = {}
     for check, part in zip(checks, evidence, strict=True):
-        result = canonical_json_with({"status": check["status"], "evidence": placeholder(0)}, [part])
-        digests[check["id"]] = result_digest(check) if result is None else "sha256:" + sha256(result).hexdigest()
+        result = canonical_json_with(_result_fields(check, placeholder(0)), [part])
+        digests[check["id"]] = result_digest(check) if result is None else digest_of_canonical(result)
     spliced = canonical_json_with({**document, "checks": [{**check, "evidence": placeholder(index)}
                                                          for index, check in enumerate(checks)]}, evidence)
-    return (digest_of(document) if spliced is None else "sha256:" + sha256(spliced).hexdigest()), digests
+    return (digest_of(document) if spliced is None else digest_of_canonical(spliced)), digests
 
 
 class WaiverState(StrEnum):

@@ -99,7 +99,6 @@ def test_every_example_and_its_record_hash_as_with_rfc8785(path):
     assert digest_of(document) == record["submission"]["digest"]
 
 
-
 @settings(max_examples=500, deadline=None)
 @given(st.dictionaries(_KEYS, _VALUES, max_size=4), st.lists(_VALUES, max_size=4))
 def test_spliced_parts_give_the_bytes_of_the_whole_value(members, parts):
