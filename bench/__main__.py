@@ -20,7 +20,7 @@ from pathlib import Path
 from bench import pdf_targets
 from bench.api_path import bench_api, bench_evaluation
 from bench.remedies import bench_remedies
-from rules.estimates.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
+from rules.estimates.reliability.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
 from rules.evaluate import default_engine, evaluate
 from rules.search import search_submission
 

@@ -35,7 +35,7 @@ import rfc8785
 
 from rules.catalogue import Catalogue, load_catalogue
 from rules.errors import InconsistentInput, InvalidSubmission
-from rules.estimates.remedy_sizing import added_cost, cost_difference
+from rules.estimates.search.remedy_sizing import added_cost, cost_difference
 from rules.evaluate import engine_version, evaluate, submission_digest, verdict_of
 from rules.policy import Policy, default_policy
 from rules.remedy_changes import QUOTE, WORKLOAD, Change, Situation, apply_edits, diff_patch, problems_of, situation

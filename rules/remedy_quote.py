@@ -3,7 +3,7 @@
 Each function reads one Situation (rules/remedy_changes.py) and returns the changes it proposes, none when
 its checks pass: racks and PDUs sized from rack-power's draw and limits, the node count time-to-result or
 inference-capacity says is needed, a catalogued GPU or server with more memory, storage write and read
-bandwidth, compute NICs, and host RAM. Sizes come from rules/estimates/remedy_sizing.py, which inverts the
+bandwidth, compute NICs, and host RAM. Sizes come from rules/estimates/search/remedy_sizing.py, which inverts the
 estimators the checks judge by. More nodes are priced at the node group's unit price; the quote prices
 nothing else a change adds (racks, PDUs, storage, NICs, RAM, another model), so those changes say what is
 unpriced instead of guessing a price.
@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rules.checks.facts.pointers import RACKS, STORAGE, TRAINING
-from rules.estimates import remedy_sizing as sizing
-from rules.estimates.power import pdus_required
-from rules.estimates.remedy_sizing import RackLoad
+from rules.estimates.power_cost.power import pdus_required
+from rules.estimates.search import remedy_sizing as sizing
+from rules.estimates.search.remedy_sizing import RackLoad
 from rules.inputs import GPU_FIELDS, SERVER_FIELDS
 from rules.remedy_changes import QUOTE, Change, Situation, node_group_pointer
 

@@ -2,7 +2,7 @@
 
 Reads the submission as an evaluation does (the same inputs, catalogue fills and policy), builds the step-time
 model of the quoted GPU (rules/checks/facts/step_model.py) and searches tensor × pipeline × virtual stages ×
-context × data × micro-batch × recompute × sharding × precision (rules/estimates/layout_search.py). The space
+context × data × micro-batch × recompute × sharding × precision (rules/estimates/search/layout_search.py). The space
 is cut into chunks by tensor degree, so workers can search chunks side by side: ``search_chunk`` searches one,
 ``merge_chunks`` combines their results, and ``search_submission`` does both in one process. A chunk crosses
 a task queue as ``chunk_document`` (its fields, JSON) and is read back with ``chunk_space``; ``search_key``
@@ -28,8 +28,9 @@ from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.step_model import StepInputs, step_inputs
 from rules.errors import InconsistentInput
-from rules.estimates.comm_buffers import CommunicationSettings
-from rules.estimates.layout_search import (
+from rules.estimates.memory.comm_buffers import CommunicationSettings
+from rules.estimates.ratios import fraction_of
+from rules.estimates.search.layout_search import (
     LayoutSearch,
     MemoryConvention,
     RankedLayout,
@@ -37,8 +38,7 @@ from rules.estimates.layout_search import (
     memory_budget_bytes,
     search_layouts,
 )
-from rules.estimates.ratios import fraction_of
-from rules.estimates.step_time import StepTime
+from rules.estimates.training_time.step_time import StepTime
 from rules.evaluate import submission_digest
 from rules.inputs import Inputs
 from rules.policy import Policy, default_policy

@@ -23,7 +23,8 @@ _RATE = {"type": "number"}
 
 SEARCH_LAYOUT: dict[str, Any] = {
     "type": "object",
-    "description": "a parallel layout of the quoted GPUs and its modelled step (rules/estimates/step_time.py)",
+    "description": ("a parallel layout of the quoted GPUs and its modelled step "
+                    "(rules/estimates/training_time/step_time.py)"),
     "required": ["micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data",
                  "recompute", "sequence_parallel", "flash_attention", "sharding", "precision", "step_s",
                  "tokens_per_s_per_gpu", "mfu", "mfu_peak_tflops"],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.estimates.layout_search import SearchSpace
+from rules.estimates.search.layout_search import SearchSpace
 from rules.search import NothingToSearch, chunks_of, merge_chunks, search_chunk, search_submission
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "h200-128node-pretraining.json"

@@ -6,7 +6,7 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import cpu_cores_per_node, layout
 from rules.checks.facts.pointers import DATALOADER, MEASURED_READ, TRAINING, TRAINING_DATA
 from rules.checks.facts.throughput import throughput_facts
-from rules.estimates import data_feed
+from rules.estimates.communication import data_feed
 from rules.estimates.ratios import spare_fraction
 from rules.status import Basis, Status
 

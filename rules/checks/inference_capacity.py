@@ -8,9 +8,9 @@ from rules.checks.facts.pointers import INFERENCE, SLO
 from rules.checks.facts.serving import serving_memory
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
-from rules.estimates import inference, inference_latency
-from rules.estimates.inference import Requests, Slo, Traffic
-from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving import inference, inference_latency
+from rules.estimates.serving.inference import Requests, Slo, Traffic
+from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
 from rules.status import Basis, Status
 from rules.units import s_to_ms
 

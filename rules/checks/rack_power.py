@@ -7,7 +7,7 @@ from typing import Any
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.pointers import RACKS
 from rules.checks.facts.racks import measured_draw, quoted_site
-from rules.estimates.site_power import SitePower, SizedRack, site_power
+from rules.estimates.power_cost.site_power import SitePower, SizedRack, site_power
 from rules.status import Basis, Status
 
 

@@ -7,7 +7,7 @@ from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import layout
 from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.sharding import sharding_options
-from rules.estimates.sharding import SHARDING_ORDER, ShardingOption, compare_strategies
+from rules.estimates.memory.sharding import SHARDING_ORDER, ShardingOption, compare_strategies
 from rules.status import Status
 
 _RECOMMENDED = ("{recommended} needs {recommended_total_gib:.1f} GiB ({recommended_spare_fraction:.0%} spare) and "

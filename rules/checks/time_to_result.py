@@ -10,7 +10,7 @@ from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
 from rules.checks.facts.throughput import throughput_facts
-from rules.estimates.queue import NOT_SHARED
+from rules.estimates.reliability.queue import NOT_SHARED
 from rules.status import Basis, Status
 
 _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "

@@ -7,7 +7,7 @@ from typing import Any
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.model import PARAMETERS, architecture_words, counted_architecture
 from rules.checks.facts.pointers import TRAINING
-from rules.estimates.parameters import parameter_mismatch_fraction, transformer_parameters
+from rules.estimates.model.parameters import parameter_mismatch_fraction, transformer_parameters
 from rules.status import Status
 
 # The plan item asks to "document the model, trainable parameter set, optimizer, sequence length,

@@ -2,7 +2,7 @@
 
 The fewest fitting count is searched over counts on which the step's memory is not monotone (a second
 replica adds NCCL communicators), so the search that asked the largest count first could answer "none fits"
-of a job that fits as quoted (rules/estimates/fitting_counts.py).
+of a job that fits as quoted (rules/estimates/search/fitting_counts.py).
 """
 
 from __future__ import annotations

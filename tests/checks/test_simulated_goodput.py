@@ -3,7 +3,7 @@
 The simulated job is the schedule's failure-free compute time (no goodput) on the layout's nodes with the
 first-order goodput's MTBF, interval, save and restart (rules/checks/facts/goodput.py). Its mean is checked
 against Daly 2006's exact expectation M·e^{R/M}·(e^{(τ+δ)/M} − 1) per segment
-(rules.estimates.goodput_sim.daly_expected_wall_time_s), rebuilt here from the record's own figures.
+(rules.estimates.reliability.goodput_sim.daly_expected_wall_time_s), rebuilt here from the record's own figures.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import rfc8785
 
 from rules.checks import TimeToResult
 from rules.checks.base import Context
-from rules.estimates.goodput_sim import GoodputInputs, daly_expected_wall_time_s
+from rules.estimates.reliability.goodput_sim import GoodputInputs, daly_expected_wall_time_s
 from rules.evaluate import evaluate
 from rules.inputs import Inputs
 from rules.policy import default_policy, parse_policy

@@ -2,7 +2,7 @@
 
 Figures are checked by hand from the fixture's own numbers: Llama-2-7B (N = 6,738,415,616 parameters,
 32 layers, hidden 4,096, sequence 4,096) trains at 6·N + 12·L·s·h = 4.6875e10 model FLOPs per token, and
-with selective recompute 6·N + 16·L·s·h = 4.8024e10 hardware FLOPs per token (rules/estimates/compute.py).
+with selective recompute 6·N + 16·L·s·h = 4.8024e10 hardware FLOPs per token (rules/estimates/training_time/compute.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.activation_conventions: Megatron-LM's count and the width of stored activations.
+"""Tests for rules.estimates.memory.activation_conventions: Megatron-LM's count and the width of stored activations.
 
 The expected figures are the public formulae evaluated by hand, each with its source:
 - Megatron-LM ``megatron/training/theoretical_memory_usage.py``, ``compute_activation_memory`` (sequence
@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates.activation_conventions import (
+from rules.estimates.memory.activation_conventions import (
     ACTIVATION_CONVENTIONS,
     ACTIVATION_ELEMENT_BYTES,
     ActivationCounting,
@@ -21,7 +21,7 @@ from rules.estimates.activation_conventions import (
     counted_activation_bytes,
     megatron_activation_bytes,
 )
-from rules.estimates.activations import (
+from rules.estimates.memory.activations import (
     ActivationSaving,
     BatchShape,
     PipelineSchedule,
@@ -29,8 +29,8 @@ from rules.estimates.activations import (
     activation_bytes_per_layer,
     logits_bytes,
 )
-from rules.estimates.model_state import PRECISIONS
-from rules.estimates.shapes import ModelShape
+from rules.estimates.memory.model_state import PRECISIONS
+from rules.estimates.model.shapes import ModelShape
 
 MIB = 2**20
 

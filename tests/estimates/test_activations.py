@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.activations (Korthikanti et al. 2022, arXiv 2205.05198): each quotes its source."""
+"""Tests for rules.estimates.memory.activations (Korthikanti et al. 2022, arXiv 2205.05198): each quotes its source."""
 
 import math
 from dataclasses import replace
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.activations import (
+from rules.estimates.memory.activations import (
     RECOMPUTE_MODES,
     ActivationSaving,
     BatchShape,
@@ -16,9 +16,9 @@ from rules.estimates.activations import (
     activation_bytes_per_layer,
     logits_bytes,
 )
-from rules.estimates.model_state import gathered_parameters_bytes
-from rules.estimates.parameters import largest_layer_parameters, transformer_parameters
-from rules.estimates.shapes import MLP_KINDS, ModelShape
+from rules.estimates.memory.model_state import gathered_parameters_bytes
+from rules.estimates.model.parameters import largest_layer_parameters, transformer_parameters
+from rules.estimates.model.shapes import MLP_KINDS, ModelShape
 
 MIB = 2**20
 

@@ -1,10 +1,10 @@
-"""Tests for rules.estimates.batch: the global = micro × accumulation × data-parallel identity."""
+"""Tests for rules.estimates.model.batch: the global = micro × accumulation × data-parallel identity."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.batch import (
+from rules.estimates.model.batch import (
     accumulation,
     batch_split,
     micro_batch_options,
@@ -90,7 +90,7 @@ def test_sequences_per_rank_rounds_up():
 
 def test_valid_micro_batches_stop_at_the_scan_limit() -> None:
     # A global batch of 2^52 sequences once made the scan run for ever.
-    from rules.estimates.batch import MAX_MICRO_BATCH, valid_micro_batches
+    from rules.estimates.model.batch import MAX_MICRO_BATCH, valid_micro_batches
 
     found = valid_micro_batches(2**52, 1)
 
@@ -100,7 +100,7 @@ def test_valid_micro_batches_stop_at_the_scan_limit() -> None:
 def test_accumulation_steps_round_up_when_the_split_is_not_whole() -> None:
     # 256 sequences, micro-batch 1, 128 ranks: 2 steps (DeepSpeed _batch_assertion); 250 sequences at
     # micro-batch 2 on 16 ranks is 7.8125 rounds, which a framework would run as 8.
-    from rules.estimates.batch import accumulation
+    from rules.estimates.model.batch import accumulation
 
     assert accumulation(256, 1, 128).steps == 2
     uneven = accumulation(250, 2, 16)

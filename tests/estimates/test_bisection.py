@@ -1,6 +1,6 @@
 """The memory searches' bisections ask the same points in the same order whatever the predicate answers."""
 
-from rules.estimates.bisection import fewest_fitting, fewest_fitting_by_class, most_fitting
+from rules.estimates.search.bisection import fewest_fitting, fewest_fitting_by_class, most_fitting
 
 
 def _asked(search, threshold_fits, bound):

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.checkpoint: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.reliability.checkpoint: each quotes the published figure it reproduces."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.checkpoint import (
+from rules.estimates.reliability.checkpoint import (
     checkpoint_save,
     checkpoint_size,
     interval_deviation_ratio,
@@ -137,7 +137,7 @@ def test_interval_deviation_is_symmetric_around_the_young_daly_optimum():
 
 def test_overhead_at_the_young_optimum_is_the_published_minimum() -> None:
     # Young 1974: at τ* = √(2δM) the first-order overhead δ/τ* + τ*/(2M) equals √(2δ/M).
-    from rules.estimates.checkpoint import checkpoint_overhead_fraction, young_daly_interval_s
+    from rules.estimates.reliability.checkpoint import checkpoint_overhead_fraction, young_daly_interval_s
 
     save_s, mtbf_s = 60.0, 3 * 3600.0
     optimum_s = young_daly_interval_s(save_s, mtbf_s)
@@ -151,7 +151,7 @@ def test_overhead_at_the_young_optimum_is_the_published_minimum() -> None:
 def test_a_quoted_write_bandwidth_is_discounted_by_the_write_efficiency() -> None:
     # 140e9 B from 4 nodes with one 400 Gb/s storage NIC each (200 GB/s) to storage quoted at 40 GB/s,
     # of which a checkpoint burst sustains 80 %: 32 GB/s bounds the save, 140 / 32 = 4.375 s.
-    from rules.estimates.checkpoint import checkpoint_save
+    from rules.estimates.reliability.checkpoint import checkpoint_save
 
     save = checkpoint_save(140e9, 40.0, 4, 50.0, write_efficiency=0.8)
 
@@ -163,7 +163,7 @@ def test_a_quoted_write_bandwidth_is_discounted_by_the_write_efficiency() -> Non
 def test_an_hourly_interval_against_the_young_daly_optimum_by_hand() -> None:
     # δ = 60 s, M = 3 h: τ* = √(2 × 60 × 10,800) = 1138.4 s (Young 1974). An hourly interval is
     # 3600 / 1138.4 = 3.16× off; δ/τ + τ/2M is 0.18333 at τ = 3600 s and 0.10541 at τ*, 7.79 % more wall time.
-    from rules.estimates.checkpoint import interval_review
+    from rules.estimates.reliability.checkpoint import interval_review
 
     review = interval_review(3600, 60, 10_800)
 

@@ -1,12 +1,12 @@
-"""Tests for rules.estimates.comm_buffers: each framework default is quoted with its source and sized by hand."""
+"""Tests for rules.estimates.memory.comm_buffers: each framework default is quoted with its source and sized by hand."""
 
 from dataclasses import replace
 
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates.activations import ActivationSaving
-from rules.estimates.comm_buffers import (
+from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.comm_buffers import (
     NCCL_CONNECTION_BYTES,
     BufferInputs,
     CommunicationSettings,
@@ -15,10 +15,10 @@ from rules.estimates.comm_buffers import (
     nccl_communicator_bytes,
     process_groups,
 )
-from rules.estimates.layout import training_layout
-from rules.estimates.memory import MemorySettings, TrainingBatch, TrainingJob, training_memory
-from rules.estimates.model_state import TrainedModel
-from rules.estimates.shapes import ModelShape
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.memory.step_memory import MemorySettings, TrainingBatch, TrainingJob, training_memory
+from rules.estimates.model.layout import training_layout
+from rules.estimates.model.shapes import ModelShape
 
 NCCL_32 = CommunicationSettings(nccl_channels=32)
 # NCCL src/init.cc + src/include/device.h defaults: Simple NCCL_BUFFSIZE 4 MiB; LL 8 lines × 512 threads ×

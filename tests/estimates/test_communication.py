@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.communication: ZeRO's and FSDP's collectives per optimizer step."""
+"""Tests for rules.estimates.communication.collectives: ZeRO's and FSDP's collectives per optimizer step."""
 
 import math
 
@@ -6,10 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.communication import communication_bytes_per_step, communication_time_s, step_communication
-from rules.estimates.interconnect import allreduce_time_s
-from rules.estimates.layout import training_layout
-from rules.estimates.model_state import TrainedModel
+from rules.estimates.communication.collectives import (
+    communication_bytes_per_step,
+    communication_time_s,
+    step_communication,
+)
+from rules.estimates.communication.interconnect import allreduce_time_s
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.model.layout import training_layout
 
 
 def test_zero_paper_section_7_communication_volumes():

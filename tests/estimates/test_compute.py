@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.compute: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.training_time.compute: each quotes the published figure it reproduces."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.compute import (
+from rules.estimates.training_time.compute import (
     attention_flops_per_token,
     gpus_needed,
     mfu_from_tokens_per_s,
@@ -192,7 +192,7 @@ def test_a_rate_carried_from_more_gpus_to_fewer_runs_above_its_measured_rate():
 def test_throughput_from_mfu_counts_model_flops_palm_appendix_b() -> None:
     # 70e9 parameters at 40 % MFU of a 989 TFLOP/s H100: 6N = 4.2e11 FLOPs per token → 941.9 tokens/s;
     # with the attention term 12·L·s·h = 12 × 80 × 4096 × 8192 = 3.2212e10 → 874.8 tokens/s.
-    from rules.estimates.compute import throughput_from_mfu
+    from rules.estimates.training_time.compute import throughput_from_mfu
 
     plain = throughput_from_mfu(0.4, 989, 70e9)
     assert plain.model_flops_per_token == 4.2e11
@@ -204,7 +204,7 @@ def test_throughput_from_mfu_counts_model_flops_palm_appendix_b() -> None:
 
 def test_run_flops_model_and_hardware_narayanan_2021() -> None:
     # GPT-3 175B on 300B tokens: model FLOPs 6·N·D = 3.15e23; full recompute adds a forward: 8·N·D = 4.2e23.
-    from rules.estimates.compute import run_flops
+    from rules.estimates.training_time.compute import run_flops
 
     model, hardware = run_flops(175e9, 300e9, "full")
     assert model == pytest.approx(3.15e23) and hardware == pytest.approx(4.2e23)

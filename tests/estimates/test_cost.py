@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.cost: the full cost of owning hardware for a run, against hand calculations.
+"""Tests for rules.estimates.power_cost.cost: the full cost of owning hardware for a run, against hand calculations.
 
 The small quote: 2 nodes of 8 GPUs, 10 kW nameplate each, 1,000,000 of capital; 4-year amortisation,
 0.10 per kWh at PUE 1.5, 150 per kW-month of facility, support 10 % of capital a year; a 36.5-day run.
@@ -7,7 +7,7 @@ The small quote: 2 nodes of 8 GPUs, 10 kW nameplate each, 1,000,000 of capital; 
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates.cost import (
+from rules.estimates.power_cost.cost import (
     OwnedHardware,
     OwnershipRates,
     amortised_capital,
@@ -18,7 +18,7 @@ from rules.estimates.cost import (
     priced_total,
     served_tokens_per_day,
 )
-from rules.estimates.power import NodePower
+from rules.estimates.power_cost.power import NodePower
 
 RATES = OwnershipRates(amortisation_years=4, electricity_per_kwh=0.10, pue=1.5, support_fraction_per_year=0.10,
                        facility_basis="kw_month", facility_per_kw_month=150.0)

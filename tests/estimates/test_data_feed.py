@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.data_feed: each quotes the figure or source it reproduces."""
+"""Tests for rules.estimates.communication.data_feed: each quotes the figure or source it reproduces."""
 
 import math
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.data_feed import (
+from rules.estimates.communication.data_feed import (
     cluster_tokens_per_s,
     cores_left_after_workers,
     decode_cores_needed,
@@ -71,7 +71,7 @@ def test_results_are_finite_and_non_negative(tps, per_core, nodes, cores, worker
 
 def test_decode_capacity_is_the_workers_capped_by_unreserved_cores() -> None:
     # PyTorch DataLoader: decoding runs in num_workers processes per training process (torch.utils.data docs).
-    from rules.estimates.data_feed import decode_capacity_cores
+    from rules.estimates.communication.data_feed import decode_capacity_cores
 
     few_workers = decode_capacity_cores(112, 8, 2, reserved_cores=16)  # 16 workers on 96 free cores
     many_workers = decode_capacity_cores(64, 8, 10, reserved_cores=8)  # 80 workers on 56 free cores

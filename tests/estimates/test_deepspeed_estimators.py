@@ -10,18 +10,18 @@ Meta-Llama-3-8B 8,030,261,248, largest the 128,256 × 4,096 embedding, 525,336,5
 
 import pytest
 
-from rules.estimates.deepspeed_estimators import (
+from rules.estimates.memory.deepspeed_estimators import (
     DeepSpeedHardware,
     DeepSpeedOptions,
     largest_layer_memory,
     zero2_model_states_mem_needs,
     zero3_model_states_mem_needs,
 )
-from rules.estimates.layout import training_layout
-from rules.estimates.model_state import TrainedModel
-from rules.estimates.offload import ZeroSettings
-from rules.estimates.shapes import ModelShape
-from rules.estimates.training_state import StateSettings, training_model_state
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.memory.offload import ZeroSettings
+from rules.estimates.memory.training_state import StateSettings, training_model_state
+from rules.estimates.model.layout import training_layout
+from rules.estimates.model.shapes import ModelShape
 
 LLAMA2_7B, LLAMA2_7B_LARGEST = 6_738_415_616, 131_072_000
 LLAMA3_8B, LLAMA3_8B_LARGEST = 8_030_261_248, 525_336_576

@@ -1,7 +1,7 @@
 """The fewest GPUs on which one step fits, where the step's memory is not monotone in the GPU count.
 
 A second replica adds NCCL communicators and fsdp-hybrid's shard group follows the count's divisors, so the
-search bisects each class of counts sharing a structure (rules/estimates/fitting_counts.py). Held here against
+search bisects each class of counts sharing a structure (rules/estimates/search/fitting_counts.py). Held here against
 a scan of every count: on drawn jobs whose GPU memory is set within ±0.2 % of the step's need at a drawn count
 (where a communicator's buffers decide), the periodicity the classes rest on, and the generic bisection.
 """
@@ -13,12 +13,12 @@ import random
 from collections.abc import Callable
 
 from rules.errors import InconsistentInput
-from rules.estimates import memory as memory_module
-from rules.estimates.bisection import fewest_fitting, fewest_fitting_by_class
-from rules.estimates.fitting_counts import structure_at, structure_period
-from rules.estimates.layout import Layout, resized, training_layout
-from rules.estimates.memory import StepMemoryModel, memory_min_gpus, no_fit_reason, training_memory
-from rules.estimates.model_state import effective_sharding
+from rules.estimates.memory import step_memory as memory_module
+from rules.estimates.memory.model_state import effective_sharding
+from rules.estimates.memory.step_memory import StepMemoryModel, memory_min_gpus, no_fit_reason, training_memory
+from rules.estimates.model.layout import Layout, resized, training_layout
+from rules.estimates.search.bisection import fewest_fitting, fewest_fitting_by_class
+from rules.estimates.search.fitting_counts import structure_at, structure_period
 from rules.units import GIB
 from tests.estimates.test_memory_model_identity import _case, _scanned_memory_min_gpus
 

@@ -1,9 +1,9 @@
-"""Tests for rules.estimates.goodput_sim: the simulated days to completion against the closed forms.
+"""Tests for rules.estimates.reliability.goodput_sim: the simulated days to completion against the closed forms.
 
 Two closed forms are used. Daly 2006's expected wall time M·e^{R/M}·(e^{(τ+δ)/M} − 1) per segment is
 the exact expectation of the simulated process (Poisson failures, a failure loses the segment so far
 and restarts, failures may strike restarts), so the simulated mean must match it up to Monte Carlo
-error at any failure rate. The project's first-order goodput (rules.estimates.reliability, Young 1974 /
+error at any failure rate. The project's first-order goodput (rules.estimates.reliability.failures, Young 1974 /
 Daly 2006 first-order model) is its expansion to first order in (τ + δ)/M and R/M, so the two agree only
 while the interval, the save and the restart are small against the job MTBF; the test checks both.
 """
@@ -13,8 +13,14 @@ import math
 import numpy as np
 import pytest
 
-from rules.estimates.checkpoint import young_daly_interval_s
-from rules.estimates.goodput_sim import (
+from rules.estimates.reliability.checkpoint import young_daly_interval_s
+from rules.estimates.reliability.failures import (
+    expected_wall_time_s,
+    job_goodput,
+    job_mtbf_from_interruptions_h,
+    node_mtbf_from_job_h,
+)
+from rules.estimates.reliability.goodput_sim import (
     EXACT_DRAWS_PER_SUM,
     MAX_DRAWS_PER_CHUNK,
     GoodputInputs,
@@ -25,12 +31,6 @@ from rules.estimates.goodput_sim import (
     sample_wall_time_s,
     simulate_goodput,
     window_probability,
-)
-from rules.estimates.reliability import (
-    expected_wall_time_s,
-    job_goodput,
-    job_mtbf_from_interruptions_h,
-    node_mtbf_from_job_h,
 )
 
 DAY = 86_400.0
@@ -135,7 +135,7 @@ def test_the_chunk_size_does_not_change_a_single_bit_of_the_sums(monkeypatch):
     # Chunks hold whole trials, and each trial's lost times are summed from its own draws alone.
     counts = np.random.default_rng(3).poisson(40.0, size=10_000)
     small = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
-    monkeypatch.setattr("rules.estimates.goodput_sim.MAX_DRAWS_PER_CHUNK", 1 << 20)
+    monkeypatch.setattr("rules.estimates.reliability.goodput_sim.MAX_DRAWS_PER_CHUNK", 1 << 20)
     one_chunk = _sum_truncated_exponentials(np.random.default_rng(9), counts, 140_625.0, 1_805.0)
     assert counts.sum() > 10 * MAX_DRAWS_PER_CHUNK
     assert np.array_equal(small, one_chunk)

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.gpu_context: the CUDA context per GPU, by hand from its published parts."""
+"""Tests for rules.estimates.memory.gpu_context: the CUDA context per GPU, by hand from its published parts."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates.gpu_context import GpuContextSpec, cuda_context, local_memory_bytes
+from rules.estimates.memory.gpu_context import GpuContextSpec, cuda_context, local_memory_bytes
 
 GIB, MIB = 2**30, 2**20
 CATALOGUE = json.loads((Path(__file__).resolve().parents[2] / "rules" / "data" / "catalogue.json").read_text())

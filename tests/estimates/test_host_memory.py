@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.host_memory: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.memory.host_memory: each quotes the published figure it reproduces."""
 
 import math
 
@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.checkpoint import checkpoint_size
-from rules.estimates.host_memory import (
+from rules.estimates.memory.host_memory import (
     checkpoint_staging_bytes_per_node,
     dataloader_prefetch_bytes_per_gpu,
     host_memory_per_node,
     host_to_gpu_memory_ratio,
     offload_bytes_per_node,
 )
+from rules.estimates.reliability.checkpoint import checkpoint_size
 
 GIB = 2**30
 
@@ -86,8 +86,8 @@ def test_total_is_finite_and_non_negative(gpus, workers, rss, pinned, os_reserve
 def test_a_dgx_h200_training_node_by_hand() -> None:
     # Given 128 DGX H200 nodes (8 GPUs of 140 GiB, 2 TiB of host RAM), 4 dataloader workers of 2 GiB and
     # 1 GiB of pinned buffers per GPU, a 32 GiB OS reserve and a 1.12e12-byte checkpoint staged in 128 shares,
-    from rules.estimates.host_memory import Dataloader, training_node_host_ram
-    from rules.estimates.layout import training_layout
+    from rules.estimates.memory.host_memory import Dataloader, training_node_host_ram
+    from rules.estimates.model.layout import training_layout
 
     node = training_node_host_ram(training_layout(None, 8, 128), 2048, 140, Dataloader(4, 2.0, 1.0), 32, 0.0,
                                   1.12e12)

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.inference: replicas, Little's law and the serving plan, quoting their sources."""
+"""Tests for rules.estimates.serving.inference: replicas, Little's law and the serving plan, quoting their sources."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules.estimates.inference import (
+from rules.estimates.serving.inference import (
     BatchPoint,
     Requests,
     Slo,
@@ -20,8 +20,8 @@ from rules.estimates.inference import (
     requests_per_s_per_replica,
     serving_plan,
 )
-from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel, prefill_time_s
-from rules.estimates.inference_memory import (
+from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel, prefill_time_s
+from rules.estimates.serving.inference_memory import (
     WEIGHT_PRECISIONS,
     ServingEngine,
     kv_cache_bytes_per_token,

@@ -1,10 +1,10 @@
-"""Tests for rules.estimates.inference_latency: the roofline of prefill and decode against datasheet figures."""
+"""Tests for rules.estimates.serving.inference_latency: the roofline of prefill and decode against datasheet figures."""
 
 from __future__ import annotations
 
 import pytest
 
-from rules.estimates.inference_latency import (
+from rules.estimates.serving.inference_latency import (
     GpuSpec,
     Roofline,
     ServedModel,

@@ -1,19 +1,20 @@
-"""Tests for rules.estimates.inference_measured: capacity from measured latencies, and measurements against floors."""
+"""Tests for rules.estimates.serving.inference_measured: capacity from measured latencies, and measurements against
+floors."""
 
 from __future__ import annotations
 
 import pytest
 
-from rules.estimates.inference import Requests, Slo, Traffic, requests_per_s_per_replica, serving_plan
-from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel
-from rules.estimates.inference_measured import (
+from rules.estimates.serving.inference import Requests, Slo, Traffic, requests_per_s_per_replica, serving_plan
+from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_measured import (
     MeasuredPoint,
     floor_comparison,
     furthest_below_floor,
     measured_capacity,
     representative_points,
 )
-from rules.estimates.inference_memory import ServingEngine
+from rules.estimates.serving.inference_memory import ServingEngine
 
 GB = 1e9
 # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 3.35 TB/s HBM3, 989 TFLOPS BF16 dense, 80 GB.

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.inference_memory: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.serving.inference_memory: each quotes the published figure it reproduces."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rules.estimates.inference_memory import (
+from rules.estimates.serving.inference_memory import (
     WEIGHT_PRECISIONS,
     AttentionShape,
     Deployment,

@@ -1,8 +1,8 @@
-"""Tests for rules.estimates.interconnect: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.communication.interconnect: each quotes the published figure it reproduces."""
 
 import pytest
 
-from rules.estimates.interconnect import (
+from rules.estimates.communication.interconnect import (
     BusbwFractions,
     ComputeNetwork,
     IntraNodeLink,
@@ -19,7 +19,7 @@ from rules.estimates.interconnect import (
     pcie_x16_gbs,
     reduce_scatter_time_s,
 )
-from rules.estimates.nccl_tests import MeasuredBusbw
+from rules.estimates.communication.nccl_tests import MeasuredBusbw
 
 NOT_MEASURED = MeasuredBusbw(None, None, None, ())
 POLICY_FRACTIONS = BusbwFractions(nvlink=0.8, pcie=0.6, nic=0.92)  # rules/data/policy.default.json

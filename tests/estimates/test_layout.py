@@ -1,8 +1,8 @@
-"""Tests for rules.estimates.layout: the data-parallel size and node counts of Megatron-LM's rank layout."""
+"""Tests for rules.estimates.model.layout: the data-parallel size and node counts of Megatron-LM's rank layout."""
 
 import pytest
 
-from rules.estimates.layout import NotWholeReplicas, hybrid_shard_group, resized, training_layout, with_sharding
+from rules.estimates.model.layout import NotWholeReplicas, hybrid_shard_group, resized, training_layout, with_sharding
 
 
 def test_megatron_layout_128_nodes_tp8_pp4_leaves_32_data_parallel_ranks():

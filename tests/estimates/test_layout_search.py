@@ -7,10 +7,10 @@ from dataclasses import replace
 import pytest
 
 from rules.catalogue import load_catalogue
-from rules.estimates.layout_search import MemoryConvention, SearchSpace, memory_budget_bytes, search_layouts
-from rules.estimates.step_time import StepTimeModel
-from rules.estimates.step_time_figures import efficiencies_from_data, hardware_from_catalogue
-from rules.estimates.transformer_work import ModelShape
+from rules.estimates.search.layout_search import MemoryConvention, SearchSpace, memory_budget_bytes, search_layouts
+from rules.estimates.training_time.step_time import StepTimeModel
+from rules.estimates.training_time.step_time_figures import efficiencies_from_data, hardware_from_catalogue
+from rules.estimates.training_time.transformer_work import ModelShape
 from rules.policy import default_policy
 
 # GPT-3 XL shape (Brown et al. 2020, Table 2.1: 24 layers, d_model 2048, 16 heads), sequence 2048.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.estimates.layout_search import LayoutSearch, search_layouts
+from rules.estimates.search.layout_search import LayoutSearch, search_layouts
 from rules.search import prepare
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"

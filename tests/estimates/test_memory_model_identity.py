@@ -16,11 +16,11 @@ import random
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates import memory as memory_module
-from rules.estimates.activations import ActivationSaving
-from rules.estimates.comm_buffers import CommunicationSettings
-from rules.estimates.layout import Layout, resized, training_layout
-from rules.estimates.memory import (
+from rules.estimates.memory import step_memory as memory_module
+from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.comm_buffers import CommunicationSettings
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.memory.step_memory import (
     MemorySettings,
     StepMemoryModel,
     TrainingBatch,
@@ -30,8 +30,8 @@ from rules.estimates.memory import (
     no_fit_reason,
     training_memory,
 )
-from rules.estimates.model_state import TrainedModel
-from rules.estimates.shapes import ModelShape
+from rules.estimates.model.layout import Layout, resized, training_layout
+from rules.estimates.model.shapes import ModelShape
 
 LLAMA3_8B = ModelShape(32, 4096, 32, kv_heads=8, ffn_hidden=14336, vocab=128256, mlp="swiglu", norm="rmsnorm",
                        dropout=False)

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.model_state: each published number is quoted with its source."""
+"""Tests for rules.estimates.memory.model_state: each published number is quoted with its source."""
 
 import math
 
@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.layout import training_layout
-from rules.estimates.model_state import (
+from rules.estimates.memory.model_state import (
     BYTE_CONVENTIONS,
     DEEPSPEED_STAGE3,
     OPTIMIZERS,
@@ -22,6 +21,7 @@ from rules.estimates.model_state import (
     model_state_on_gpu,
     model_state_per_gpu_bytes,
 )
+from rules.estimates.model.layout import training_layout
 
 GB = 1e9  # the ZeRO paper's GB
 

@@ -1,4 +1,5 @@
-"""rules.estimates.nccl_tests: the busbw a job's gradient collectives reach, read off real nccl-tests runs.
+"""rules.estimates.communication.nccl_tests: the busbw a job's gradient collectives reach, read off real nccl-tests
+runs.
 
 The runs are the published outputs of tests/data/nccl (sources in tests/data/README.md), parsed by
 parsers.nccl_tests; the expected figures are the runs' own cells and the frameworks' documented bucket sizes.
@@ -11,7 +12,7 @@ import pytest
 
 from parsers import nccl_tests as nccl_parser
 from rules.errors import InconsistentInput
-from rules.estimates.nccl_tests import (
+from rules.estimates.communication.nccl_tests import (
     MEGATRON_MIN_BUCKET_PARAMETERS,
     PYTORCH_DDP_BUCKET_BYTES,
     GradientBuckets,
@@ -23,7 +24,7 @@ from rules.estimates.nccl_tests import (
     measured_busbw,
     peak_busbw_gbs,
 )
-from rules.estimates.shapes import ModelShape
+from rules.estimates.model.shapes import ModelShape
 
 DATA = Path(__file__).parents[1] / "data" / "nccl"
 

@@ -1,4 +1,5 @@
-"""Tests for rules.estimates.negative_binomial: table-inverted draws against the exact NegativeBinomial(n, p) pmf.
+"""Tests for rules.estimates.reliability.negative_binomial: table-inverted draws against the exact
+NegativeBinomial(n, p) pmf.
 
 The exact pmf is C(n + k − 1, k)·p^n·(1 − p)^k (Johnson, Kemp & Kotz, Univariate Discrete Distributions,
 §5.1), computed here term by term with math.lgamma, independently of the sampler's recurrence. Samples are
@@ -12,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from rules.estimates.negative_binomial import (
+from rules.estimates.reliability.negative_binomial import (
     MAX_ROWS,
     MAX_TABLE_CELLS,
     _inverse_transform,

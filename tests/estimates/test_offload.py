@@ -1,8 +1,8 @@
-"""Tests for rules.estimates.offload: what leaves the GPU, what ZeRO-3 keeps gathered, what the host holds."""
+"""Tests for rules.estimates.memory.offload: what leaves the GPU, what ZeRO-3 keeps gathered, what the host holds."""
 
 import pytest
 
-from rules.estimates.offload import (
+from rules.estimates.memory.offload import (
     NO_HOST_MODEL_STATE,
     RankState,
     ZeroSettings,
@@ -12,7 +12,7 @@ from rules.estimates.offload import (
     persistent_parameters,
     zero3_working_set_bytes,
 )
-from rules.estimates.shapes import ModelShape
+from rules.estimates.model.shapes import ModelShape
 
 LLAMA2_7B = ModelShape(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000, mlp="swiglu",
                        norm="rmsnorm", dropout=False)

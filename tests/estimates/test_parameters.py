@@ -1,11 +1,11 @@
-"""Tests for rules.estimates.parameters: each published parameter count is quoted with its source."""
+"""Tests for rules.estimates.model.parameters: each published parameter count is quoted with its source."""
 
 from dataclasses import replace
 
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates.parameters import (
+from rules.estimates.model.parameters import (
     decoder_layer_parameters,
     first_stage_parameter_factor,
     largest_layer_parameters,
@@ -14,7 +14,7 @@ from rules.estimates.parameters import (
     parameter_mismatch_fraction,
     transformer_parameters,
 )
-from rules.estimates.shapes import ModelShape
+from rules.estimates.model.shapes import ModelShape
 
 # HF meta-llama/Llama-2-7b-hf config.json
 LLAMA2_7B = ModelShape(layers=32, hidden=4096, heads=32, kv_heads=32, ffn_hidden=11008, vocab=32000, mlp="swiglu",

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.power: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.power_cost.power: each quotes the published figure it reproduces."""
 
 import math
 
@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.power import NodePower, PduGroup, pdu_capacity_kw, pdus_required, rack_draw_kw, rack_power
+from rules.estimates.power_cost.power import (
+    NodePower,
+    PduGroup,
+    pdu_capacity_kw,
+    pdus_required,
+    rack_draw_kw,
+    rack_power,
+)
 
 DGX_H100_MAX_W = 10_200.0  # NVIDIA DGX H100 user guide: 10.2 kW maximum input
 DGX_B200_MAX_W = 14_300.0  # NVIDIA DGX B200 user guide: 14.3 kW maximum input
@@ -90,7 +97,7 @@ def test_results_are_finite_and_non_negative(count, watts, pdus, rating, mode):
 
 def test_pdu_capacity_counts_pdus_without_listing_them() -> None:
     # A rack claiming 2^53 PDUs once made the estimator build a list of 2^53 ratings.
-    from rules.estimates.power import PduGroup, pdu_capacity_kw
+    from rules.estimates.power_cost.power import PduGroup, pdu_capacity_kw
 
     huge = 2**53
 

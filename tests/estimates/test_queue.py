@@ -1,10 +1,10 @@
-"""Tests for rules.estimates.queue: the wait in a shared cluster's queue (M/M/1, Kleinrock vol. 1 §3.2)."""
+"""Tests for rules.estimates.reliability.queue: the wait in a shared cluster's queue (M/M/1, Kleinrock vol. 1 §3.2)."""
 
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates.layout import training_layout
-from rules.estimates.queue import (
+from rules.estimates.model.layout import training_layout
+from rules.estimates.reliability.queue import (
     MEASURED,
     MM1,
     NOT_SHARED,
@@ -13,7 +13,7 @@ from rules.estimates.queue import (
     queue_wait_days,
     run_window_days,
 )
-from rules.estimates.schedule import RunRate, run_schedule
+from rules.estimates.training_time.schedule import RunRate, run_schedule
 
 
 def test_mm1_wait_is_rho_over_one_minus_rho_service_times():

@@ -5,7 +5,12 @@ import math
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates import checkpoint, interconnect, model_state, nccl_tests, power, reliability, scaling
+from rules.estimates.communication import interconnect, nccl_tests
+from rules.estimates.memory import model_state
+from rules.estimates.power_cost import power
+from rules.estimates.reliability import checkpoint
+from rules.estimates.reliability import failures as reliability
+from rules.estimates.training_time import scaling
 
 
 @pytest.mark.parametrize(("estimator", "arguments", "words"), [

@@ -1,4 +1,4 @@
-"""Tests for rules.estimates.reliability: each quotes the published figure it reproduces."""
+"""Tests for rules.estimates.reliability.failures: each quotes the published figure it reproduces."""
 
 import math
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rules.estimates.checkpoint import young_daly_interval_s
-from rules.estimates.reliability import (
+from rules.estimates.reliability.checkpoint import young_daly_interval_s
+from rules.estimates.reliability.failures import (
     expected_wall_time_s,
     job_goodput,
     job_mtbf_from_interruptions_h,
@@ -87,7 +87,7 @@ def test_goodput_is_within_0_and_1(interval, save, restart, mtbf):
 
 def test_expected_wall_days_divide_compute_days_by_goodput() -> None:
     # 18.84 failure-free days at 95 % goodput take 19.83 days; a job that never progresses never ends.
-    from rules.estimates.reliability import expected_wall_days
+    from rules.estimates.reliability.failures import expected_wall_days
 
     assert expected_wall_days(18.84, 0.95) == pytest.approx(19.8316, rel=1e-5)
     assert expected_wall_days(18.84, 0.0) == math.inf

@@ -1,10 +1,12 @@
-"""rules.estimates.remedy_sizing: each size, fed back to the estimator it inverts, lands on the limit it aims at."""
+"""rules.estimates.search.remedy_sizing: each size, fed back to the estimator it inverts, lands on the limit it aims
+at."""
 
 import pytest
 
 from rules.errors import InconsistentInput
-from rules.estimates import checkpoint, power
-from rules.estimates import remedy_sizing as sizing
+from rules.estimates.power_cost import power
+from rules.estimates.reliability import checkpoint
+from rules.estimates.search import remedy_sizing as sizing
 
 DGX_H100_KW = 10.2  # NVIDIA DGX H100 user guide: 10.2 kW maximum input
 

@@ -1,13 +1,13 @@
-"""Tests for rules.estimates.rental: the run on rented GPUs, spot preemptions and the break-even utilisation."""
+"""Tests for rules.estimates.power_cost.rental: the run on rented GPUs, spot preemptions and the break-even
+utilisation."""
 
 import math
 
 import pytest
 
-from rules.estimates.cost import OwnedHardware, OwnershipRates, owned_cost, owned_cost_per_gpu_hour
-from rules.estimates.goodput_sim import GoodputInputs
-from rules.estimates.power import NodePower
-from rules.estimates.rental import (
+from rules.estimates.power_cost.cost import OwnedHardware, OwnershipRates, owned_cost, owned_cost_per_gpu_hour
+from rules.estimates.power_cost.power import NodePower
+from rules.estimates.power_cost.rental import (
     RentalRates,
     break_even_utilisation,
     rented_cost,
@@ -15,6 +15,7 @@ from rules.estimates.rental import (
     spot_overhead,
     with_preemptions,
 )
+from rules.estimates.reliability.goodput_sim import GoodputInputs
 
 # Ten hours of compute on one node, hourly checkpoints that cost nothing, instant restarts, node MTBF 730 h.
 JOB = GoodputInputs(compute_s=36_000.0, nodes=1, node_mtbf_h=730.0, interval_s=3_600.0, save_s=0.0, restart_s=0.0)

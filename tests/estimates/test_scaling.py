@@ -1,10 +1,10 @@
-"""Tests for rules.estimates.scaling: modelled and measured scaling efficiency."""
+"""Tests for rules.estimates.training_time.scaling: modelled and measured scaling efficiency."""
 
 import pytest
 
-from rules.estimates.communication import communication_bytes_per_step
-from rules.estimates.interconnect import Bandwidth
-from rules.estimates.scaling import (
+from rules.estimates.communication.collectives import communication_bytes_per_step
+from rules.estimates.communication.interconnect import Bandwidth
+from rules.estimates.training_time.scaling import (
     extrapolated_efficiency,
     measured_scaling,
     measured_scaling_efficiency,

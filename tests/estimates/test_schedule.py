@@ -1,11 +1,11 @@
-"""Tests for rules.estimates.schedule: time to result and the GPUs a window needs, by hand."""
+"""Tests for rules.estimates.training_time.schedule: time to result and the GPUs a window needs, by hand."""
 
 import math
 
 import pytest
 
-from rules.estimates.layout import training_layout
-from rules.estimates.schedule import NEVER_DAYS, RunRate, run_schedule, run_tokens
+from rules.estimates.model.layout import training_layout
+from rules.estimates.training_time.schedule import NEVER_DAYS, RunRate, run_schedule, run_tokens
 
 # 128 nodes × 8 GPUs at TP 8 × PP 4: the job grows in steps of lcm(8, 32) = 32 GPUs.
 LAYOUT = training_layout(None, 8, 128, tensor=8, pipeline=4, sharding="zero1")

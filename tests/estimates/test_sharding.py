@@ -1,18 +1,18 @@
-"""Tests for rules.estimates.sharding: one row per strategy and the one that communicates least."""
+"""Tests for rules.estimates.memory.sharding: one row per strategy and the one that communicates least."""
 
 import pytest
 
-from rules.estimates.communication import communication_bytes_per_step
-from rules.estimates.interconnect import Bandwidth
-from rules.estimates.memory import TrainingMemory
-from rules.estimates.model_state import model_state_bytes_per_param
-from rules.estimates.sharding import (
+from rules.estimates.communication.collectives import communication_bytes_per_step
+from rules.estimates.communication.interconnect import Bandwidth
+from rules.estimates.memory.model_state import model_state_bytes_per_param
+from rules.estimates.memory.sharding import (
     compare_strategies,
     least_communication,
     refused_option,
     sized_option,
     with_common_usable,
 )
+from rules.estimates.memory.step_memory import TrainingMemory
 
 GIB = 2**30
 ONE_DGX_H100 = Bandwidth(360.0, 360.0, None, "node", "NVLink 900 GB/s", "", 1)

@@ -1,9 +1,10 @@
-"""Tests for rules.estimates.site_power: the quote's racks placed, sized under their redundancy and summed."""
+"""Tests for rules.estimates.power_cost.site_power: the quote's racks placed, sized under their redundancy and
+summed."""
 
 import pytest
 
-from rules.estimates.power import NodePower, PduGroup
-from rules.estimates.site_power import RackKind, Site, site_power, size_rack
+from rules.estimates.power_cost.power import NodePower, PduGroup
+from rules.estimates.power_cost.site_power import RackKind, Site, site_power, size_rack
 
 DGX_H100_MAX_W = 10_200.0  # NVIDIA DGX H100 user guide: 10.2 kW maximum input
 STORAGE_MAX_W = 1_200.0  # a storage server's nameplate maximum, as quoted

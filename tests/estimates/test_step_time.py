@@ -17,9 +17,14 @@ from dataclasses import dataclass, replace
 import pytest
 
 from rules.catalogue import load_catalogue
-from rules.estimates.step_time import Layout, step_time
-from rules.estimates.step_time_figures import Hardware, Measured, efficiencies_from_data, hardware_from_catalogue
-from rules.estimates.transformer_work import LayerSlice, ModelShape, layer_work
+from rules.estimates.training_time.step_time import Layout, step_time
+from rules.estimates.training_time.step_time_figures import (
+    Hardware,
+    Measured,
+    efficiencies_from_data,
+    hardware_from_catalogue,
+)
+from rules.estimates.training_time.transformer_work import LayerSlice, ModelShape, layer_work
 from rules.policy import default_policy
 
 

@@ -1,10 +1,10 @@
-"""rules.estimates.power.sustained_draw: the sustained draw per node a run of power readings gives."""
+"""rules.estimates.power_cost.power.sustained_draw: the sustained draw per node a run of power readings gives."""
 
 import pytest
 
 from parsers import csv_series
 from rules.errors import InconsistentInput
-from rules.estimates.power import NodeReadings, sustained_draw
+from rules.estimates.power_cost.power import NodeReadings, sustained_draw
 
 # Two nodes read once a minute for 20 minutes; dgx-01 has one 9.8 kW spike (a checkpoint write, say).
 DGX_01 = [7310, 7420, 7480, 7390, 7510, 7550, 7440, 7600, 7380, 7460, 7530, 7490, 7570, 7410, 9800, 7500, 7450,

@@ -1,8 +1,8 @@
-"""Tests for rules.estimates.topology: NIC bandwidth per GPU and nvidia-smi topo -m path types."""
+"""Tests for rules.estimates.communication.topology: NIC bandwidth per GPU and nvidia-smi topo -m path types."""
 
 import pytest
 
-from rules.estimates.topology import crosses_cpu, nic_bandwidth, pcie_path
+from rules.estimates.communication.topology import crosses_cpu, nic_bandwidth, pcie_path
 
 
 def test_dgx_h100_has_one_400g_compute_nic_per_gpu():
@@ -44,7 +44,7 @@ def test_only_paths_farther_than_pxb_lose_gpudirect_rdma_under_nccl_defaults():
 
 def test_cpu_cores_of_a_dgx_h100() -> None:
     # DGX H100 user guide: two Intel Xeon Platinum 8480C of 56 cores each = 112 cores.
-    from rules.estimates.topology import cpu_cores
+    from rules.estimates.communication.topology import cpu_cores
 
     assert cpu_cores(2, 56) == 112
     with pytest.raises(ValueError, match="sockets"):
@@ -54,7 +54,7 @@ def test_cpu_cores_of_a_dgx_h100() -> None:
 def test_nic_placement_flags_the_gpu_whose_nic_sits_across_the_cpu() -> None:
     # Given GPU0 and its NIC under one PCIe switch (PIX), GPU1's NIC on the other socket (SYS: NCCL then
     # disables GPUDirect RDMA beyond PXB) and GPU2 without a stated NIC, on an 8-GPU node,
-    from rules.estimates.topology import GpuNicEntry, nic_placement
+    from rules.estimates.communication.topology import GpuNicEntry, nic_placement
 
     entries = [GpuNicEntry(0, "mlx5_0", 0, numa_node=0, pcie_switch="sw0/a", nic_pcie_switch="sw0/a"),
                GpuNicEntry(1, "mlx5_1", 1, numa_node=0, pcie_switch="sw0/b", nic_pcie_switch="sw1/a"),

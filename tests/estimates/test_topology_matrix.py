@@ -1,4 +1,5 @@
-"""rules.estimates.topology_matrix on real nvidia-smi topo -m matrices (tests/data/README.md names each source).
+"""rules.estimates.communication.topology_matrix on real nvidia-smi topo -m matrices (tests/data/README.md names each
+source).
 
 The expected figures are read off each sample's own cells: the GPU row under the NIC columns, the GPU–GPU
 cells (NV# or a PCIe path) and the NIC Legend.
@@ -12,7 +13,13 @@ import pytest
 
 from parsers import topology
 from rules.errors import InconsistentInput
-from rules.estimates.topology_matrix import MatrixNic, TopologyMatrix, matrix_placement, nvlinks, path_name
+from rules.estimates.communication.topology_matrix import (
+    MatrixNic,
+    TopologyMatrix,
+    matrix_placement,
+    nvlinks,
+    path_name,
+)
 
 DATA = Path(__file__).parents[1] / "data" / "topology"
 

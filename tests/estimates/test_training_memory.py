@@ -1,12 +1,12 @@
-"""Tests for rules.estimates.memory: one step's memory on the most loaded GPU, by hand from its terms."""
+"""Tests for rules.estimates.memory.step_memory: one step's memory on the most loaded GPU, by hand from its terms."""
 
 from dataclasses import replace
 
 import pytest
 
-from rules.estimates.activations import ActivationSaving
-from rules.estimates.layout import training_layout
-from rules.estimates.memory import (
+from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.memory.step_memory import (
     FittingMicroBatch,
     MeasuredPeak,
     MemorySettings,
@@ -18,8 +18,8 @@ from rules.estimates.memory import (
     no_fit_reason,
     training_memory,
 )
-from rules.estimates.model_state import TrainedModel
-from rules.estimates.shapes import ModelShape
+from rules.estimates.model.layout import training_layout
+from rules.estimates.model.shapes import ModelShape
 
 GIB = 2**30
 # Two layers of h = 1024, 16 heads, GPT-style (gelu, dropout), s = 1024, full recompute. Korthikanti

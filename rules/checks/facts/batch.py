@@ -5,9 +5,9 @@ from __future__ import annotations
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.pointers import TRAINING
-from rules.estimates import batch
-from rules.estimates.batch import Accumulation
-from rules.estimates.layout import Layout
+from rules.estimates.model import batch
+from rules.estimates.model.batch import Accumulation
+from rules.estimates.model.layout import Layout
 
 
 def accumulation(ctx: Context, micro_batch: int | None = None, plan: Layout | None = None,

@@ -15,16 +15,16 @@ from rules.checks.facts.nccl_runs import measured_bandwidth_evidence, measured_r
 from rules.checks.facts.pointers import FABRIC, SCALING_RUNS, THROUGHPUT, TRAINING
 from rules.checks.facts.throughput import throughput_facts
 from rules.errors import InconsistentInput
-from rules.estimates import batch, interconnect
-from rules.estimates import communication as collectives
-from rules.estimates import scaling as scaling_estimates
-from rules.estimates.batch import Accumulation
-from rules.estimates.communication import StepCommunication
-from rules.estimates.interconnect import Bandwidth, BusbwFractions, ComputeNetwork, IntraNodeLink
-from rules.estimates.layout import NotWholeReplicas, require_whole_replicas, resized
-from rules.estimates.model_state import TrainedModel
-from rules.estimates.nccl_tests import NOT_MEASURED
-from rules.estimates.scaling import ModelledStep, ScalingPoint
+from rules.estimates.communication import collectives, interconnect
+from rules.estimates.communication.collectives import StepCommunication
+from rules.estimates.communication.interconnect import Bandwidth, BusbwFractions, ComputeNetwork, IntraNodeLink
+from rules.estimates.communication.nccl_tests import NOT_MEASURED
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.model import batch
+from rules.estimates.model.batch import Accumulation
+from rules.estimates.model.layout import NotWholeReplicas, require_whole_replicas, resized
+from rules.estimates.training_time import scaling as scaling_estimates
+from rules.estimates.training_time.scaling import ModelledStep, ScalingPoint
 from rules.status import Basis
 from rules.units import bytes_to_gb
 
@@ -178,9 +178,10 @@ def applied_scaling(ctx: Context) -> Scaling | None:
     1. A stated rate measured at the quoted GPU count (``throughput.measured_at_gpus``) already includes that
        scale's data-parallel communication, so it is not reduced again: efficiency 1, basis measured.
     2. A stated rate measured at another count m is carried to the quoted count n by E(n) / E(m)
-       (:func:`rules.estimates.scaling.extrapolated_efficiency`), so that the communication of the measured
+       (:func:`rules.estimates.training_time.scaling.extrapolated_efficiency`), so that the communication of the
+       measured
        scale is replaced, not counted twice: from ``measurements.scaling`` when it has a point at both counts
-       (basis measured), else from the modelled step (``rules.estimates.scaling.modelled_step``) of the
+       (basis measured), else from the modelled step (``rules.estimates.training_time.scaling.modelled_step``) of the
        submitted layout at both scales, each rank keeping its batch (basis estimated). The ratio exceeds 1
        when the rate was measured on more GPUs than quoted.
     3. Any other rate (no ``measured_at_gpus``, or the modelled one) is scaled by the job's scaling efficiency

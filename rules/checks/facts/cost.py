@@ -3,7 +3,7 @@
 The rates are the policy's ``cost`` section, in its currency; the quote's prices are compared with them only
 when the quote is priced in that currency (no conversion). The power the hardware draws is what rack-power
 counts (rules/checks/facts/racks.py): the measured sustained watts of a GPU node where measurements.power
-gives them, else each node's nameplate maximum. Arithmetic: rules/estimates/cost.py and rental.py.
+gives them, else each node's nameplate maximum. Arithmetic: rules/estimates/power_cost/cost.py and rental.py.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from rules.checks.facts.layout import layout
 from rules.checks.facts.pointers import CURRENCY, INFERENCE, NODE_GROUPS, RACKS, TRAINING
 from rules.checks.facts.racks import sustained_w_per_node
 from rules.checks.facts.schedule import RunPlan, quote_cost
-from rules.estimates import cost, rental
-from rules.estimates.cost import OwnedCost, OwnedHardware, OwnershipRates
-from rules.estimates.goodput_sim import GoodputInputs
-from rules.estimates.power import NodePower
-from rules.estimates.rental import RATE_KINDS, RentalRates
-from rules.estimates.schedule import NEVER_DAYS
+from rules.estimates.power_cost import cost, rental
+from rules.estimates.power_cost.cost import OwnedCost, OwnedHardware, OwnershipRates
+from rules.estimates.power_cost.power import NodePower
+from rules.estimates.power_cost.rental import RATE_KINDS, RentalRates
+from rules.estimates.reliability.goodput_sim import GoodputInputs
+from rules.estimates.training_time.schedule import NEVER_DAYS
 
 _KIND_NAMES = {"on_demand": "on-demand", "reserved": "reserved", "spot": "spot"}
 
@@ -103,7 +103,8 @@ def training_cost(ctx: Context, run: RunPlan, job: GoodputInputs | None) -> dict
 
     Owned: the whole quote (its total, every node group's power, its racks) for the run's expected days
     (the queue wait excluded: the run holds no hardware while it waits). Rented: the job's GPUs of the
-    training group's model at the policy's rates; spot stretched by the preemptions (rules/estimates/rental.py).
+    training group's model at the policy's rates; spot stretched by the preemptions
+    (rules/estimates/power_cost/rental.py).
     """
     plan, schedule = layout(ctx), run.schedule
     price = quote_cost(ctx)

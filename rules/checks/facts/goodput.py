@@ -4,7 +4,8 @@ The simulated job is the time-to-result schedule's failure-free compute (tokens 
 scaling efficiency), no goodput: the simulation adds the saves, the lost work and the restarts itself) on
 the layout's nodes, with the node MTBF, checkpoint interval, save time and restart time of the first-order
 goodput (rules/checks/facts/reliability.py), so that both estimates describe one job. On a shared cluster a run
-is inside the window when it fits what the queue wait leaves of it (rules/estimates/queue.py). Trials and seed come
+is inside the window when it fits what the queue wait leaves of it (rules/estimates/reliability/queue.py). Trials and
+seed come
 from the policy (``goodput.trials``, ``goodput.seed``): the same submission under the same policy gives the
 same figures. Memoised per evaluation, so that both checks show one distribution.
 """
@@ -19,7 +20,7 @@ from rules.checks.facts.layout import layout
 from rules.checks.facts.pointers import RELIABILITY
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quoted_run_plan
-from rules.estimates.goodput_sim import (
+from rules.estimates.reliability.goodput_sim import (
     MAX_EXPECTED_FAILURES,
     GoodputDistribution,
     GoodputInputs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rules.checks.base import Context
-from rules.estimates.gpu_context import GpuContextSpec, cuda_context
+from rules.estimates.memory.gpu_context import GpuContextSpec, cuda_context
 
 # The catalogue fields that size the GPU-dependent part of the context (schemas/catalogue.schema.json, 13).
 CONTEXT_FIELDS = ("sm_count", "max_threads_per_sm", "blas_workspace_mib")
@@ -23,7 +23,7 @@ def training_cuda_context(ctx: Context, group: str | None) -> ContextFigure:
     """Returns the CUDA context per GPU of the node group at JSON Pointer ``group`` (None when not known).
 
     For a catalogued GPU with the fields of convention 13, the policy's driver share (memory.cuda_driver_gib)
-    plus its local memory and cuBLAS workspace (rules/estimates/gpu_context.py); otherwise the policy's
+    plus its local memory and cuBLAS workspace (rules/estimates/memory/gpu_context.py); otherwise the policy's
     whole-context figure memory.cuda_context_gib.
     """
     model = ctx.get(f"{group}/gpu/model") if group else None

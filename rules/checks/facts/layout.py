@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from rules.checks.base import Context
 from rules.checks.facts.pointers import NODE_GROUPS, PARALLELISM, TRAINING
 from rules.errors import InconsistentInput
-from rules.estimates import topology
-from rules.estimates.layout import Layout, NotWholeReplicas, training_layout
+from rules.estimates.communication import topology
+from rules.estimates.model.layout import Layout, NotWholeReplicas, training_layout
 
 
 def group_pointer(ctx: Context, workload: str) -> str | None:

@@ -18,13 +18,19 @@ from rules.checks.facts.model import (
     note_missing_formats,
 )
 from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
-from rules.estimates.activations import ActivationSaving
-from rules.estimates.comm_buffers import CommunicationSettings
-from rules.estimates.layout import Layout, resized
-from rules.estimates.memory import MemorySettings, StepMemoryModel, TrainingBatch, TrainingJob, TrainingMemory
-from rules.estimates.model_state import TrainedModel
-from rules.estimates.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
-from rules.estimates.training_state import TrainingModelState, host_holds_model_state, training_model_state
+from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.comm_buffers import CommunicationSettings
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.memory.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.memory.step_memory import (
+    MemorySettings,
+    StepMemoryModel,
+    TrainingBatch,
+    TrainingJob,
+    TrainingMemory,
+)
+from rules.estimates.memory.training_state import TrainingModelState, host_holds_model_state, training_model_state
+from rules.estimates.model.layout import Layout, resized
 from rules.units import bytes_to_gb, bytes_to_gib
 
 # The DeepSpeed ZeRO values of the policy (memory.deepspeed), named as DeepSpeed names them.
@@ -135,7 +141,7 @@ def _memory_estimate(ctx: Context, sharding: str | None, micro_batch: int | None
 
 def step_memory_model(ctx: Context) -> StepMemoryModel:
     """Returns the job's training memory on the training GPU, one model per evaluation, so that every estimate and
-    search of the evaluation shares the terms that repeat (rules.estimates.memory.StepMemoryModel).
+    search of the evaluation shares the terms that repeat (rules.estimates.memory.step_memory.StepMemoryModel).
 
     For callers that have the memory inputs (:func:`memory_inputs` is not None).
     """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Context
 from rules.checks.facts.pointers import ARCHITECTURE, TRAINING, TRAINING_MODEL
-from rules.estimates.shapes import ModelShape
+from rules.estimates.model.shapes import ModelShape
 
 PARAMETERS = f"{TRAINING_MODEL}/parameters"
 # The dimensions that size a parameter count and have no default that fits every model family (a 4 × hidden

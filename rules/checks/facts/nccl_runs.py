@@ -10,11 +10,9 @@ from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import Placement
 from rules.checks.facts.model import OPTIMIZER, PARAMETERS, PRECISION, TRAINABLE_PARAMETERS, architecture
 from rules.checks.facts.pointers import ARCHITECTURE, NCCL_TESTS_RUNS
-from rules.estimates import communication as collectives
-from rules.estimates.comm_buffers import framework_of
-from rules.estimates.interconnect import Bandwidth
-from rules.estimates.model_state import TrainedModel, model_state_bytes_per_param
-from rules.estimates.nccl_tests import (
+from rules.estimates.communication import collectives
+from rules.estimates.communication.interconnect import Bandwidth
+from rules.estimates.communication.nccl_tests import (
     NOT_MEASURED,
     GradientBuckets,
     GradientMessage,
@@ -24,6 +22,8 @@ from rules.estimates.nccl_tests import (
     gradient_message,
     measured_busbw,
 )
+from rules.estimates.memory.comm_buffers import framework_of
+from rules.estimates.memory.model_state import TrainedModel, model_state_bytes_per_param
 
 
 def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:

@@ -1,4 +1,5 @@
-"""A quoted node's measured topology: its ``nvidia-smi topo -m`` matrix, placed by rules.estimates.topology_matrix."""
+"""A quoted node's measured topology: its ``nvidia-smi topo -m`` matrix, placed by
+rules.estimates.communication.topology_matrix."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from rules.artifacts import TOPOLOGY
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
-from rules.estimates.topology_matrix import MatrixNic, MatrixPlacement, TopologyMatrix, matrix_placement
+from rules.estimates.communication.topology_matrix import MatrixNic, MatrixPlacement, TopologyMatrix, matrix_placement
 
 COMPUTE_NICS = "/measurements/topology/compute_nics"
 

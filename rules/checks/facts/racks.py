@@ -9,8 +9,8 @@ from rules.artifacts import POWER_CSV
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.pointers import MEASURED_POWER, NODE_GROUPS, RACKS
-from rules.estimates.power import NodePower, NodeReadings, PduGroup, sustained_draw
-from rules.estimates.site_power import RackKind, Site
+from rules.estimates.power_cost.power import NodePower, NodeReadings, PduGroup, sustained_draw
+from rules.estimates.power_cost.site_power import RackKind, Site
 from rules.inputs import escape
 
 
@@ -33,7 +33,7 @@ def measured_draw(ctx: Context) -> MeasuredDraw:
     """Returns the measured sustained draw per node: from measurements.power_csv, else power.sustained_w_per_node.
 
     The CSV's node readings give the highest node's policy statistic (power.sustained_statistic, p95 or mean:
-    rules.estimates.power.sustained_draw); GPU readings alone do not give a node's draw and are not used.
+    rules.estimates.power_cost.power.sustained_draw); GPU readings alone do not give a node's draw and are not used.
     """
     return ctx.memo("racks.measured_draw", _measured_draw)
 

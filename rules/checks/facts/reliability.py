@@ -15,7 +15,8 @@ from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import layout, nics
 from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
 from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
-from rules.estimates import checkpoint, reliability
+from rules.estimates.reliability import checkpoint
+from rules.estimates.reliability import failures as reliability
 from rules.status import Basis
 from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 

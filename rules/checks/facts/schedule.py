@@ -19,10 +19,11 @@ from rules.checks.facts.pointers import (
 )
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
-from rules.estimates import compute, cost
-from rules.estimates import schedule as schedules
-from rules.estimates.queue import SharedCluster
-from rules.estimates.schedule import RunRate, Schedule
+from rules.estimates.power_cost import cost
+from rules.estimates.reliability.queue import SharedCluster
+from rules.estimates.training_time import compute
+from rules.estimates.training_time import schedule as schedules
+from rules.estimates.training_time.schedule import RunRate, Schedule
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
 
     ``gpus_needed`` = max(memory need, throughput need) in whole nodes; the throughput need keeps the
     per-GPU rate, scaling efficiency and goodput of the quoted size. When no GPU count fits one step in
-    memory, ``gpus_needed`` is None and ``gpus_needed_reason`` says why (rules/estimates/schedule.py).
+    memory, ``gpus_needed`` is None and ``gpus_needed_reason`` says why (rules/estimates/training_time/schedule.py).
     """
     plan = layout(ctx)
     dataset_tokens = ctx.need(f"{TRAINING}/dataset_tokens")

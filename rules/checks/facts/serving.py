@@ -1,7 +1,7 @@
 """Facts about the serving workload that the inference checks share: where it runs and what one GPU holds.
 
 Reads the inference workload, applies the documented defaults, and calls the estimators in
-rules/estimates/inference_memory.py; the replica's memory plan is memoised per evaluation.
+rules/estimates/serving/inference_memory.py; the replica's memory plan is memoised per evaluation.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rules.checks.base import Context
 from rules.checks.facts.layout import group_pointer
 from rules.checks.facts.pointers import INFERENCE, INFERENCE_ARCHITECTURE, INFERENCE_MODEL
 from rules.errors import InconsistentInput
-from rules.estimates import inference_memory
-from rules.estimates.inference_memory import AttentionShape, Deployment, NodeGroup, ReplicaMemory, ServingEngine
+from rules.estimates.serving import inference_memory
+from rules.estimates.serving.inference_memory import AttentionShape, Deployment, NodeGroup, ReplicaMemory, ServingEngine
 from rules.units import bytes_to_gib, gib_to_bytes
 
 SIXTEEN_BIT = ("bf16", "fp16")

@@ -3,7 +3,7 @@
 Reads the measured points (p95 TTFT and TPOT of the served model on the quoted GPUs at a concurrency, as
 ``vllm bench serve`` or TensorRT-LLM's benchmarks report them), applies their documented defaults (the
 workload's prompt length and tensor parallelism; the prompt as the context each sequence holds while it
-decodes), and calls rules/estimates/inference_measured.py for the floors and the capacity they give. Nothing
+decodes), and calls rules/estimates/serving/inference_measured.py for the floors and the capacity they give. Nothing
 is computed or decided here.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 from rules.checks.base import Context
 from rules.checks.facts.pointers import SERVING_LATENCY_RUNS
 from rules.checks.facts.serving import ServingMemory
-from rules.estimates import inference, inference_latency, inference_measured, inference_memory
-from rules.estimates.inference import ModelledLatency, Requests, Slo, Traffic
-from rules.estimates.inference_latency import GpuSpec, Roofline, ServedModel
-from rules.estimates.inference_measured import FloorComparison, MeasuredCapacity, MeasuredPoint
+from rules.estimates.serving import inference, inference_latency, inference_measured, inference_memory
+from rules.estimates.serving.inference import ModelledLatency, Requests, Slo, Traffic
+from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_measured import FloorComparison, MeasuredCapacity, MeasuredPoint
 from rules.units import bytes_to_gb, s_to_ms
 
 # Where the plan's latencies came from (evidence ``latency_from``).

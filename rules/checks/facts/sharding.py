@@ -7,8 +7,8 @@ from rules.checks.facts.communication import bandwidth, communication
 from rules.checks.facts.memory import memory_estimate
 from rules.checks.facts.pointers import TRAINING
 from rules.errors import InconsistentInput
-from rules.estimates import sharding
-from rules.estimates.sharding import SHARDING_ORDER, ShardingOption
+from rules.estimates.memory import sharding
+from rules.estimates.memory.sharding import SHARDING_ORDER, ShardingOption
 
 
 def sharding_options(ctx: Context) -> list[ShardingOption] | None:

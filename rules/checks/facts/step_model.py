@@ -1,4 +1,4 @@
-"""The modelled training step of the submitted layout on the quoted GPUs (rules/estimates/step_time.py).
+"""The modelled training step of the submitted layout on the quoted GPUs (rules/estimates/training_time/step_time.py).
 
 Reads the model's architecture, the layout (tensor, pipeline, virtual stages, context, sequence parallelism,
 activation checkpointing, flash attention, sharding, precision, batch) and the quoted node group's GPU and
@@ -15,10 +15,10 @@ from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import PRECISION, architecture
 from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, TRAINING
 from rules.errors import InconsistentInput
-from rules.estimates.step_time import Layout as StepLayout
-from rules.estimates.step_time import StepTime, StepTimeModel
-from rules.estimates.step_time_figures import Hardware, Measured, efficiencies_from_data
-from rules.estimates.transformer_work import work_shape
+from rules.estimates.training_time.step_time import Layout as StepLayout
+from rules.estimates.training_time.step_time import StepTime, StepTimeModel
+from rules.estimates.training_time.step_time_figures import Hardware, Measured, efficiencies_from_data
+from rules.estimates.training_time.transformer_work import work_shape
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
 MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")

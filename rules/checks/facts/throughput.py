@@ -17,9 +17,10 @@ from rules.checks.facts.layout import layout
 from rules.checks.facts.model import PARAMETERS, PRECISION
 from rules.checks.facts.pointers import ARCHITECTURE, THROUGHPUT, TRAINING
 from rules.checks.facts.step_model import modelled_step
-from rules.estimates import compute, data_feed
+from rules.estimates.communication import data_feed
 from rules.estimates.ratios import fraction_of
-from rules.estimates.step_time import StepTime
+from rules.estimates.training_time import compute
+from rules.estimates.training_time.step_time import StepTime
 
 # Where a rate came from, as time-to-result and data-feed report it in ``throughput_from``.
 MODELLED = "modelled"

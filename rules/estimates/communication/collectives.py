@@ -1,0 +1,165 @@
+"""Communication per optimizer step: the collectives each sharding strategy runs, their bus bytes and time.
+
+Volumes follow ZeRO (Rajbhandari et al. 2020, arXiv 1910.02054, §7.2) and PyTorch FSDP; sizes and bus
+bandwidths are counted as nccl-tests ``doc/PERFORMANCE.md`` counts them (see
+rules/estimates/communication/interconnect.py).
+GB/s means 10⁹ bytes per second throughout (``_gbs``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rules.errors import InconsistentInput
+from rules.estimates._args import require_at_most, require_choice, require_positive, require_positive_int
+from rules.estimates.communication.interconnect import busbw_factor, collective_time_s
+from rules.estimates.memory.model_state import TrainedModel, model_state_bytes_per_param
+from rules.estimates.model.layout import Layout
+
+SHARDING_STRATEGIES: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
+SCOPES: tuple[str, ...] = ("node", "cluster")
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective a GPU takes part in during a step."""
+
+    kind: str  # one of COLLECTIVES
+    purpose: str  # what it moves, e.g. "gradients", "parameters (forward)"
+    size_bytes: float  # S as nccl-tests counts it: the full buffer of one group
+    ranks: int  # ranks in one group
+    scope: str  # "node": inside one node (NVLink); "cluster": crosses nodes
+    parallel_groups: int = 1  # identical groups running side by side and sharing the node's NICs
+    times: int = 1  # how often it runs per optimizer step (once per micro-batch when it cannot be deferred)
+
+    @property
+    def bus_bytes_per_gpu(self) -> float:
+        """Bytes each GPU moves over its bottleneck link per optimizer step: times × busbw factor × S."""
+        return self.times * busbw_factor(self.kind, self.ranks) * self.size_bytes
+
+
+@dataclass(frozen=True)
+class StepCommunication:
+    """The collectives of one optimizer step (every micro-batch of it when there is gradient accumulation)."""
+
+    strategy: str
+    gradient_bytes: float  # trainable Ψ × bytes per element: the size of one full gradient buffer
+    collectives: tuple[Collective, ...]
+    bus_bytes_per_gpu: float  # Σ times × busbw factor × S over the collectives
+    allreduce_equivalents: float  # bus bytes relative to one all-reduce of the gradients on the same ranks
+
+
+def communication_bytes_per_step(
+    strategy: str,
+    parameters: float,
+    data_parallel_ranks: int,
+    ranks_per_node: int,
+    bytes_per_element: float = 2.0,
+    accumulation_steps: int = 1,
+    trainable_parameters: float | None = None,
+) -> StepCommunication:
+    """Return the collectives and bus bytes per GPU of one training step for a sharding strategy.
+
+    Per optimizer step, with Ψ = ``parameters`` and S = Ψ × ``bytes_per_element`` (2 for bf16):
+    * ``ddp``: all-reduce of the gradients, S (2Ψ bytes in bf16): 2(n−1)/n·S per GPU.
+    * ``zero1`` / ``zero2``: reduce-scatter of the gradients + all-gather of the updated parameters,
+      the same volume as one all-reduce (ZeRO, Rajbhandari et al. 2020, arXiv 1910.02054, §7.2.1).
+    * ``zero3`` / ``fsdp-full``: all-gather of the parameters in the forward and again in the backward,
+      plus a reduce-scatter of the gradients: 1.5× the all-reduce volume (ZeRO §7.2.2).
+    * ``fsdp-hybrid`` (PyTorch FSDP ``HYBRID_SHARD``): zero3 among the ranks of a node, then an
+      all-reduce of each gradient shard (S / ranks per node) across nodes; the ranks_per_node shard
+      groups run side by side and share the node's NICs.
+    ``parameters`` is what one data-parallel replica holds: with tensor or pipeline parallelism pass
+    the parameters of one model-parallel shard and the data-parallel group size, and in
+    ``ranks_per_node`` the data-parallel ranks that share a node.
+
+    ``accumulation_steps`` (micro-batches per optimizer step) repeats what cannot wait for the last
+    micro-batch: DDP (``no_sync``) and ZeRO-1 accumulate full local gradients and communicate once per
+    step; ZeRO-2 keeps only its gradient shard, so it reduce-scatters after every micro-batch (DeepSpeed
+    ``stage_1_and_2.py`` reduces in every backward) and all-gathers the updated parameters once; ZeRO-3
+    and FSDP (FULL_SHARD, HYBRID_SHARD without ``no_sync``) gather the parameters for every forward and
+    backward and reduce-scatter every micro-batch (ZeRO §7.2.2; PyTorch FSDP docs on ``no_sync``).
+    ``trainable_parameters`` (default: all) sizes the gradient collectives and the ZeRO-1/2 parameter
+    all-gather (only updated parameters change); frozen parameters are still gathered under ZeRO-3/FSDP.
+    """
+    require_choice("strategy", strategy, SHARDING_STRATEGIES)
+    require_positive("parameters", parameters)
+    require_positive_int("data_parallel_ranks", data_parallel_ranks)
+    require_positive_int("ranks_per_node", ranks_per_node)
+    require_positive("bytes_per_element", bytes_per_element)
+    require_positive_int("accumulation_steps", accumulation_steps)
+    if trainable_parameters is None:
+        trainable_parameters = parameters
+    require_positive("trainable_parameters", trainable_parameters)
+    require_at_most("trainable_parameters", trainable_parameters, "parameters", parameters)
+    s = parameters * bytes_per_element
+    grads = trainable_parameters * bytes_per_element
+    n, k = data_parallel_ranks, accumulation_steps
+    flat_scope = "node" if n <= ranks_per_node else "cluster"
+    if strategy == "ddp":
+        collectives: tuple[Collective, ...] = (Collective("all-reduce", "gradients", grads, n, flat_scope),)
+    elif strategy in ("zero1", "zero2"):
+        collectives = (
+            Collective("reduce-scatter", "gradients", grads, n, flat_scope, times=k if strategy == "zero2" else 1),
+            Collective("all-gather", "updated parameters", grads, n, flat_scope),
+        )
+    elif strategy in ("zero3", "fsdp-full") or n <= ranks_per_node:
+        collectives = (
+            Collective("all-gather", "parameters (forward)", s, n, flat_scope, times=k),
+            Collective("all-gather", "parameters (backward)", s, n, flat_scope, times=k),
+            Collective("reduce-scatter", "gradients", grads, n, flat_scope, times=k),
+        )
+    else:  # fsdp-hybrid across nodes
+        if n % ranks_per_node:
+            raise InconsistentInput(
+                f"fsdp-hybrid needs whole nodes: data_parallel_ranks {n} is not a multiple of "
+                f"ranks_per_node {ranks_per_node}"
+            )
+        g, nodes = ranks_per_node, n // ranks_per_node
+        collectives = (
+            Collective("all-gather", "parameters (forward)", s, g, "node", times=k),
+            Collective("all-gather", "parameters (backward)", s, g, "node", times=k),
+            Collective("reduce-scatter", "gradients", grads, g, "node", times=k),
+            Collective("all-reduce", "gradient shard across nodes", grads / g, nodes, "cluster", g, times=k),
+        )
+    bus_bytes = sum(c.bus_bytes_per_gpu for c in collectives)
+    reference = busbw_factor("all-reduce", n) * grads
+    equivalents = bus_bytes / reference if reference > 0 else 0.0
+    return StepCommunication(strategy, grads, collectives, bus_bytes, equivalents)
+
+
+def communication_time_s(step: StepCommunication, node_busbw_gbs: float, cluster_busbw_gbs: float) -> float:
+    """Return the bandwidth-bound communication time in seconds of one step's collectives.
+
+    ``node_busbw_gbs`` applies to collectives inside a node, ``cluster_busbw_gbs`` (typically
+    :func:`hierarchical_busbw_gbs`) to those that cross nodes. Groups that run side by side across
+    nodes (``parallel_groups``) share the node's cross-node bandwidth, so each gets busbw / groups.
+    Source: nccl-tests ``doc/PERFORMANCE.md`` time formulas, applied per collective and summed
+    (no overlap between collectives).
+    """
+    require_positive("node_busbw_gbs", node_busbw_gbs)
+    require_positive("cluster_busbw_gbs", cluster_busbw_gbs)
+    total = 0.0
+    for c in step.collectives:
+        busbw = node_busbw_gbs if c.scope == "node" else cluster_busbw_gbs / c.parallel_groups
+        total += c.times * collective_time_s(c.kind, c.size_bytes, c.ranks, busbw)
+    return total
+
+
+
+def step_communication(model: TrainedModel, layout: Layout, accumulation_steps: int, convention: str,
+                       sharding: str | None = None) -> StepCommunication:
+    """Returns the collectives of one optimizer step of ``model`` on ``layout`` (or under another sharding).
+
+    :func:`communication_bytes_per_step` in the weights' precision (2 bytes for bf16/fp16 training, as the
+    model-state convention counts them); with tensor or pipeline parallelism each data-parallel group
+    communicates one model-parallel shard, parameters / (t × p), over the data × context ranks that hold it
+    (context-parallel ranks reduce their gradients together, Megatron-LM
+    ``get_data_parallel_group(with_context_parallel=True)``). Tensor-, pipeline- and context-parallel traffic
+    (activations, the K/V ring) is not counted. InconsistentInput for a layout the estimator refuses
+    (fsdp-hybrid over part of a node).
+    """
+    state = model_state_bytes_per_param(model.precision, model.optimizer, convention)
+    return communication_bytes_per_step(
+        sharding or layout.sharding, model.parameters / layout.model_parallel, layout.shard_ranks,
+        layout.dp_ranks_per_node, bytes_per_element=state.weights_bytes_per_param,
+        accumulation_steps=accumulation_steps, trainable_parameters=model.trainable_parameters / layout.model_parallel)

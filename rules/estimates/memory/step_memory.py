@@ -1,0 +1,394 @@
+"""One training step's memory on the most loaded GPU, and the searches built on it.
+
+Sums the model state (rules/estimates/memory/model_state.py), the activations of the first pipeline stage
+(rules/estimates/memory/activations.py, counted under the policy's activation convention:
+rules/estimates/memory/activation_conventions.py), the layers ZeRO-3/FSDP gathers, the communication buffers
+(rules/estimates/memory/comm_buffers.py), the CUDA context and the allocator's fragmentation, and compares them
+with the GPU memory less a headroom. Pure: the policy's parameters come in
+as ``MemorySettings``. Results are bytes; callers convert.
+
+Sources (cited again where used): Rajbhandari et al., ZeRO, SC'20 (arXiv 1910.02054) §5; Korthikanti et
+al. 2022 (arXiv 2205.05198) Table 2 and §4.2.3; DeepSpeed ``deepspeed/runtime/zero/stage3.py``; PyTorch
+CUDA caching allocator notes ("Memory management": reserved exceeds allocated by fragmentation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from rules.errors import InconsistentInput
+from rules.estimates.memory.activation_conventions import (
+    ActivationCounting,
+    activation_element_bytes,
+    counted_activation_bytes,
+)
+from rules.estimates.memory.activations import ActivationSaving, BatchShape, PipelineSchedule
+from rules.estimates.memory.comm_buffers import (
+    BufferInputs,
+    CommunicationBuffers,
+    CommunicationSettings,
+    communication_buffers,
+)
+from rules.estimates.memory.measured_fit import FittingMicroBatch as FittingMicroBatch  # their former home
+from rules.estimates.memory.measured_fit import MeasuredPeak as MeasuredPeak
+from rules.estimates.memory.measured_fit import largest_fitting_given_measurement as largest_fitting_given_measurement
+from rules.estimates.memory.model_state import (
+    ModelStatePerGpu,
+    StateBytesPerParam,
+    TrainedModel,
+    effective_sharding,
+    model_state_bytes_per_param,
+)
+from rules.estimates.memory.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.memory.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
+from rules.estimates.model.layout import Layout, plain_layout, resized, with_sharding
+from rules.estimates.model.parameters import first_stage_parameter_factor, largest_layer_parameters
+from rules.estimates.model.shapes import ModelShape
+from rules.estimates.ratios import spare_fraction
+from rules.estimates.search.bisection import most_fitting
+from rules.estimates.search.fitting_counts import fewest_fitting_gpus
+from rules.units import GIB
+
+Buffers = CommunicationBuffers | None  # None: not counted (MemorySettings.communication)
+# The searches over GPU counts stop here: no fit below this many GPUs means "not by adding GPUs".
+MAX_SEARCH_GPUS = 131_072
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """The policy's memory parameters (rules/data/policy.default.json, memory.* and conventions.*)."""
+
+    convention: str  # bytes per parameter of model state: a key of model_state.BYTE_CONVENTIONS
+    cuda_context_gib: float  # CUDA context per GPU (the catalogue's figure for the GPU, else the policy's)
+    fragmentation_fraction: float  # allocator overhead over the tensors it holds
+    headroom_fraction: float  # share of GPU memory kept free
+    gathered_layers: int  # decoder layers FSDP holds unsharded at once (the current one and those prefetched)
+    activation_convention: str = "physical"  # a key of activation_conventions.ACTIVATION_CONVENTIONS
+    # NCCL and framework buffers (comm_buffers.py); None: not counted, the bare arithmetic of the published tables
+    communication: CommunicationSettings | None = None
+    zero: ZeroSettings = field(default_factory=ZeroSettings)  # DeepSpeed's buffer factor and ZeRO-3 working set
+
+    @property
+    def state_settings(self) -> StateSettings:
+        """Returns the part of the settings that sizes model state (rules/estimates/memory/training_state.py)."""
+        return StateSettings(self.convention, self.gathered_layers, self.zero)
+
+
+@dataclass(frozen=True)
+class TrainingBatch:
+    """The batch of one optimizer step; any of it may be unknown."""
+
+    sequence_length: int | None
+    micro_batch: int | None  # sequences per GPU per forward pass
+    global_batch: int | None  # sequences per optimizer step
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """What a training job trains and how, independent of the hardware it runs on."""
+
+    model: TrainedModel
+    shape: ModelShape | None  # None: the architecture is not known (activations cannot be estimated)
+    batch: TrainingBatch
+    saving: ActivationSaving
+    virtual_stages: int
+    offload: str  # one of model_state.OFFLOADS
+    gradient_as_bucket_view: bool = False  # PyTorch DDP: gradients are views into its all-reduce buckets
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Per-GPU memory of one training step, in bytes, with the convention that sized the model state."""
+
+    sharding: str
+    micro_batch: int | None
+    state: StateBytesPerParam
+    convention: str
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float | None  # None: the architecture or batch shape is not known
+    gathered_bytes: float
+    other_bytes: float
+    host_offload_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+    parameters: float
+    first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
+    context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
+    activation_counting: ActivationCounting = ActivationCounting()  # the convention and width that sized activations
+    communication: CommunicationBuffers | None = None  # None: not counted (MemorySettings.communication)
+    cuda_context_bytes: float = 0.0
+
+    @property
+    def communication_bytes(self) -> float:
+        """Returns the NCCL buffers and framework buckets, which other_bytes includes; 0 when not counted."""
+        return self.communication.total_bytes if self.communication else 0.0
+    host: HostModelState = NO_HOST_MODEL_STATE  # the model state the node's host holds (host-ram's figure)
+
+    @property
+    def model_state_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    @property
+    def overhead_bytes(self) -> float:
+        """Returns what is neither model state nor activations: gathered layers, communication buffers, CUDA
+        context, fragmentation."""
+        return self.gathered_bytes + self.other_bytes
+
+    @property
+    def model_state_total_bytes(self) -> float:
+        """Returns the whole model's state, unsharded: parameters × bytes per parameter (ZeRO §3.1)."""
+        return self.parameters * self.state.total_bytes_per_param
+
+    @property
+    def total_bytes(self) -> float:
+        return step_total_bytes(self.model_state_bytes, self.activations_bytes, self.gathered_bytes, self.other_bytes)
+
+    @property
+    def spare_fraction(self) -> float:
+        return spare_fraction(self.total_bytes, self.usable_bytes)
+
+    @property
+    def within_usable(self) -> bool:
+        """Returns whether what was sized (model state alone when activations are unknown) fits usable memory."""
+        return self.total_bytes <= self.usable_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        """Returns whether one step fits the usable memory; None when the activations cannot be estimated."""
+        if self.activations_bytes is None:
+            return None
+        return self.within_usable
+
+
+def step_total_bytes(model_state_bytes: float, activations_bytes: float | None, gathered_bytes: float,
+                     other_bytes: float) -> float:
+    """Returns one step's bytes on the GPU: model state + activations (0 when unknown) + gathered + other."""
+    return model_state_bytes + (activations_bytes or 0) + gathered_bytes + other_bytes
+
+
+def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings, *,
+                    sharding: str | None = None, micro_batch: int | None = None,
+                    model_state: TrainingModelState | None = None) -> TrainingMemory:
+    """Returns the per-GPU memory of one step of ``job`` on ``layout``, or under another sharding / micro-batch.
+
+    Model state of the most loaded pipeline stage (ZeRO §5 with Megatron's first-stage share, sharded over the
+    data × context ranks) + the first stage's activations (Korthikanti et al. Table 2, §4.2.3; ÷ the
+    context-parallel degree) + under ZeRO-3/FSDP the unsharded layers (DeepSpeed's ZeRO-3 working set, FSDP's
+    ``settings.gathered_layers`` wrapped decoder layers) + the communication buffers (NCCL's and the
+    framework's buckets, :func:`rules.estimates.memory.comm_buffers.communication_buffers`) + the CUDA context + the
+    allocator's fragmentation over all tensors it holds (NCCL's buffers are not its); the model state (and
+    what the host holds of it) is :func:`rules.estimates.memory.training_state.training_model_state`, or
+    ``model_state`` when the caller has it for this layout and sharding. Usable memory is the GPU's less
+    ``settings.headroom_fraction``. One estimate of :class:`StepMemoryModel`.
+    """
+    return StepMemoryModel(job, gpu_memory_gib, settings).estimate(layout, sharding=sharding, micro_batch=micro_batch,
+                                                                   model_state=model_state)
+
+
+class StepMemoryModel:
+    """:func:`training_memory` of one job on one GPU under one policy, with the terms that repeat kept.
+
+    An evaluation sizes the same job many times: under each sharding strategy, on the submitted layout, at
+    each micro-batch and GPU count its searches try. Most terms depend on few of the layout's degrees: the
+    bytes per parameter and the gathered layers on the sharding, the first stage's share on the pipeline
+    degree, the activations on the micro-batch, the tensor, pipeline and context degrees and the micro-batches
+    per step (the only thing they read of the data-parallel degree). Each is kept, under exactly the arguments
+    its estimator reads, the first time an estimate asks for it, in the order :func:`training_memory` asks; a
+    refusal is not kept, so an estimate raises what it raised before. The job, GPU and settings are fixed:
+    build one per evaluation (rules/checks/facts/memory.py) or per search, never across jobs.
+    """
+
+    def __init__(self, job: TrainingJob, gpu_memory_gib: float, settings: MemorySettings) -> None:
+        self.job, self.gpu_memory_gib, self.settings = job, gpu_memory_gib, settings
+        self._state_settings = settings.state_settings
+        self._kept: dict[tuple[object, ...], Any] = {}
+
+    def _keep(self, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
+        kept = self._kept
+        try:
+            if key not in kept:
+                kept[key] = compute()  # a raise keeps nothing
+        except TypeError:  # an unhashable argument (never a valid one): computed, for the estimator to refuse
+            return compute()
+        return kept[key]
+
+    def _sized(self, layout: Layout, sharding: str | None = None) -> tuple[Layout, TrainingModelState]:
+        """Returns ``layout`` under the sharding its model state is sized with, and that state:
+        :func:`rules.estimates.memory.training_state.training_model_state` of the job on ``layout``."""
+        job, settings = self.job, self._state_settings
+        sharding = effective_sharding(sharding or layout.sharding, settings.convention)
+        layout = with_sharding(layout, sharding)
+        model, shape, pipeline = job.model, job.shape, layout.pipeline
+        state = self._keep(("state", sharding), lambda: model_state_bytes_per_param(
+            model.precision, model.optimizer, settings.convention, sharding))
+        stage_factor = self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline))
+        return layout, sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor,
+                                           lambda: self._keep(("gathered", sharding),
+                                                              lambda: gathered_bytes(shape, sharding, state, settings)))
+
+    def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
+                 model_state: TrainingModelState | None = None) -> TrainingMemory:
+        """Returns :func:`training_memory` of the job on ``layout`` (the same arguments, the same result)."""
+        layout = plain_layout(layout)  # resized and re-sharded directly
+        if model_state is None:
+            layout, held = self._sized(layout, sharding)
+        else:
+            layout, held = with_sharding(layout, model_state.sharding), model_state
+        job, settings = self.job, self.settings
+        micro_batch = micro_batch or job.batch.micro_batch
+        activations, buffers, other = self._step(layout, held, micro_batch,
+                                                 lambda: _buffers(job, layout, held.state, held.per_gpu, settings))
+        per_gpu, counting = held.per_gpu, self._counting()
+        capacity = self.gpu_memory_gib * GIB
+        return TrainingMemory(
+            sharding=held.sharding, micro_batch=int(micro_batch) if micro_batch else None, state=held.state,
+            convention=settings.convention, weights_bytes=per_gpu.weights_bytes,
+            gradients_bytes=per_gpu.gradients_bytes, optimizer_bytes=per_gpu.optimizer_bytes,
+            activations_bytes=activations, gathered_bytes=held.gathered_bytes, other_bytes=other,
+            host_offload_bytes=per_gpu.host_offload_bytes, capacity_bytes=capacity,
+            usable_bytes=capacity * (1 - settings.headroom_fraction), parameters=job.model.parameters,
+            first_stage_factor=held.first_stage_factor, context_parallel=layout.context,
+            activation_counting=counting, communication=buffers,
+            cuda_context_bytes=settings.cuda_context_gib * GIB, host=held.host)
+
+    def _counting(self) -> ActivationCounting:
+        settings, precision = self.settings, self.job.model.precision
+        return self._keep(("counting",), lambda: ActivationCounting(settings.activation_convention,
+                                                                    activation_element_bytes(precision)))
+
+    def _step(self, layout: Layout, held: TrainingModelState, micro_batch: int | None,
+              buffers_of: Callable[[], Buffers]) -> tuple[float | None, Buffers, float]:
+        """Returns the activations, the buffers and the other bytes of one step on ``layout`` (already under the
+        state's sharding) at ``micro_batch``, the buffers being ``buffers_of()``, asked after the activations
+        are sized (so that of two refusals the same one comes first)."""
+        settings = self.settings
+        activations = self._activations(layout, int(micro_batch) if micro_batch else None, self._counting())
+        buffers = buffers_of()
+        buckets = buffers.bucket_bytes if buffers else 0.0
+        tensors = held.per_gpu.gpu_total_bytes + (activations or 0) + held.gathered_bytes + buckets
+        context = settings.cuda_context_gib * GIB
+        other = context + settings.fragmentation_fraction * tensors + (buffers.total_bytes if buffers else 0.0)
+        return activations, buffers, other
+
+    def _fits(self, layout: Layout, held: TrainingModelState, micro_batch: int | None,
+              buffers_of: Callable[[], Buffers]) -> bool | None:
+        """Returns :attr:`TrainingMemory.fits` of that step, without building the estimate."""
+        activations, _, other = self._step(layout, held, micro_batch, buffers_of)
+        usable = self.gpu_memory_gib * GIB * (1 - self.settings.headroom_fraction)
+        if activations is None:
+            return None
+        return step_total_bytes(held.per_gpu.gpu_total_bytes, activations, held.gathered_bytes, other) <= usable
+
+    def _activations(self, layout: Layout, micro_batch: int | None, counting: ActivationCounting) -> float | None:
+        """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
+
+        Counted under ``counting`` (:func:`rules.estimates.memory.activation_conventions.counted_activation_bytes`). A
+        context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
+        parallelism; :func:`rules.estimates.memory.activations.activation_bytes_per_gpu`).
+        """
+        job = self.job
+        sequence_length = job.batch.sequence_length
+        if job.shape is None or sequence_length is None or micro_batch is None:
+            return None
+        micro_batches = None
+        if job.batch.global_batch:
+            # Micro-batches per optimizer step on each data-parallel rank (the batch identity of estimates/batch.py).
+            micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
+        tensor, pipeline, context = layout.tensor, layout.pipeline, layout.context
+        return self._keep(("activations", micro_batch, tensor, pipeline, context, micro_batches),
+                          lambda: counted_activation_bytes(
+                              counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
+                              PipelineSchedule(pipeline, job.virtual_stages, micro_batches),
+                              context_parallel=context))
+
+    def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
+        """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""
+        sized, held = self._sized(layout)
+        job, settings = self.job, self.settings
+        # The buffers do not depend on the micro-batch: sized at the first one asked (a raise is not kept).
+        buffers_of = cache(lambda: _buffers(job, sized, held.state, held.per_gpu, settings))
+        return most_fitting(lambda micro_batch: self._fits(sized, held, micro_batch, buffers_of), limit)
+
+    def memory_min_gpus(self, layout: Layout) -> int | None:
+        """Returns :func:`memory_min_gpus` of the job from ``layout``."""
+        plain, job, settings = plain_layout(layout), self.job, self.settings  # the plain one is resized directly
+
+        def fits_on(gpus: int) -> bool:
+            try:
+                sized, held = self._sized(resized(plain, gpus))
+                return bool(self._fits(sized, held, job.batch.micro_batch,
+                                       lambda: _buffers(job, sized, held.state, held.per_gpu, settings)))
+            except InconsistentInput:  # the estimators refuse the layout on this many GPUs
+                return False
+
+        sharding = effective_sharding(plain.sharding, settings.convention)  # what each count is sized under
+        return self._keep(("fewest", plain), lambda: fewest_fitting_gpus(plain, sharding, fits_on, MAX_SEARCH_GPUS))
+
+    def no_fit_reason(self, layout: Layout) -> str | None:
+        """Returns :func:`no_fit_reason` of the job from ``layout``."""
+        if self.memory_min_gpus(layout) is not None:
+            return None
+        gpus = max(1, MAX_SEARCH_GPUS // (unit := layout.whole_unit_gpus)) * unit  # the largest count searched
+        try:
+            estimate = self.estimate(resized(layout, gpus))
+        except InconsistentInput as error:
+            return f"no GPU count fits this layout: {error}"
+        if estimate.fits is None or estimate.fits:  # unknown (on every count), or found by memory_min_gpus
+            return None
+        return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
+                f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
+                f"{estimate.usable_bytes / GIB:,.1f} GiB usable")
+
+
+def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gpu: ModelStatePerGpu,
+             settings: MemorySettings) -> CommunicationBuffers | None:
+    """Returns the rank's communication buffers, None when the settings do not count them.
+
+    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
+    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
+    """
+    if settings.communication is None:
+        return None
+    unit = None
+    if job.shape is not None and job.shape.vocab is not None:
+        unit = largest_layer_parameters(job.shape, "block") / layout.tensor
+    inputs = BufferInputs(layout=layout, convention=settings.convention, gradients_on_gpu_bytes=per_gpu.gradients_bytes,
+                          working_bytes_per_param=state.weights_bytes_per_param, largest_unit_parameters=unit,
+                          gradient_as_bucket_view=job.gradient_as_bucket_view)
+    return communication_buffers(inputs, settings.communication)
+
+
+def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,
+                                limit: int) -> int | None:
+    """Returns the largest micro-batch ≤ ``limit`` whose step fits usable memory: 0 if none, None if unknown.
+
+    Bisection over :func:`training_memory` at micro-batch m; activation memory grows with m (Korthikanti et
+    al. 2022, Table 2), so the fitting micro-batches are 1..k. The model state and the communication buffers
+    do not depend on the micro-batch: they are sized once, and each micro-batch tried adds its activations.
+    """
+    return StepMemoryModel(job, gpu_memory_gib, settings).largest_fitting_micro_batch(layout, limit)
+
+
+def memory_min_gpus(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> int | None:
+    """Returns the fewest GPUs (whole nodes and model-parallel groups) on which one step fits, None if none does.
+
+    :func:`training_memory` on n ≤ MAX_SEARCH_GPUS GPUs. More ranks shard the state further (ZeRO §5), but
+    the step is not monotone in n: a second replica adds NCCL communicators, and fsdp-hybrid's shard group
+    follows n's divisors. Among counts with the same shard group and communicators it does not grow with n:
+    each such class is bisected, and the least answer is the fewest (rules/estimates/search/fitting_counts.py). A
+    count on which the estimators refuse the layout does not fit; unknown activations fit nowhere.
+    """
+    return StepMemoryModel(job, gpu_memory_gib, settings).memory_min_gpus(layout)
+
+
+def no_fit_reason(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings) -> str | None:
+    """Returns why no GPU count up to MAX_SEARCH_GPUS fits one step in memory; None when one does or it is unknown.
+
+    None whenever :func:`memory_min_gpus` finds a count; else it quotes the need (or the estimators' refusal)
+    at the largest count searched, where the state is sharded furthest."""
+    return StepMemoryModel(job, gpu_memory_gib, settings).no_fit_reason(layout)

@@ -1,0 +1,1 @@
+"""Serving: memory, latency and capacity of an inference replica, modelled and measured."""

@@ -1,0 +1,373 @@
+"""Training step time of a parallel layout on a given GPU, modelled from the work of one GPU.
+
+The model follows Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters
+Using Megatron-LM", arXiv 2104.04473) and Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+Large Transformer Models", arXiv 2205.05198). Per layer and micro-batch
+(``rules.estimates.training_time.transformer_work``):
+GEMMs at an achievable share of the GPU's dense peak for the precision, memory-bound operators at an
+achievable share of HBM bandwidth, tensor-parallel collectives on the NVLink domain; per pipeline stage the
+sum over its layers (the last stage adds the output layer and loss); per step
+
+    step = (m + (p − 1)/v) · stage + point-to-point sends + exposed data-parallel communication + optimizer
+
+with m micro-batches per pipeline, p stages and v virtual stages (the 1F1B bubble is (p − 1)/(v·m) of the
+steady state, Narayanan et al. §2.2.1–2.2.2). Nothing overlaps except what is stated: data-parallel
+collectives may hide behind ``overlap_fraction`` of the compute they can run under, and the context-parallel
+K/V ring behind the attention it feeds (ring attention, Liu et al. 2023, arXiv 2310.01889).
+
+Collectives take factor(n)·(S + S½)/busbw (nccl-tests ``doc/PERFORMANCE.md`` factors; S½ the message size
+at which a collective reaches half its large-message bus bandwidth, a latency term fitted to all_reduce_perf
+sweeps). Every efficiency is an ``Efficiencies`` field whose defaults come from the catalogue and policy
+(``rules.estimates.training_time.step_time_figures.efficiencies_from_data``); measured figures (``Measured``) replace
+them.
+
+Utilisation follows PaLM (Chowdhery et al. 2022, arXiv 2204.02311, Appendix B): MFU counts 6·N + 12·L·s·h
+FLOPs per token and no recompute; hardware FLOPs utilisation counts the recomputed forward as Korthikanti
+et al. 2022 Appendix A do.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+from rules.errors import InconsistentInput
+from rules.estimates._args import (
+    require_bool,
+    require_choice,
+    require_positive_int,
+)
+from rules.estimates.communication.collectives import communication_bytes_per_step, communication_time_s
+from rules.estimates.communication.interconnect import busbw_factor
+from rules.estimates.training_time.compute import training_flops_per_token
+from rules.estimates.training_time.step_time_figures import (
+    TERA,
+    Efficiencies,
+    Hardware,
+    Measured,
+    Rates,
+    achievable_rates,
+)
+from rules.estimates.training_time.transformer_work import (
+    ACTIVATION_BYTES,
+    RECOMPUTE_MODES,
+    LayerSlice,
+    ModelShape,
+    layer_work,
+    output_layer_work,
+)
+
+PRECISIONS: Final = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
+SHARDINGS: Final = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
+_SHARDED_OPTIMIZER: Final = ("zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
+# Shardings whose collectives run in every micro-batch, so they can hide behind every micro-batch's compute.
+_PER_MICRO_BATCH: Final = ("zero2", "zero3", "fsdp-full", "fsdp-hybrid")
+GRADIENT_BYTES: Final = 2  # bf16 gradients on the wire (ZeRO paper convention, rules.estimates.memory.step_memory)
+# AdamW step per parameter, memory-bound: read fp32 master, m, v (12) and the gradient (2), write master,
+# m, v (12) and the 16-bit weight copy (2), plus one more read of the gradient for the global norm (2).
+ADAMW_BYTES_PER_PARAM: Final = 30
+GIGA: Final = 1e9
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A parallel layout and batch: degrees t·p·c·d = GPUs, and how each micro-batch is run."""
+
+    micro_batch: int  # sequences per micro-batch
+    global_batch: int  # sequences per optimizer step
+    tensor: int = 1
+    pipeline: int = 1
+    virtual_stages: int = 1  # interleaved 1F1B chunks per stage
+    context: int = 1
+    data: int = 1
+    recompute: str = "none"  # none | selective | full
+    sequence_parallel: bool = False
+    flash_attention: bool = False
+    sharding: str = "ddp"
+    precision: str = "bf16-mixed"  # fp8-mixed: FP8 GEMMs, 16-bit activations, fp32 master state
+
+    def __post_init__(self) -> None:
+        for name in ("micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data"):
+            require_positive_int(name, getattr(self, name))
+        require_choice("recompute", self.recompute, RECOMPUTE_MODES)
+        require_choice("sharding", self.sharding, SHARDINGS)
+        require_choice("precision", self.precision, PRECISIONS)
+        require_bool("sequence_parallel", self.sequence_parallel)
+        require_bool("flash_attention", self.flash_attention)
+        if self.global_batch % (self.micro_batch * self.data):
+            raise InconsistentInput(f"global_batch ({self.global_batch}) must be a multiple of micro_batch × data "
+                             f"({self.micro_batch} × {self.data})")
+        if self.virtual_stages > 1 and self.pipeline == 1:
+            raise InconsistentInput("virtual_stages > 1 needs pipeline > 1 (interleaving splits pipeline stages)")
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor * self.pipeline * self.context * self.data
+
+    @property
+    def micro_batches(self) -> int:
+        """Return m, the micro-batches each pipeline runs per optimizer step."""
+        return self.global_batch // (self.micro_batch * self.data)
+
+    def layer_slice(self) -> LayerSlice:
+        return LayerSlice(self.micro_batch, self.tensor, self.context,
+                          self.sequence_parallel and self.tensor > 1, self.flash_attention)
+
+
+@dataclass(frozen=True)
+class StepTimeBreakdown:
+    """Seconds of one optimizer step by cause; they add up to the step time."""
+
+    compute_s: float  # GEMMs and attention matmuls of the steady state (m micro-batches on the slowest stage)
+    memory_bound_s: float  # layernorm, dropout, residual, softmax, activation, loss
+    tp_comm_s: float  # tensor-parallel all-reduces (or reduce-scatter + all-gather)
+    cp_comm_exposed_s: float  # K/V ring exchange not hidden behind attention
+    pp_bubble_s: float  # (p − 1)/v stage times of pipeline fill and drain
+    p2p_s: float  # activations and gradients sent between pipeline stages
+    dp_comm_exposed_s: float  # gradient/parameter collectives not hidden, plus the embedding sync
+    optimizer_s: float
+
+    @property
+    def total_s(self) -> float:
+        return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.cp_comm_exposed_s
+                + self.pp_bubble_s + self.p2p_s + self.dp_comm_exposed_s + self.optimizer_s)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A modelled optimizer step: its time, where it goes, and the utilisation it implies."""
+
+    step_s: float
+    breakdown: StepTimeBreakdown
+    tokens_per_s_per_gpu: float
+    mfu: float  # model FLOPs (6N + 12·L·s·h per token) ÷ (GPUs × step × peak)
+    mfu_peak_tflops: float  # the dense peak MFU divides by
+    mfu_precision: str  # "bf16" or "fp8": which peak that is
+    hfu: float  # hardware FLOPs (recompute counted) ÷ the same
+    dp_comm_s: float  # data-parallel collectives before overlap
+    gemm_tflops: float  # the achieved GEMM rate used
+
+
+def group_busbw_gbs(ranks: int, stride: int, domain_gpus: int, domain_busbw_gbs: float,
+                    nic_busbw_gbs: float) -> float:
+    """Return the busbw of a collective over ``ranks`` ranks spaced ``stride`` apart in rank order.
+
+    Megatron-LM orders ranks tensor, context, data, pipeline (fastest first). A group inside one NVLink
+    domain runs at the domain's busbw; one that spans domains is bounded by the NICs its members have in
+    each domain (one NIC per GPU on rail-optimised nodes, one NCCL channel per NIC), never above the
+    domain's busbw: the two-tier bound of ``rules.estimates.communication.interconnect.hierarchical_busbw_gbs``.
+    """
+    if ranks * stride <= domain_gpus:
+        return domain_busbw_gbs
+    members_per_domain = max(1, domain_gpus // stride)
+    return min(domain_busbw_gbs, nic_busbw_gbs * members_per_domain)
+
+
+def collective_s(kind: str, size_bytes: float, ranks: int, busbw_gbs: float, half_bytes: float) -> float:
+    """Return factor(n)·(S + S½)/busbw: a collective's time with the latency folded into S½.
+
+    nccl-tests ``doc/PERFORMANCE.md`` gives t = factor(n)·S/busbw for large messages; all_reduce_perf
+    sweeps (stas00/ml-engineering ``network/README.md``: 8 × A100 and 8 × H200) reach half their
+    large-message busbw near S½ ≈ 25 MiB, i.e. busbw(S) = busbw∞·S/(S + S½).
+    """
+    if ranks == 1 or size_bytes == 0:
+        return 0.0
+    return busbw_factor(kind, ranks) * (size_bytes + half_bytes) / (busbw_gbs * GIGA)
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One micro-batch's forward + backward on the slowest pipeline stage, by cause."""
+
+    compute_s: float
+    memory_s: float
+    tp_s: float
+    cp_exposed_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.memory_s + self.tp_s + self.cp_exposed_s
+
+
+class StepTimeModel:
+    """The step-time model of one model shape on one GPU; ``evaluate`` gives the step time of a layout.
+
+    What depends on few layout degrees (the per-layer times, the data-parallel collectives, the rates
+    per precision) is memoised per instance, so that evaluating thousands of layouts of the same model
+    (``rules.estimates.search.layout_search``) costs little more than the arithmetic that combines them.
+    """
+
+    def __init__(self, shape: ModelShape, hardware: Hardware, efficiencies: Efficiencies,
+                 measured: Measured | None = None) -> None:
+        self.shape = shape
+        self.hardware = hardware
+        self.efficiencies = efficiencies
+        self.measured = measured or Measured()
+        self.parameters = shape.parameters()
+        self._rates = cache(self._rates_of)
+        self._per_layer = cache(self._per_layer_of)
+        self._dp_comm = cache(self._dp_comm_of)
+        self._flops_per_token = cache(self._flops_per_token_of)
+
+    def _rates_of(self, precision: str) -> Rates:
+        return achievable_rates(self.hardware, self.efficiencies, self.measured, precision)
+
+    def _flops_per_token_of(self, recompute: str) -> float:
+        shape = self.shape
+        return training_flops_per_token(self.parameters, recompute, shape.layers, shape.sequence_length,
+                                        shape.hidden)
+
+    def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[StageTime, StageTime]:
+        """Return (one transformer layer, the output layer) for one micro-batch, forward + backward."""
+        rates, eff, t, c = self._rates(precision), self.efficiencies, part.tensor, part.context
+        work = layer_work(self.shape, part, recompute)
+        attention_s = work.attention_flops / rates.attention_flops_s
+        tp_busbw = group_busbw_gbs(t, 1, rates.domain_gpus, rates.domain_busbw_gbs, rates.nic_busbw_gbs)
+        tp = sum(collective_s(kind, size, t, tp_busbw, eff.collective_half_bytes)
+                 for kind, size in work.tp_collectives)
+        cp_exposed = 0.0
+        if c > 1:
+            ring_gbs = rates.link_gbs if t * c <= rates.domain_gpus else rates.nic_busbw_gbs
+            cp_exposed = max(0.0, work.cp_exchange_bytes / (ring_gbs * GIGA) - attention_s)
+        # Roofline: GEMMs over few tokens (high tensor or context degree, small micro-batch) read their
+        # weights faster than they can multiply them only up to the HBM rate.
+        dense_s = max(work.dense_flops / rates.gemm_flops_s, work.dense_bytes / rates.hbm_bytes_s)
+        layer = StageTime(compute_s=dense_s + attention_s,
+                       memory_s=work.memory_bytes / rates.hbm_bytes_s, tp_s=tp, cp_exposed_s=cp_exposed)
+        output = output_layer_work(self.shape, part)
+        return layer, StageTime(output.flops / rates.attention_flops_s, output.memory_bytes / rates.hbm_bytes_s, 0, 0)
+
+    def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> StageTime:
+        """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss."""
+        layer, output = self._per_layer(part, recompute, precision)
+        layers = math.ceil(self.shape.layers / (pipeline * virtual_stages)) * virtual_stages
+        return StageTime(compute_s=layers * layer.compute_s + output.compute_s,
+                      memory_s=layers * layer.memory_s + output.memory_s,
+                      tp_s=layers * layer.tp_s, cp_exposed_s=layers * layer.cp_exposed_s)
+
+    def _p2p_s(self, layout: Layout, rates: Rates) -> float:
+        """Return the pipeline sends on the critical path: 2·v per micro-batch (activation, gradient).
+
+        Each send carries s·b·h/c activations; Megatron's scatter/gather optimisation (Narayanan et al.
+        2021 §4.1) splits it over the t tensor-parallel ranks, each on its own link. Neighbouring stages
+        are t·c·d ranks apart; inside one NVLink domain they use NVLink, else the NICs.
+        """
+        if layout.pipeline == 1:
+            return 0.0
+        t, c, d = layout.tensor, layout.context, layout.data
+        size = layout.micro_batch * self.shape.sequence_length / c * self.shape.hidden * ACTIVATION_BYTES / t
+        same_domain = 2 * t * c * d <= rates.domain_gpus
+        bandwidth = rates.link_gbs if same_domain else rates.nic_busbw_gbs
+        return 2 * layout.virtual_stages * layout.micro_batches * size / (bandwidth * GIGA)
+
+    def _dp_comm_of(self, sharding: str, tensor: int, pipeline: int, ranks: int, micro_batches: int,
+                    precision: str) -> float:
+        """Return the data-parallel collectives' seconds per step (before overlap), embedding sync excluded."""
+        if ranks == 1:
+            return 0.0
+        rates = self._rates(precision)
+        members = max(1, min(ranks, rates.domain_gpus // tensor))  # data-parallel ranks per NVLink domain
+        if sharding == "fsdp-hybrid" and ranks % members:
+            members = math.gcd(ranks, members)
+        step = communication_bytes_per_step(
+            sharding, parameters=self.parameters / (tensor * pipeline), data_parallel_ranks=ranks,
+            ranks_per_node=members, bytes_per_element=GRADIENT_BYTES, accumulation_steps=micro_batches)
+        cluster = min(rates.domain_busbw_gbs, rates.nic_busbw_gbs * members)
+        return communication_time_s(step, rates.domain_busbw_gbs, cluster)
+
+    def _data_parallel(self, layout: Layout, rates: Rates, stage: StageTime) -> tuple[float, float]:
+        """Return (data-parallel communication seconds, the part of it left exposed).
+
+        Volumes per sharding strategy are ``rules.estimates.communication.collectives.communication_bytes_per_step``
+        (ZeRO §7.2; per micro-batch for ZeRO-2/3 and FSDP) over the d·c ranks that hold replicas of the
+        same shard (context-parallel ranks reduce their gradients together, as in Megatron-LM). DDP and
+        ZeRO-1 reduce after the last micro-batch and may hide behind ``overlap_fraction`` of its stage
+        time; the per-micro-batch strategies behind that share of all m. With p > 1 and tied embeddings
+        the first and last stages also all-reduce the embedding gradient (Narayanan et al. 2021 §4),
+        never hidden.
+        """
+        t, p = layout.tensor, layout.pipeline
+        comm = self._dp_comm(layout.sharding, t, p, layout.data * layout.context, layout.micro_batches,
+                             layout.precision)
+        window_micro_batches = layout.micro_batches if layout.sharding in _PER_MICRO_BATCH else 1
+        exposed = max(0.0, comm - self.efficiencies.overlap_fraction * window_micro_batches * stage.total_s)
+        if p > 1 and self.shape.tied_embeddings:
+            embedding = self.shape.vocab * self.shape.hidden / t * GRADIENT_BYTES
+            sync = collective_s("all-reduce", embedding, 2, rates.nic_busbw_gbs,
+                                self.efficiencies.collective_half_bytes)
+            comm += sync
+            exposed += sync
+        return comm, exposed
+
+    def _optimizer_s(self, layout: Layout, rates: Rates) -> float:
+        """Return the AdamW step over this GPU's shard: ADAMW_BYTES_PER_PARAM per parameter at HBM rate."""
+        local = self.parameters / (layout.tensor * layout.pipeline)
+        if layout.sharding in _SHARDED_OPTIMIZER:
+            local /= layout.data * layout.context
+        return local * ADAMW_BYTES_PER_PARAM / rates.hbm_bytes_s
+
+    def check(self, layout: Layout) -> None:
+        """Raise ValueError when ``layout`` cannot run this model (degrees that do not divide it, fp8 without FP8)."""
+        shape = self.shape
+        if shape.heads % layout.tensor or shape.groups % min(layout.tensor, shape.groups):
+            raise InconsistentInput(f"tensor ({layout.tensor}) must divide heads ({shape.heads}) and kv_heads")
+        if shape.sequence_length % layout.context:
+            raise InconsistentInput(f"context ({layout.context}) must divide sequence_length ({shape.sequence_length})")
+        if shape.layers < layout.pipeline * layout.virtual_stages:
+            raise InconsistentInput(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
+                             f"layers ({shape.layers})")
+        self.hardware.dense_tflops(layout.precision)
+
+    def evaluate(self, layout: Layout, stage: StageTime | None = None) -> StepTime:
+        """Return the modelled step time of ``layout`` (see ``step_time``).
+
+        ``stage``: the layout's ``stage`` when the caller has already modelled it (the layout search does).
+        """
+        self.check(layout)
+        rates = self._rates(layout.precision)
+        if stage is None:
+            stage = self.stage(layout.layer_slice(), layout.recompute, layout.precision, layout.pipeline,
+                               layout.virtual_stages)
+        m = layout.micro_batches
+        dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
+        breakdown = StepTimeBreakdown(
+            compute_s=m * stage.compute_s,
+            memory_bound_s=m * stage.memory_s,
+            tp_comm_s=m * stage.tp_s,
+            cp_comm_exposed_s=m * stage.cp_exposed_s,
+            pp_bubble_s=(layout.pipeline - 1) / layout.virtual_stages * stage.total_s,
+            p2p_s=self._p2p_s(layout, rates),
+            dp_comm_exposed_s=dp_exposed,
+            optimizer_s=self._optimizer_s(layout, rates),
+        )
+        step = breakdown.total_s
+        tokens = layout.global_batch * self.shape.sequence_length
+        peak = self.hardware.dense_tflops(layout.precision)
+        capacity = layout.gpus * step * peak * TERA
+        return StepTime(
+            step_s=step,
+            breakdown=breakdown,
+            tokens_per_s_per_gpu=tokens / step / layout.gpus,
+            mfu=tokens * self._flops_per_token("none") / capacity,
+            mfu_peak_tflops=peak,
+            mfu_precision="fp8" if layout.precision == "fp8-mixed" else "bf16",
+            hfu=tokens * self._flops_per_token(layout.recompute) / capacity,
+            dp_comm_s=dp_comm,
+            gemm_tflops=rates.gemm_flops_s / TERA,
+        )
+
+
+def step_time(shape: ModelShape, layout: Layout, hardware: Hardware, efficiencies: Efficiencies,
+              measured: Measured | None = None) -> StepTime:
+    """Return the modelled optimizer-step time of ``layout`` on ``hardware`` and its breakdown.
+
+    Source: the method of Narayanan et al. 2021 (arXiv 2104.04473) §2–3 (pipeline bubble (p − 1)/(v·m),
+    tensor-parallel all-reduces, scatter/gather pipeline sends) and Korthikanti et al. 2022
+    (arXiv 2205.05198) §4–6 (sequence parallelism, selective and full recompute); per-layer counts in
+    ``rules.estimates.training_time.transformer_work``. ``measured`` replaces modelled rates with measurements. Raises
+    ValueError when the layout cannot run the model (a tensor degree that does not divide the heads, a
+    context degree that does not divide the sequence, fp8 on a GPU without FP8 Tensor Cores).
+    """
+    return StepTimeModel(shape, hardware, efficiencies, measured).evaluate(layout)

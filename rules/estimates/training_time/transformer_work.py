@@ -1,0 +1,258 @@
+"""The work one GPU does for one transformer layer and one micro-batch: GEMM FLOPs, memory traffic, collectives.
+
+Counting only; no rates, no hardware. ``rules.estimates.training_time.step_time`` turns these counts into seconds.
+
+Notation (Korthikanti et al. 2022, arXiv 2205.05198, §3): s sequence length, b micro-batch, h hidden size,
+a attention heads, g key/value heads (GQA; g = a for multi-head attention), d = h/a head dimension,
+f feed-forward width, V vocabulary, t tensor-parallel degree, c context-parallel degree. A GPU holds
+s/c of the sequence's tokens (context parallelism, ring attention) and 1/t of every weight matrix.
+
+Sources:
+- GEMM FLOPs per layer: Narayanan et al. 2021 (arXiv 2104.04473) §5.1 / Appendix, 24·b·s·h² + 4·b·s²·h
+  forward for f = 4h (QKV 6bsh², scores 2bs²h, context 2bs²h, projection 2bsh², MLP 16bsh²), backward 2×
+  forward; Korthikanti et al. 2022 §6 and Appendix A for the same count with recompute.
+- Memory-bound operators and their inputs/outputs: Korthikanti et al. 2022 §4.1 (the 34·s·b·h + 5·a·s²·b
+  bytes of activations a layer touches), Megatron-LM's fused kernels (layernorm, bias-dropout-add,
+  bias-GeLU, scale-mask-softmax).
+- Tensor-parallel collectives: Shoeybi et al. 2019 (arXiv 1909.08053) §3, two all-reduces forward and two
+  backward per layer; with sequence parallelism Korthikanti et al. 2022 §4.2.2, all-gather + reduce-scatter
+  in place of each all-reduce, and one more all-gather per block in the backward pass (the sequence-parallel
+  input is gathered again instead of being stored whole).
+- FlashAttention (Dao 2022, arXiv 2205.14135 §3; FlashAttention-2, arXiv 2307.08691 §3.1): the score
+  matrix never reaches HBM; the causal mask lets the kernel skip half of the s×s blocks, and the backward
+  pass does 5 matmuls against the forward's 2 (2.5× the forward FLOPs) because it recomputes the scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from rules.errors import InconsistentInput
+from rules.estimates._args import require_bool, require_choice, require_positive_int
+from rules.estimates.model import shapes
+
+MLP_KINDS: Final = ("gelu", "swiglu")
+RECOMPUTE_MODES: Final = ("none", "selective", "full")
+
+ACTIVATION_BYTES: Final = 2  # 16-bit activations (bf16/fp16), also under fp8 GEMMs (Transformer Engine)
+MASK_BYTES: Final = 1  # Megatron-LM keeps dropout masks as uint8
+LOSS_BYTES: Final = 4  # vocab-parallel cross entropy works on fp32 logits
+# Bytes per element read and written by one fused memory-bound kernel, forward pass:
+_LAYERNORM_BYTES = 2 * ACTIVATION_BYTES  # read x, write y
+_RESIDUAL_BYTES = 3 * ACTIVATION_BYTES  # bias-dropout-add: read x and residual, write y
+_GELU_BYTES = 2 * ACTIVATION_BYTES  # bias-GeLU: read x, write y
+_SWIGLU_BYTES = 3 * ACTIVATION_BYTES  # read gate and up, write their product
+_SOFTMAX_BYTES = 2 * ACTIVATION_BYTES  # scale-mask-softmax: read scores, write probabilities
+_DROPOUT_BYTES = 2 * ACTIVATION_BYTES  # read x, write y (the mask is added separately)
+# Cross entropy over the logits: forward reads the logits twice (max, then exp-sum) and writes fp32
+# probabilities; backward reads them and writes the gradient.
+_LOSS_PASSES_FORWARD = 3
+_LOSS_PASSES_BACKWARD = 2
+# An elementwise backward kernel reads the saved input and the incoming gradient and writes the input
+# gradient (softmax and layernorm backward also read their saved output): about twice the forward's
+# read-one-write-one traffic.
+BACKWARD_MEMORY_FACTOR: Final = 2.0
+BACKWARD_GEMM_FACTOR: Final = 2.0  # weight and input gradients (Narayanan et al. 2021 §5.1)
+FLASH_BACKWARD_FACTOR: Final = 2.5  # FlashAttention-2 §3.1: 5 matmuls backward against 2 forward
+FLASH_CAUSAL_FRACTION: Final = 0.5  # blocks above the diagonal are skipped
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer (GPT/Llama style) and the sequence length it trains at."""
+
+    layers: int
+    hidden: int
+    heads: int
+    ffn_hidden: int
+    vocab: int
+    sequence_length: int
+    kv_heads: int | None = None  # GQA; None is multi-head attention (kv_heads = heads)
+    mlp: str = "gelu"  # "gelu" (two matrices) or "swiglu" (three)
+    dropout: bool = True  # GPT-3/Megatron pre-training uses dropout; Llama does not
+    tied_embeddings: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "sequence_length"):
+            require_positive_int(name, getattr(self, name))
+        if self.kv_heads is not None:
+            require_positive_int("kv_heads", self.kv_heads)
+            if self.kv_heads > self.heads or self.heads % self.kv_heads:
+                raise InconsistentInput(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
+        require_choice("mlp", self.mlp, MLP_KINDS)
+        require_bool("dropout", self.dropout)
+        require_bool("tied_embeddings", self.tied_embeddings)
+
+    @property
+    def groups(self) -> int:
+        """Return the key/value head count g."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def head_dim(self) -> float:
+        return self.hidden / self.heads
+
+    @property
+    def mlp_matrices(self) -> int:
+        return 3 if self.mlp == "swiglu" else 2
+
+    def layer_parameters(self) -> float:
+        """Return one layer's weights: Q and O (h² each), K and V (h·g·d each), the MLP (h·f each); no norms, biases."""
+        h = self.hidden
+        return 2 * h * h + 2 * h * self.groups * self.head_dim + self.mlp_matrices * h * self.ffn_hidden
+
+    def parameters(self) -> float:
+        """Return N, the weights whose matrix multiplies run once per token (layers, embedding, output layer).
+
+        Narayanan et al. 2021 (arXiv 2104.04473) eq. 2 without the small terms: 12·l·h² + V·h for GPT
+        (f = 4h, tied embeddings); an untied output layer adds another V·h.
+        """
+        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return self.layers * self.layer_parameters() + embeddings
+
+
+@dataclass(frozen=True)
+class LayerSlice:
+    """How one layer is cut for one GPU: micro-batch, tensor and context degree, sequence parallelism."""
+
+    micro_batch: int
+    tensor: int = 1
+    context: int = 1
+    sequence_parallel: bool = False
+    flash_attention: bool = False
+
+
+@dataclass(frozen=True)
+class LayerWork:
+    """One GPU's work for one layer and one micro-batch, forward and backward, recompute included."""
+
+    dense_flops: float  # QKV, projection and MLP GEMMs (run at the layout's GEMM precision)
+    dense_bytes: float  # HBM traffic of those GEMMs: weights read, inputs read, outputs written
+    attention_flops: float  # scores and context matmuls as executed (bf16; FlashAttention's causal half)
+    memory_bytes: float  # HBM traffic of the memory-bound operators
+    tp_collectives: tuple[tuple[str, float], ...]  # (kind, full buffer bytes) per collective, in order
+    cp_exchange_bytes: float  # K/V (and their gradients) sent around the context-parallel ring
+    recompute_dense_flops: float  # the part of dense_flops spent recomputing (hardware, not model FLOPs)
+
+
+def _memory_bytes_forward(shape: ModelShape, part: LayerSlice) -> tuple[float, float]:
+    """Return (bytes outside the attention core, bytes of the attention core) of one forward pass."""
+    s, b, t, c = shape.sequence_length, part.micro_batch, part.tensor, part.context
+    tokens = b * s / c
+    replicated = tokens * shape.hidden / (t if part.sequence_parallel else 1)  # norm/residual region
+    mlp_width = tokens * shape.ffn_hidden / t
+    per_residual = _RESIDUAL_BYTES + (MASK_BYTES if shape.dropout else 0)
+    outside = 2 * _LAYERNORM_BYTES * replicated + 2 * per_residual * replicated
+    outside += (_SWIGLU_BYTES if shape.mlp == "swiglu" else _GELU_BYTES) * mlp_width
+    if part.flash_attention:
+        return outside, 0.0
+    scores = shape.heads / t * b * s * (s / c)
+    core = _SOFTMAX_BYTES * scores
+    if shape.dropout:
+        core += (_DROPOUT_BYTES + MASK_BYTES) * scores
+    return outside, core
+
+
+def _tp_collectives(bytes_per_buffer: float, part: LayerSlice, recompute: str) -> tuple[tuple[str, float], ...]:
+    """Return the tensor-parallel collectives of one layer, forward + backward (+ the recomputed forward)."""
+    if part.tensor == 1:
+        return ()
+    if part.sequence_parallel:
+        forward = (("all-gather", bytes_per_buffer), ("reduce-scatter", bytes_per_buffer)) * 2
+        backward = forward + (("all-gather", bytes_per_buffer),) * 2  # the gathered inputs are not kept
+    else:
+        forward = (("all-reduce", bytes_per_buffer),) * 2
+        backward = forward
+    return forward + backward + (forward if recompute == "full" else ())
+
+
+def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork:
+    """Return one GPU's FLOPs, HBM bytes and collectives for one layer and one micro-batch (forward + backward).
+
+    Dense GEMMs: 2·(s·b/c)·(weights of the layer)/t forward, twice that backward; full recompute runs the
+    forward again (Korthikanti et al. 2022 §5, HFU 96·b·s·l·h²). Attention matmuls: 4·b·s·(s/c)·h/t forward
+    (every query of the GPU's s/c tokens against all s keys), twice that backward, plus one more forward
+    with selective or full recompute (§4.2.2); FlashAttention instead skips the causal half and does 2.5×
+    the forward in its backward, so selective recompute adds nothing. Memory traffic: the fused
+    layernorm, bias-dropout-add, activation, softmax and attention-dropout kernels, backward twice the
+    forward, recomputed forwards again; sequence parallelism splits the norm/residual region over t.
+    Tensor-parallel collectives carry s·b·h/c activations of 2 bytes each. ``dense_bytes`` is the GEMMs'
+    own HBM traffic (16-bit weights and activations), for a roofline when a GPU holds few tokens.
+    """
+    require_choice("recompute", recompute, RECOMPUTE_MODES)
+    s, b, t, c = shape.sequence_length, part.micro_batch, part.tensor, part.context
+    tokens = b * s / c
+    dense_forward = 2 * tokens * shape.layer_parameters() / t
+    attention_forward = 2 * 2 * b * s * (s / c) * shape.hidden / t
+    if part.flash_attention:
+        attention_forward *= FLASH_CAUSAL_FRACTION
+        attention = attention_forward * (1 + FLASH_BACKWARD_FACTOR)
+        attention += attention_forward if recompute == "full" else 0.0
+    else:
+        attention = attention_forward * (1 + BACKWARD_GEMM_FACTOR)
+        attention += attention_forward if recompute != "none" else 0.0
+    recompute_dense = dense_forward if recompute == "full" else 0.0
+    dense = dense_forward * (1 + BACKWARD_GEMM_FACTOR) + recompute_dense
+    # Roofline bytes of the GEMMs: each pass reads the GPU's weights and every matmul's input and writes its
+    # output (QKV: h in, h + 2gd out; projection h/t in, h out; MLP h in, (k − 1)·f out, f in, h out).
+    widths = (shape.hidden, (shape.hidden + 2 * shape.groups * shape.head_dim) / t, shape.hidden / t, shape.hidden,
+              shape.hidden, (shape.mlp_matrices - 1) * shape.ffn_hidden / t, shape.ffn_hidden / t, shape.hidden)
+    gemm_bytes_forward = (shape.layer_parameters() / t + tokens * sum(widths)) * ACTIVATION_BYTES
+    passes = 1 + BACKWARD_GEMM_FACTOR + (1 if recompute == "full" else 0)
+
+    outside, core = _memory_bytes_forward(shape, part)
+    memory = (outside + core) * (1 + BACKWARD_MEMORY_FACTOR)
+    if recompute == "full":
+        memory += outside + core
+    elif recompute == "selective":
+        memory += core
+
+    buffer = tokens * shape.hidden * ACTIVATION_BYTES
+    kv_bytes = 2 * tokens * shape.groups * shape.head_dim / min(t, shape.groups) * ACTIVATION_BYTES
+    # Ring attention: each of c−1 steps passes the K/V block on; backward passes K/V and their gradients.
+    exchange = (c - 1) * kv_bytes * (1 + 2) if c > 1 else 0.0
+    return LayerWork(
+        dense_flops=dense,
+        dense_bytes=gemm_bytes_forward * passes,
+        attention_flops=attention,
+        memory_bytes=memory,
+        tp_collectives=_tp_collectives(buffer, part, recompute),
+        cp_exchange_bytes=exchange,
+        recompute_dense_flops=recompute_dense,
+    )
+
+
+@dataclass(frozen=True)
+class OutputLayerWork:
+    """The last pipeline stage's output layer and loss, one micro-batch, forward and backward."""
+
+    flops: float
+    memory_bytes: float
+
+
+def output_layer_work(shape: ModelShape, part: LayerSlice) -> OutputLayerWork:
+    """Return the logits GEMM FLOPs (2·s·b·h·V/t forward, 3× with backward) and the cross-entropy traffic.
+
+    Narayanan et al. 2021 (arXiv 2104.04473) eq. 3 counts the logit layer as 6·s·b·h·V per step; the
+    vocab-parallel cross entropy (Megatron-LM) reads and writes the s·b·V/t fp32 logits a few times.
+    The output layer is never recomputed.
+    """
+    tokens = part.micro_batch * shape.sequence_length / part.context
+    logits = tokens * shape.vocab / part.tensor
+    flops = 2 * tokens * shape.hidden * shape.vocab / part.tensor * (1 + BACKWARD_GEMM_FACTOR)
+    memory = logits * LOSS_BYTES * (_LOSS_PASSES_FORWARD + _LOSS_PASSES_BACKWARD)
+    return OutputLayerWork(flops=flops, memory_bytes=memory)
+
+
+def work_shape(shape: shapes.ModelShape, sequence_length: int) -> ModelShape:
+    """Return the step-time model's shape of an architecture (``rules.estimates.model.shapes.ModelShape``) at a length.
+
+    The MLP inner size defaults as the memory estimate's does (``ffn_hidden_size``); the vocabulary is required
+    (the output layer is a large share of a step): InconsistentInput without it.
+    """
+    if shape.vocab is None:
+        raise InconsistentInput("the step-time model needs the vocabulary size (architecture.vocab)")
+    return ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, ffn_hidden=shape.ffn_hidden_size,
+                      vocab=shape.vocab, sequence_length=sequence_length, kv_heads=shape.kv_heads, mlp=shape.mlp,
+                      dropout=shape.dropout, tied_embeddings=shape.tied_embeddings)
