@@ -13,18 +13,19 @@ from rules.compare import comparison_key, variant_documents
 from rules.compare_quotes import check_same_workload, quotes_key
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, submission_digest
-from service import store, task_runs
+from service.accounts.auth import authorize, current_actor, require
+from service.accounts.visibility import ensure_visible
 from service.api import tasks
-from service.audit import Actor
-from service.auth import authorize, current_actor, require
-from service.comparison_schemas import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
-from service.db import get_db
+from service.api_schemas.comparisons import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
+from service.app.evaluation import policy
+from service.approval import store
 from service.errors import InvalidRequest
-from service.evaluation import policy
 from service.http import now
 from service.inputs import Body, accepts
 from service.openapi import operation
-from service.visibility import ensure_visible
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
+from service.tasks import task_runs
 
 bp = Blueprint("comparisons", __name__, url_prefix="/api/v1/comparisons")
 

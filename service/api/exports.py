@@ -8,18 +8,19 @@ from typing import Any
 from flask import Blueprint, Response
 
 from rules.evaluate import verdict_of
-from service import exports, store, workflow
-from service.audit import timestamp
-from service.auth import current_actor, require
-from service.db import get_db
-from service.evaluation import required_approvers
+from service import exports
+from service.accounts.auth import current_actor, require
+from service.app.evaluation import required_approvers
+from service.approval import store, workflow
+from service.approval.representations import submission_view
+from service.approval.store import Snapshot
 from service.exports.model import Artifact, Export
 from service.http import json_response, negotiated_format, now, text_response
 from service.inputs import Query, accepts
-from service.models import Waiver
 from service.openapi import operation
-from service.representations import submission_view
-from service.store import Snapshot
+from service.persistence.audit import timestamp
+from service.persistence.db import get_db
+from service.persistence.models import Waiver
 
 bp = Blueprint("exports", __name__, url_prefix="/api/v1/submissions")
 

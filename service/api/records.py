@@ -18,17 +18,18 @@ from flask import Blueprint, Response, current_app, request, url_for
 from sqlmodel import Session
 
 from rules.errors import Problem
-from service import draft_pdfs, purchase_orders, record_store, task_runs, tasks_port
+from service.accounts.auth import current_actor, public, require
 from service.api import tasks
-from service.api_schemas import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
-from service.auth import current_actor, public, require
-from service.db import get_db
+from service.api_schemas.components import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
+from service.approval import draft_pdfs, purchase_orders, record_store
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import Body, accepts, refuse
-from service.models import Record
 from service.openapi import operation
+from service.persistence.db import get_db
+from service.persistence.models import Record
 from service.record import canonical_bytes, signing_keys, verify_document
+from service.tasks import task_runs, tasks_port
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
 

@@ -8,18 +8,18 @@ from typing import Any
 from flask import Blueprint, Response
 
 from rules.errors import Problem
-from service import store
-from service.api_schemas import DECISION_REQUEST, WAIVER_REQUEST
-from service.auth import authorize, current_actor, require
-from service.db import get_db
-from service.evaluation import required_approvers
+from service.accounts.auth import authorize, current_actor, require
+from service.api_schemas.components import DECISION_REQUEST, WAIVER_REQUEST
+from service.app.evaluation import required_approvers
+from service.approval import store
+from service.approval.representations import decision_view, submission_view, waiver_view
+from service.approval.workflow import MIN_JUSTIFICATION
 from service.http import expected_version, json_response, now
 from service.identifiers import body_digest
 from service.inputs import Body, accepts, refuse
 from service.openapi import operation
+from service.persistence.db import get_db
 from service.record import signing_keys
-from service.representations import decision_view, submission_view, waiver_view
-from service.workflow import MIN_JUSTIFICATION
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
 

@@ -13,20 +13,21 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
 from rules.evaluate import check_counts, validate_submission
-from service import audit, store, verdicts
-from service.auth import current_actor, require
-from service.db import get_db
+from service.accounts.auth import current_actor, require
+from service.accounts.visibility import ensure_visible, own_submissions
+from service.app.evaluation import evaluate_submission, required_approvers
+from service.approval import store, verdicts
+from service.approval.representations import audit_event_view, submission_summary, submission_view
+from service.approval.workflow import State
 from service.errors import IdempotencyKeyReused, InvalidRequest, NotFound, ParameterProblem
-from service.evaluation import evaluate_submission, required_approvers
 from service.exports import tables
 from service.http import expected_version, json_response, negotiated_format, now, text_response
 from service.identifiers import body_digest
 from service.inputs import Body, Query, accepts
-from service.models import Submission
 from service.openapi import operation
-from service.representations import audit_event_view, submission_summary, submission_view
-from service.visibility import ensure_visible, own_submissions
-from service.workflow import State
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import Submission
 
 bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
 

@@ -1,10 +1,10 @@
 """Tasks: the state, progress and outcome of background work the API accepted (202 + Location here).
 
 Issuing and sending tasks is shared by the blueprints that accept work (comparisons, record PDFs); the
-task table (service/task_runs.py) is the source of truth, and the Celery result backend adds the live
+task table (service/tasks/task_runs.py) is the source of truth, and the Celery result backend adds the live
 progress of a running task and the end of one whose worker died before it could record it, which is then
 written to the row (``reconcile``). A task is written with the request's audit event and sent after the
-commit (service/task_outbox.py): a broker that cannot take it leaves it PENDING in the outbox, still 202.
+commit (service/tasks/task_outbox.py): a broker that cannot take it leaves it PENDING in the outbox, still 202.
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ from typing import Any
 from flask import Blueprint, Response, current_app, url_for
 from sqlalchemy.exc import IntegrityError
 
-from service import audit, task_outbox, task_runs
-from service.audit import Actor, timestamp
-from service.auth import current_actor, require
-from service.db import get_db
+from service.accounts.auth import current_actor, require
+from service.accounts.visibility import may_see
 from service.errors import NotFound, ServiceUnavailable
 from service.http import json_response
-from service.models import TaskRun
 from service.openapi import operation
-from service.tasks_port import task_queue
-from service.visibility import may_see
+from service.persistence import audit
+from service.persistence.audit import Actor, timestamp
+from service.persistence.db import get_db
+from service.persistence.models import TaskRun
+from service.tasks import task_outbox, task_runs
+from service.tasks.tasks_port import task_queue
 
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
@@ -82,7 +83,7 @@ def send(row: TaskRun) -> None:
     """Hands the task of ``row`` (issued and committed) to the queue, or runs it now with no broker.
 
     A broker that cannot take it leaves it in the outbox (PENDING, sent when the broker is back: see
-    service/task_outbox.py); the request is answered 202 all the same. ServiceUnavailable (503), with the
+    service/tasks/task_outbox.py); the request is answered 202 all the same. ServiceUnavailable (503), with the
     task recorded as failed, only when this service runs no background tasks at all (TASK_QUEUE is None).
     """
     try:

@@ -11,16 +11,16 @@ from typing import Any
 from flask import Response, redirect, request, url_for
 
 from rules.errors import QuotecheckError
-from service import purchase_orders, record_store, store
+from service.accounts.auth import authorize
 from service.api.records import PURCHASE_ORDER_BODY
 from service.api.reviews import DECISION_BODY, WAIVER_BODY
-from service.auth import authorize
-from service.db import get_db
+from service.app.evaluation import required_approvers
+from service.approval import purchase_orders, record_store, store
 from service.errors import PreconditionFailed, status_of
-from service.evaluation import required_approvers
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import Body, validate_body
+from service.persistence.db import get_db
 from service.record import signing_keys
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in

@@ -13,17 +13,18 @@ from sqlmodel import col, select
 from rules.compare import gpus_quoted
 from rules.compare_quotes import check_same_workload, workload_identity
 from rules.errors import InvalidSubmission
-from service import store, task_runs, verdicts
+from service.accounts.visibility import own_submissions
 from service.api import comparisons, tasks
-from service.db import get_db
+from service.approval import store, verdicts
 from service.errors import InvalidRequest
 from service.http import now
-from service.models import Submission
+from service.persistence.db import get_db
+from service.persistence.models import Submission
 from service.record.view import display_number
+from service.tasks import task_runs
 from service.ui.blueprint import bp
 from service.ui.compare_chart import quote_chart
 from service.ui.render import current_visitor, page, signed_in
-from service.visibility import own_submissions
 
 # The picker offers the newest submissions the user may see, grouped by the job they quote for.
 PICKER_LIMIT = 200

@@ -13,13 +13,13 @@ from typing import Any
 
 from flask import Response, current_app, request
 
+from service.accounts.visibility import ensure_visible
 from service.api import exports, records, submissions
-from service.db import get_db
 from service.errors import InvalidRequest
+from service.persistence.db import get_db
 from service.ui import history
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in
-from service.visibility import ensure_visible
 
 CHECK_FORMATS = ("sarif", "junit", "csv")
 
