@@ -14,8 +14,8 @@ from rules.evaluate import engine_version, submission_digest, validate_submissio
 from rules.remedies import remedies_key
 from service.accounts.auth import current_actor, require
 from service.accounts.visibility import ensure_visible
-from service.api import tasks
-from service.app import evaluation
+from service.api.tasks import accepted
+from service.app import evaluation, tasks
 from service.app.evaluation import evaluate_submission, policy, required_approvers
 from service.approval import store
 from service.approval.representations import submission_view
@@ -82,7 +82,7 @@ def get_remedies(submission_id: str) -> Response:
     view = tasks.load_view(row.id)
     if view["state"] == task_runs.SUCCESS:  # the service runs tasks in-process: it has finished already
         return json_response(view["result"])
-    return tasks.accepted(row.id)
+    return accepted(row.id)
 
 
 def _chosen(found: dict[str, Any], remedy: str, submission_id: str, revision: int) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from rules.evaluate import engine_version, submission_digest
 from rules.search import NothingToSearch, default_chunks, prepare, search_key
 from service.accounts.auth import current_actor, require
 from service.accounts.visibility import ensure_visible
-from service.api import tasks
+from service.api.tasks import accepted
 from service.api_schemas.searches import SEARCH_REQUEST
+from service.app import tasks
 from service.app.evaluation import policy
 from service.approval import store
 from service.errors import InvalidRequest
@@ -67,4 +68,4 @@ def create_search(body: dict[str, Any]) -> Response:
                             event=event, submission_id=submission_id, private=private)
     if send:
         tasks.send(row)
-    return tasks.accepted(row.id)
+    return accepted(row.id)

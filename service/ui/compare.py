@@ -14,7 +14,8 @@ from rules.compare import gpus_quoted
 from rules.compare_quotes import check_same_workload, workload_identity
 from rules.errors import InvalidSubmission
 from service.accounts.visibility import own_submissions
-from service.api import comparisons, tasks
+from service.app import compare as comparison
+from service.app import tasks
 from service.approval import store, verdicts
 from service.errors import InvalidRequest
 from service.http import now
@@ -101,7 +102,7 @@ def compare() -> Response:
     elif ids:
         today = now().date()
         with get_db().session() as session:
-            quotes = comparisons.stored_quotes(session, actor, ids)
+            quotes = comparison.stored_quotes(session, actor, ids)
             try:
                 check_same_workload(quotes)
             except InvalidSubmission as error:
@@ -122,8 +123,8 @@ def rank() -> Response:
     ids = _chosen()
     if len(ids) < 2:
         raise InvalidRequest("pick at least two quotes to rank")
-    accepted = comparisons._compare_stored(current_visitor().actor, ids)
-    return redirect(url_for("ui.ranking", task_id=accepted.get_json()["id"], ids=ids), 303)
+    task_id = comparison.compare_stored(current_visitor().actor, ids, now())
+    return redirect(url_for("ui.ranking", task_id=task_id, ids=ids), 303)
 
 
 @bp.get("/ui/compare/rankings/<task_id>")
