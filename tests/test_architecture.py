@@ -168,3 +168,19 @@ def test_no_module_is_longer_than_the_limit(package):
                   if _package(module) == package
                   and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES)
     assert long == [], "\n".join(long)
+
+
+def test_no_module_of_the_service_reaches_beneath_a_decorator():
+    # A page or a command calls the application layer (service/app), never a view's undecorated body.
+    reaching = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "service").rglob("*.py")
+                      if "__wrapped__" in path.read_text(encoding="utf-8"))
+    assert reaching == [], "\n".join(reaching)
+
+
+MAX_SERVICE_ROOT_MODULES = 12
+
+
+def test_the_root_of_the_service_holds_at_most_twelve_modules():
+    # The rest is grouped by concept in subpackages (persistence, accounts, approval, app, tasks, …).
+    root = sorted(path.name for path in (ROOT / "service").glob("*.py"))
+    assert len(root) <= MAX_SERVICE_ROOT_MODULES, ", ".join(root)
