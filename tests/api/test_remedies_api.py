@@ -21,7 +21,7 @@ import schemas
 from rules.compare import merge_patch
 from rules.evaluate import evaluate
 from rules.remedies import search_remedies
-from service.api import tasks
+from service.app import tasks
 from service.persistence import audit
 from service.persistence.db import get_db
 from service.persistence.models import AuditEvent, Revision
