@@ -16,11 +16,9 @@ from typing import Any
 from sqlalchemy import insert, update
 from sqlmodel import Session, col, select
 
-from rules.remedies import with_remedies
 from service.accounts.visibility import ensure_visible
-from service.app import evaluation
 from service.approval import workflow
-from service.approval.record_store import engine_policy, store_final_record
+from service.approval.record_store import engine_policy
 from service.approval.workflow import Event, State, WaiverState
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
 from service.identifiers import etag_of, new_id
@@ -37,7 +35,6 @@ from service.persistence.models import (
     Submission,
     Waiver,
 )
-from service.record import SigningKeys
 from service.signals import before_compare_and_set
 
 
@@ -316,84 +313,3 @@ def waive(session: Session, actor: Actor, snap: Snapshot, check_id: str, justifi
                          "result_digest": digest, "expires": expires.isoformat() if expires else None,
                          "revision": submission.revision})
     return waiver
-
-
-def decide(session: Session, actor: Actor, snap: Snapshot, action: str, comment: str | None, request_digest: str,
-           required_approvers: int, now: datetime, keys: SigningKeys | None = None) -> Decision:
-    """Returns the stored decision after applying it to the submission's state.
-
-    When the decision makes the submission final, the final record is issued; an approved one is signed
-    with ``keys`` in the same transaction (no keys: it is signed when first read, see ``signed_envelope``).
-    """
-    submission = snap.submission
-    event = Event(action)
-    target = workflow.check_transition(submission.state, event)
-    approvals = len(snap.approvers())
-    if event is Event.APPROVE:
-        active = snap.active_waivers(now.date())
-        assert actor.user_id is not None  # every authenticated actor has a user
-        reason = workflow.check_four_eyes(actor.user_id, actor.name, snap.author_users(), snap.waiver_users())
-        if reason:
-            raise Forbidden(f"four-eyes rule: {reason}")
-        if actor.user_id in snap.approver_users():
-            raise WorkflowConflict(f"{actor.name!r} has already approved revision {submission.revision}; "
-                                   f"approval needs {required_approvers} distinct approvers")
-        workflow.ensure_approvable(snap.checks, set(active))
-        approvals += 1
-        if approvals < required_approvers:
-            target = State(submission.state)
-    compare_and_set(session, submission.id, submission.version, state=target, updated_at=now)
-    decision = Decision(submission_id=submission.id, revision=submission.revision, action=action, comment=comment,
-                        actor=actor.name, actor_role=actor.role, actor_token_id=actor.token_id, created_at=now)
-    session.add(decision)
-    session.flush()
-    detail: dict[str, Any] = {"decision_id": decision.id, "action": action, "revision": submission.revision,
-                              "approvals": approvals, "required_approvers": required_approvers}
-    if target in workflow.FINAL_STATES:
-        final = _issue_final_record(session, snap, [*snap.decisions, decision], now, keys)
-        detail.update(record_id=final.id, record_digest=final.digest)
-    audit.append(session, action=f"decision.{action}", actor=actor, occurred_at=now, submission_id=submission.id,
-                 input_digest=request_digest, before_state=submission.state, after_state=target,
-                 engine_version=snap.evaluation.engine_version, policy_version=snap.evaluation.policy_version,
-                 detail=detail)
-    return decision
-
-
-def waiver_document(waiver: Waiver) -> dict[str, Any]:
-    """Returns a waiver in the record schema's shape."""
-    return {"check_id": waiver.check_id, "justification": waiver.justification, "actor": waiver.author,
-            "at": audit.timestamp(waiver.created_at), "expires": waiver.expires.isoformat() if waiver.expires else None,
-            "result_digest": waiver.result_digest}
-
-
-def decision_document(decision: Decision) -> dict[str, Any]:
-    """Returns a decision in the record schema's shape."""
-    document = {"action": decision.action, "actor": decision.actor, "role": decision.actor_role,
-                "at": audit.timestamp(decision.created_at)}
-    if decision.comment:
-        document["comment"] = decision.comment
-    return document
-
-
-def _issue_final_record(session: Session, snap: Snapshot, decisions: list[Decision], now: datetime,
-                        keys: SigningKeys | None) -> Record:
-    """Returns the stored final record of a decision that ends the workflow (approve or reject).
-
-    The record carries the audit chain's anchor (``audit.anchor``): the caller's next audit event, the
-    decision that names this record, must be the very next one appended in this transaction.
-    """
-    record_id = new_id()
-    revision = snap.submission.revision
-    waivers = {check_id: waiver_document(w) for check_id, w in snap.active_waivers(now.date()).items()}
-    document = workflow.record_with_workflow(
-        snap.record.document, record_id=record_id, submission_id=snap.submission.id, revision=revision,
-        waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
-    # The record procurement receives carries the layout search: the best layout of the quoted GPUs beside the
-    # submitted one (advice; the check results and their digests are the evaluation's, unchanged).
-    submitted = current_document(session, snap.submission.id)
-    document = evaluation.with_search(session, submitted, document)
-    # ... and, where a check failed or warned, the remedies: the changes that would make every check pass.
-    document = with_remedies(document, evaluation.remedies(session, submitted, document))
-    document["issue"] = 1
-    document["audit_anchor"] = audit.anchor(session).as_record_member()
-    return store_final_record(session, snap.submission.id, snap.evaluation.id, document, now, keys)
