@@ -46,8 +46,8 @@ from rules.errors import InvalidSubmission
 from rules.evaluate import default_engine, evaluate, parse_submission
 from schemas.json_reader import MAX_JSON_BYTES
 from service import create_app
-from service.auth import create_token
-from service.db import get_db
+from service.accounts.auth import create_token
+from service.persistence.db import get_db
 from service.startup import settle_after_start_up
 
 ROOT = Path(__file__).resolve().parent.parent

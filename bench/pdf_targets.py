@@ -99,8 +99,8 @@ class Api:
 
     def __init__(self, folder: Path) -> None:
         from service import create_app
-        from service.auth import create_token
-        from service.db import get_db
+        from service.accounts.auth import create_token
+        from service.persistence.db import get_db
 
         self.app = create_app({"INSTANCE_PATH": str(folder / "instance"),
                                "DATABASE_URL": f"sqlite:///{folder / 'bench.sqlite3'}"})

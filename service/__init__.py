@@ -19,25 +19,17 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     ``./instance``) holds ``config.json`` or ``config.py``, without DATABASE_URL the SQLite file, and without
     SIGNING_CERT_FILE/SIGNING_KEY_FILE the record signing key (``signing/``, generated on first start).
     Environment variables ``QUOTECHECK_<KEY>`` set ``<KEY>``; values that parse as JSON are taken as JSON.
-    The module TASK_QUEUE names (``workers.celery_app``) registers the task queue (service/tasks_port.py).
+    The module TASK_QUEUE names (``workers.celery_app``) registers the task queue (service/tasks/tasks_port.py).
     """
     # Imported on first use, not with the package: the command line and Alembic's env import modules of
     # this package (every import of one runs this file) and must not load the whole web layer to do so.
-    from service import (
-        api,
-        auth,
-        db,
-        errors,
-        evaluation,
-        http,
-        logs,
-        metrics,
-        readiness,
-        record,
-        tasks_port,
-        ui,
-        webhooks,
-    )
+    from service import api, errors, http, logs, record, ui
+    from service.accounts import auth
+    from service.app import evaluation
+    from service.monitoring import metrics, readiness
+    from service.persistence import db
+    from service.tasks import tasks_port
+    from service.webhooks import subscriptions as webhooks
 
     test_config = dict(test_config or {})
     instance_path = test_config.pop("INSTANCE_PATH", None) or os.environ.get(f"{ENV_PREFIX}_INSTANCE_PATH")

@@ -68,7 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "SIGNING_KEYS_AT_START": True,
     # The clock the workflow reads (waiver expiry, timestamps); tests replace it to move time.
     "CLOCK": system_clock,
-    # The module whose init_app(app) registers the app's task queue (service/tasks_port.py): the Celery app
+    # The module whose init_app(app) registers the app's task queue (service/tasks/tasks_port.py): the Celery app
     # of the worker package. Named, not imported, so that the service does not depend on the worker package
     # (workers import service, never the reverse). None: no background tasks (those requests answer 503).
     "TASK_QUEUE": "workers.celery_app",
@@ -102,7 +102,7 @@ DEFAULTS: dict[str, Any] = {
     # Days a new or rotated API token is valid (1-3650); `--expires 30d` overrides it per token. An expired
     # token gets 401.
     "TOKEN_LIFETIME_DAYS": DEFAULT_TOKEN_LIFETIME_DAYS,
-    # A record's DRAFT PDF is rendered once and kept (service/draft_pdfs.py). A request that finds another
+    # A record's DRAFT PDF is rendered once and kept (service/approval/draft_pdfs.py). A request that finds another
     # rendering the same draft waits at most this long for it, then answers 503 (ask again).
     "DRAFT_PDF_WAIT_S": 30,
     # A claim to render a draft older than this is taken over: the request that made it died. Longer than a
@@ -113,7 +113,8 @@ DEFAULTS: dict[str, Any] = {
     "UI_SESSION_LIFETIME_S": 8 * 3600,
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
-    # Webhooks (service/webhooks.py, docs/webhooks.md): how long one attempt waits for the receiver's answer,
+    # Webhooks (service/webhooks/subscriptions.py, docs/webhooks.md): how long one attempt waits for the receiver's
+    # answer,
     # how many attempts a delivery gets before it is marked failed, the backoff between them (doubling from
     # the base, at most the max), and how often the workers' beat drains the outbox for retries.
     "WEBHOOK_TIMEOUT_S": 10,

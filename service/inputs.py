@@ -104,7 +104,7 @@ def refuse(what: str, problems: list[Problem]) -> None:
 class Body:
     """A JSON request body: the OpenAPI component it is documented as, and how it is validated.
 
-    ``schema`` (an API schema, service/api_schemas.py) is checked by ``validate_body``, then ``check``
+    ``schema`` (an API schema, service/api_schemas/components.py) is checked by ``validate_body``, then ``check``
     (what a JSON Schema cannot say: patterns as Python matches them, dates, limits from the configuration)
     raises InvalidRequest for what remains. A body of a contract schema (``SubmissionDocument``) has no
     ``schema`` here and is checked by ``validator`` (rules.evaluate.validate_submission), after ``precheck``

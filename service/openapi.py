@@ -2,7 +2,7 @@
 
 Views declare what the URL map cannot know: their body or query with ``@accepts`` (service/inputs.py),
 the one declaration that also validates it; responses and headers with ``@operation``; who may call them
-with ``service.auth.require``. The contract schemas in schemas/ become components as they are, and so do
+with ``service.accounts.auth.require``. The contract schemas in schemas/ become components as they are, and so do
 the schemas the declared bodies are validated with, so the document and the validators share one source.
 """
 
@@ -20,8 +20,8 @@ from flask import Flask
 
 import schemas
 from rules.evaluate import engine_version
-from service.api_schemas import COMPONENTS
-from service.auth import PERMISSIONS
+from service.accounts.auth import PERMISSIONS
+from service.api_schemas.components import COMPONENTS
 from service.inputs import Body, Query
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,7 +49,7 @@ def operation(*, tag: str, responses: dict[int, tuple[str | None, ...]] | None =
               alternatives: dict[int, dict[str, str]] | None = None) -> Callable[[F], F]:
     """Returns a decorator that records a view's OpenAPI metadata on it.
 
-    The schema half of each ``responses`` entry names a component (see service.api_schemas.COMPONENTS, or
+    The schema half of each ``responses`` entry names a component (see service.api_schemas.components.COMPONENTS, or
     ``<Name>Document`` for a contract schema); an entry's optional third item is its media type when it
     differs from ``media_type``. A JSON body is declared with ``@accepts`` (service/inputs.py), not here;
     ``request_content`` maps media types to components for a body that is not (only) JSON, which the view

@@ -15,6 +15,6 @@ before_compare_and_set = _signals.signal("before-compare-and-set")
 audit_anchored = _signals.signal("audit-anchored")
 
 # Sent by ``audit.append`` with the session as sender and the ``event`` just appended (flushed, not committed).
-# service/webhooks.py writes the outbox rows of the events it reports here, so they commit or roll back with
-# the audit event itself (a transactional outbox).
+# service/webhooks/subscriptions.py writes the outbox rows of the events it reports here, so they commit or roll back
+# with the audit event itself (a transactional outbox).
 audit_appended = _signals.signal("audit-appended")

@@ -47,7 +47,8 @@ def modules() -> dict[str, Path]:
 
 
 def _known(name: str) -> str | None:
-    """Returns the module of ours that ``name`` is or lies in (``service.store.load`` → ``service.store``)."""
+    """Returns the module of ours that ``name`` is or lies in (``service.approval.store.load`` →
+    ``service.approval.store``)."""
     while name and name not in modules():
         name = name.rpartition(".")[0]
     return name or None
@@ -63,7 +64,8 @@ def _imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
         package = module.split(".") if modules()[module].name == "__init__.py" else module.split(".")[:-1]
         package = package[:len(package) - node.level + 1]
         base = ".".join([*package, base] if base else package)
-    # `from service import store` imports the module service.store; `from service.store import load` the module.
+    # `from service.approval import store` imports the module service.approval.store;
+    # `from service.approval.store import load` the module.
     yield from (f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules() else base for alias in node.names)
 
 
@@ -131,7 +133,7 @@ def test_the_import_walk_sees_top_level_and_function_level_imports():
     # Given modules known to import each other at the top and inside a function
     graph = imports()
 
-    assert "service.store" in graph["service.api.submissions"]  # from service import …, store
+    assert "service.approval.store" in graph["service.api.submissions"]  # from service import …, store
     assert "service.record.render" in graph["service.record"]  # inside a function (the lazy PDF side)
     assert "schemas.problem" in graph["rules.errors"]
 
@@ -151,7 +153,7 @@ def test_no_import_cycle_among_the_modules_of_the_acyclic_packages():
 def test_the_cycle_check_finds_a_cycle():
     # With no cycle left anywhere, the check itself must still be able to see one.
     graph = imports()
-    a, b = "service.store", "service.record_store"
+    a, b = "service.approval.store", "service.approval.record_store"
     assert b in graph[a]
     graph[b].add(a)
     try:
@@ -166,3 +168,19 @@ def test_no_module_is_longer_than_the_limit(package):
                   if _package(module) == package
                   and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES)
     assert long == [], "\n".join(long)
+
+
+def test_no_module_of_the_service_reaches_beneath_a_decorator():
+    # A page or a command calls the application layer (service/app), never a view's undecorated body.
+    reaching = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "service").rglob("*.py")
+                      if "__wrapped__" in path.read_text(encoding="utf-8"))
+    assert reaching == [], "\n".join(reaching)
+
+
+MAX_SERVICE_ROOT_MODULES = 12
+
+
+def test_the_root_of_the_service_holds_at_most_twelve_modules():
+    # The rest is grouped by concept in subpackages (persistence, accounts, approval, app, tasks, …).
+    root = sorted(path.name for path in (ROOT / "service").glob("*.py"))
+    assert len(root) <= MAX_SERVICE_ROOT_MODULES, ", ".join(root)

@@ -10,7 +10,7 @@ import pytest
 
 from rules.evaluate import evaluate
 from schemas.canonical_json import digest_of, placeholder
-from service.workflow import record_digests, result_digest
+from service.approval.workflow import record_digests, result_digest
 from tests.golden.golden_support import load_golden
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.json"))

@@ -5,7 +5,7 @@ keys as the API. Without ``CELERY_BROKER_URL`` tasks run in-process when they ar
 what one machine and the fast tests use; with a Redis URL they go to ``celery -A workers.worker worker``.
 
 ``init_app`` is what ``create_app`` calls for the TASK_QUEUE setting (``workers.celery_app`` by default):
-it registers the Celery app as the service's task queue (service/tasks_port.py), through which the API
+it registers the Celery app as the service's task queue (service/tasks/tasks_port.py), through which the API
 sends tasks by name; the service never imports this package.
 """
 
@@ -24,8 +24,9 @@ import workers.remedy_tasks  # noqa: F401
 import workers.search_tasks  # noqa: F401
 import workers.tasks  # noqa: F401
 import workers.webhook_tasks  # noqa: F401
-from service import logs, tasks_port
+from service import logs
 from service.errors import InvalidRequest
+from service.tasks import tasks_port
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
@@ -161,7 +162,7 @@ def celery_init_app(app: Flask) -> Celery:
 
 
 class CeleryQueue:
-    """The service's task queue (service.tasks_port.TaskQueue) on a Celery app."""
+    """The service's task queue (service.tasks.tasks_port.TaskQueue) on a Celery app."""
 
     def __init__(self, celery_app: Celery) -> None:
         self.celery_app = celery_app
@@ -172,7 +173,7 @@ class CeleryQueue:
         # ignore_result: the task records its outcome in the task table; the sender need not subscribe to
         # the result backend for a result it never waits for. The request id goes along in a header, for the
         # worker's logs of the task. retry=False: one attempt, bounded by the socket timeouts; a task the broker
-        # did not take stays in the outbox for the next dispatcher (service/task_outbox.py) rather than holding
+        # did not take stays in the outbox for the next dispatcher (service/tasks/task_outbox.py) rather than holding
         # the request.
         rid = logs.request_id()
         self.celery_app.tasks[name].apply_async(args=args, task_id=task_id, ignore_result=True, retry=False,

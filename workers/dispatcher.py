@@ -1,4 +1,4 @@
-"""Every worker sends the outbox's unsent tasks (service/task_outbox.py): once it is ready, then periodically.
+"""Every worker sends the outbox's unsent tasks (service/tasks/task_outbox.py): once it is ready, then periodically.
 
 A request accepted while the broker was unreachable left its task unsent in the database. Nothing on the
 broker can remind anyone of it (Celery beat needs the broker too), so each worker process that consumes
@@ -13,7 +13,7 @@ import threading
 
 from flask import Flask
 
-from service.task_outbox import dispatch_pending
+from service.tasks.task_outbox import dispatch_pending
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The remediation search as a Celery task: ``quotecheck.find_remedies`` (rules/remedies.py, service/evaluation.py).
+"""The remediation search as a Celery task: ``quotecheck.find_remedies`` (rules/remedies.py, service/app/evaluation.py).
 
 Sent by ``GET /api/v1/submissions/{id}/remedies`` with the submission as JSON text. It keeps its state,
 progress (one step per full evaluation of the policy's budget, ``remedies.max_evaluations``) and result in
@@ -16,9 +16,10 @@ from celery import Task, shared_task
 
 from rules.evaluate import engine_version
 from rules.remedies import remedies_key
-from service import evaluation, task_runs
-from service.db import get_db
-from service.tasks_port import FIND_REMEDIES
+from service.app import evaluation
+from service.persistence.db import get_db
+from service.tasks import task_runs
+from service.tasks.tasks_port import FIND_REMEDIES
 from workers.tasks import TASK_OPTIONS, run_keyed
 
 

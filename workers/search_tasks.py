@@ -38,9 +38,10 @@ from rules.search import (
     search_key,
     search_submission,
 )
-from service import evaluation, task_runs
-from service.db import get_db
-from service.tasks_port import SEARCH_LAYOUTS
+from service.app import evaluation
+from service.persistence.db import get_db
+from service.tasks import task_runs
+from service.tasks.tasks_port import SEARCH_LAYOUTS
 from workers.tasks import TASK_OPTIONS, claim_run, publish_progress, report_progress
 
 SEARCH_CHUNK = SEARCH_LAYOUTS + ".chunk"  # (submission JSON text, chunk_document, search task id, chunks)

@@ -1,11 +1,11 @@
-"""Heavy work as Celery tasks, registered under the names the service sends them by (service/tasks_port.py).
+"""Heavy work as Celery tasks, registered under the names the service sends them by (service/tasks/tasks_port.py).
 
 ``quotecheck.compare_configurations`` runs ``compare_configurations`` (rules.compare, no Celery, no
 database); ``quotecheck.compare_quotes`` ranks stored quotes at their best layouts (rules.compare_quotes);
 ``quotecheck.render_record_pdf`` issues an approved record's signed PDF with
-``service.record_store.issue_signed_pdf``, the function the API calls when it renders one for a request.
+``service.approval.record_store.issue_signed_pdf``, the function the API calls when it renders one for a request.
 The tasks run inside the Flask app context (workers/celery_app.py), keep their state, progress and
-outcome in the task table (service/task_runs.py), report progress with
+outcome in the task table (service/tasks/task_runs.py), report progress with
 ``update_state(state="PROGRESS", meta={"current", "total"})``, and are idempotent: each run claims its
 row first (``claim_run``), so a task delivered again returns its stored result, one redelivered after its
 worker died runs again, and one sent twice runs once. Only JSON crosses the broker, so no task returns
@@ -25,12 +25,14 @@ from flask import current_app
 from rules.compare import compare, comparison_key
 from rules.compare_quotes import compare_quotes, quotes_key
 from rules.evaluate import engine_version
-from service import evaluation, record_store, task_runs
-from service.audit import Actor
+from service.app import evaluation
+from service.approval import record_store
 from service.config import clock_of
-from service.db import get_db
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
 from service.record import signing_keys
-from service.tasks_port import COMPARE_CONFIGURATIONS, COMPARE_QUOTES, RENDER_RECORD_PDF
+from service.tasks import task_runs
+from service.tasks.tasks_port import COMPARE_CONFIGURATIONS, COMPARE_QUOTES, RENDER_RECORD_PDF
 
 # Options every task shares; the app-wide settings (workers/celery_app.py) say the same, but a task
 # should not depend on a worker's configuration for its delivery guarantees.
@@ -158,7 +160,7 @@ def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) ->
     PDF names them. The PDF itself stays in the database (``record_pdf``, served by
     ``GET /api/v1/records/{id}.pdf``); the result carries its digest and size, never its bytes.
     WorkflowConflict when the record is not an approved final record (the API renders a draft, once:
-    service/draft_pdfs.py). The PDF is issued by ``record_store.issue_signed_pdf``, as when the API
+    service/approval/draft_pdfs.py). The PDF is issued by ``record_store.issue_signed_pdf``, as when the API
     renders it for a request.
     """
     task_id = self.request.id

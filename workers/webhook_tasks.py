@@ -1,6 +1,6 @@
-"""``quotecheck.deliver_webhooks``: drains the webhook outbox (service/webhook_delivery.py) inside the app context.
+"""``quotecheck.deliver_webhooks``: drains the webhook outbox (service/webhooks/delivery.py) inside the app context.
 
-It is sent after every commit that wrote deliveries (service/webhooks.py) and, for the retries, run every
+It is sent after every commit that wrote deliveries (service/webhooks/subscriptions.py) and, for the retries, run every
 WEBHOOK_DRAIN_INTERVAL_S by Celery beat (``celery -A workers.worker beat``, or a worker started with ``-B``;
 workers/celery_app.py schedules it). Without a broker it runs in the API process when it is sent. Draining
 is safe to repeat and to run in several workers at once: each delivery is claimed before it is sent.
@@ -13,9 +13,9 @@ from typing import Any
 from celery import Task, shared_task
 from flask import current_app
 
-from service.db import get_db
-from service.tasks_port import DELIVER_WEBHOOKS
-from service.webhook_delivery import Outbox
+from service.persistence.db import get_db
+from service.tasks.tasks_port import DELIVER_WEBHOOKS
+from service.webhooks.delivery import Outbox
 
 
 @shared_task(name=DELIVER_WEBHOOKS, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -13,7 +13,7 @@ from typing import Any
 from celery.signals import setup_logging, worker_process_init, worker_ready, worker_shutting_down
 
 from service import create_app, logs
-from service.db import get_db
+from service.persistence.db import get_db
 from service.startup import settle_after_start_up
 from workers.dispatcher import Dispatcher
 

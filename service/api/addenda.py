@@ -14,15 +14,16 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request, url_for
 
 from rules.as_built import calibration
-from service import addenda, evaluation
-from service.addendum_schemas import ADDENDUM_REQUEST, ADDENDUM_REQUEST_DOCUMENTED
-from service.auth import current_actor, require
-from service.db import get_db
+from service.accounts.auth import current_actor, require
+from service.api_schemas.addenda import ADDENDUM_REQUEST, ADDENDUM_REQUEST_DOCUMENTED
+from service.app import evaluation
+from service.approval import addenda
 from service.http import json_response, now
 from service.identifiers import body_digest
 from service.inputs import Body, accepts
-from service.models import Addendum
 from service.openapi import operation
+from service.persistence.db import get_db
+from service.persistence.models import Addendum
 from service.record import canonical_bytes, signing_keys
 
 bp = Blueprint("addenda", __name__, url_prefix="/api/v1")

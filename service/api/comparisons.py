@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app
-from sqlmodel import Session
 
-from rules.compare import comparison_key, variant_documents
-from rules.compare_quotes import check_same_workload, quotes_key
-from rules.errors import InvalidSubmission, Problem
-from rules.evaluate import engine_version, submission_digest
-from service import store, task_runs
-from service.api import tasks
-from service.audit import Actor
-from service.auth import authorize, current_actor, require
-from service.comparison_schemas import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
-from service.db import get_db
+from rules.errors import Problem
+from service.accounts.auth import authorize, current_actor, require
+from service.api.tasks import accepted
+from service.api_schemas.comparisons import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
+from service.app import compare
 from service.errors import InvalidRequest
-from service.evaluation import policy
 from service.http import now
 from service.inputs import Body, accepts
 from service.openapi import operation
-from service.visibility import ensure_visible
 
 bp = Blueprint("comparisons", __name__, url_prefix="/api/v1/comparisons")
 
@@ -87,47 +78,8 @@ def create_comparison(body: dict[str, Any]) -> Response:
     """
     actor = current_actor()
     if "submissions" in body:
-        return _compare_stored(actor, body["submissions"])
+        return accepted(compare.compare_stored(actor, body["submissions"], now()))
     # Evaluating documents of one's own is submitting work: a role that may only read compares stored quotes.
     authorize(actor, "submit")
-    submission = body["submission"]
     variants = [{"name": v["name"], "patch": v["patch"]} for v in body["variants"]]
-    variant_documents(submission, variants)
-    identity = policy().identity()
-    key, private = tasks.key_for(actor, comparison_key(submission, variants, engine_version(), identity["digest"]))
-    event = {"action": "comparison.requested", "input_digest": submission_digest(submission),
-             "engine_version": engine_version(), "policy_version": identity["version"],
-             "detail": {"key": key, "variants": [v["name"] for v in variants]}}
-    row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now(), [json.dumps(submission), variants],
-                            event=event, private=private)
-    if send:
-        tasks.send(row)
-    return tasks.accepted(row.id)
-
-
-def stored_quotes(session: Session, actor: Actor, ids: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Returns ``(id, current document)`` of each stored submission ``ids``; NotFound for one ``actor`` may not see."""
-    quotes = []
-    for submission_id in ids:
-        ensure_visible(session, actor, submission_id)
-        quotes.append((submission_id, store.current_document(session, submission_id)))
-    return quotes
-
-
-def _compare_stored(actor: Actor, ids: list[str]) -> Response:
-    """Issues the comparison of stored quotes ``ids`` (their current revisions) and answers 202 with its task."""
-    with get_db().session() as session:
-        quotes = stored_quotes(session, actor, ids)
-    try:
-        check_same_workload(quotes)
-    except InvalidSubmission as error:
-        raise InvalidRequest(str(error), error.problems) from None
-    identity = policy().identity()
-    key, private = tasks.key_for(actor, quotes_key(quotes, engine_version(), identity["digest"]))
-    event = {"action": "comparison.requested", "engine_version": engine_version(),
-             "policy_version": identity["version"], "detail": {"key": key, "submissions": ids}}
-    row, send = tasks.issue(actor, task_runs.QUOTE_COMPARISON, key, len(quotes), now(), [json.dumps(quotes)],
-                            event=event, private=private)
-    if send:
-        tasks.send(row)
-    return tasks.accepted(row.id)
+    return accepted(compare.compare_variants(actor, body["submission"], variants, now()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, url_for
 
 import schemas
-from service.auth import public
+from service.accounts.auth import public
 from service.errors import NotFound
 from service.http import json_response
 from service.openapi import operation

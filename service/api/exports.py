@@ -2,63 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any
 
 from flask import Blueprint, Response
 
-from rules.evaluate import verdict_of
-from service import exports, store, workflow
-from service.audit import timestamp
-from service.auth import current_actor, require
-from service.db import get_db
-from service.evaluation import required_approvers
-from service.exports.model import Artifact, Export
+from service import exports
+from service.accounts.auth import current_actor, require
+from service.app.submissions import Checks, read_checks
 from service.http import json_response, negotiated_format, now, text_response
 from service.inputs import Query, accepts
-from service.models import Waiver
 from service.openapi import operation
-from service.representations import submission_view
-from service.store import Snapshot
 
 bp = Blueprint("exports", __name__, url_prefix="/api/v1/submissions")
 
 OFFERED = {"json": "application/json", **exports.MEDIA_TYPES}
 FILE_SUFFIXES = {"sarif": "sarif", "junit": "junit.xml", "csv": "csv"}
-# The document the checks point into: a stored submission has no file name of its own.
-ARTIFACT_URI = "submission.json"
-
 CHECKS_QUERY = Query({"type": "object", "properties": {
     "format": {"description": "json (default), sarif (SARIF 2.1.0), junit (JUnit XML) or csv; without it the "
                               "Accept header chooses among application/json, application/sarif+json, "
                               "application/xml and text/csv", "enum": list(OFFERED)},
 }})
-
-
-def _waiver(waiver: Waiver) -> dict[str, Any]:
-    return {"id": waiver.id, "justification": waiver.justification, "author": waiver.author,
-            "expires": waiver.expires.isoformat() if waiver.expires else None,
-            "created_at": timestamp(waiver.created_at)}
-
-
-def submission_export(snap: Snapshot, document: dict[str, Any], today: date) -> Export:
-    """Returns the export of a submission's current evaluation: its checks after the waivers valid ``today``."""
-    active = snap.active_waivers(today)
-    checks = []
-    for check in snap.checks:
-        waiver = active.get(check["id"])
-        checks.append({**check, "effective_status": workflow.effective_status(check["status"], waiver is not None),
-                       "digest": snap.digests[check["id"]], "waiver": _waiver(waiver) if waiver else None})
-    submission, record = snap.submission, snap.record.document
-    digest = record["submission"]["digest"]
-    artifact = Artifact(
-        uri=ARTIFACT_URI, document=document, sha256=digest.removeprefix("sha256:"),
-        description=f"the submitted document of revision {submission.revision} of submission {submission.id}, as "
-                    "RFC 8785 canonical JSON (its SHA-256 is the record's submission digest)")
-    subject = {"id": submission.id, "revision": submission.revision, "state": submission.state,
-               "vendor": submission.vendor, "quote_id": submission.quote_id}
-    return Export(record=record, checks=checks, artifact=artifact,
-                  verdict_after_waivers=verdict_of([c["effective_status"] for c in checks]), subject=subject)
 
 
 @bp.get("/<submission_id>/checks")
@@ -78,15 +41,14 @@ def get_checks(submission_id: str, query: dict[str, Any]) -> Response:
     row per check. docs/exports.md gives the mapping of statuses.
     """
     fmt = negotiated_format(query["format"], OFFERED)
-    today = now().date()
-    with get_db().session() as session:
-        snap = store.load_visible(session, current_actor(), submission_id)
-        if fmt == "json":
-            view = submission_view(snap, today, required_approvers())
-            return json_response({"submission_id": submission_id, "revision": snap.submission.revision,
-                                  "verdict": view["verdict"], "effective_verdict": view["effective_verdict"],
-                                  "record_id": snap.record.id, "checks": view["evaluation"]["checks"]})
-        export = submission_export(snap, store.current_document(session, submission_id), today)
-    name = f"quotecheck-{submission_id}-r{snap.submission.revision}.{FILE_SUFFIXES[fmt]}"
-    return text_response(exports.render(fmt, export), OFFERED[fmt],
+    return checks_response(read_checks(current_actor(), submission_id, fmt == "json", now().date()), fmt)
+
+
+def checks_response(checks: Checks, fmt: str) -> Response:
+    """Returns the response of a checks read in format ``fmt`` (the API's and the reviewer pages' alike)."""
+    if checks.listing is not None:
+        return json_response(checks.listing)
+    assert checks.export is not None
+    name = f"quotecheck-{checks.submission_id}-r{checks.revision}.{FILE_SUFFIXES[fmt]}"
+    return text_response(exports.render(fmt, checks.export), OFFERED[fmt],
                          {"Content-Disposition": f'attachment; filename="{name}"'})

@@ -7,7 +7,7 @@ import json
 
 from flask import Blueprint, Response, current_app, request
 
-from service.auth import public
+from service.accounts.auth import public
 from service.openapi import operation
 from service.record import public_keys_document, signing_keys
 

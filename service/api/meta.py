@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app
 
-from service import readiness
-from service.auth import public
+from service.accounts.auth import public
 from service.errors import ServiceUnavailable, problem_type, render_problem, with_retry_after
 from service.http import json_response
 from service.inputs import Query, accepts
+from service.monitoring import readiness
 from service.openapi import build_document, operation, render_docs
 
 bp = Blueprint("meta", __name__)

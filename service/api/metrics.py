@@ -1,4 +1,4 @@
-"""GET /metrics: the service's Prometheus metrics (service/metrics.py), for a scraper that holds a token."""
+"""GET /metrics: the service's Prometheus metrics (service/monitoring/metrics.py), for a scraper that holds a token."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from service import metrics
-from service.auth import require
+from service.accounts.auth import require
+from service.monitoring import metrics
 from service.openapi import operation
 
 bp = Blueprint("metrics", __name__)

@@ -11,24 +11,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request, url_for
-from sqlmodel import Session
 
 from rules.errors import Problem
-from service import draft_pdfs, purchase_orders, record_store, task_runs, tasks_port
-from service.api import tasks
-from service.api_schemas import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
-from service.auth import current_actor, public, require
-from service.db import get_db
+from service.accounts.auth import current_actor, public, require
+from service.api.tasks import accepted
+from service.api_schemas.components import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
+from service.app.records import RecordRead, read_record, read_record_pdf
+from service.approval import purchase_orders
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import Body, accepts, refuse
-from service.models import Record
 from service.openapi import operation
-from service.record import canonical_bytes, signing_keys, verify_document
+from service.persistence.db import get_db
+from service.persistence.models import Record
+from service.record import signing_keys, verify_document
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
 
@@ -41,20 +40,9 @@ def _etag(body: bytes) -> str:
     return '"' + hashlib.sha256(body).hexdigest() + '"'
 
 
-def _version_links(session: Session, record: Record) -> str:
+def version_links(read: RecordRead) -> str:
     """Returns the RFC 5829 Link header of a final record's versions ('' for an evaluation record)."""
-    if record.kind != "final":
-        return ""
-    links = []
-    latest = record_store.latest_issue(session, record.submission_id)
-    if latest is not None and latest.id != record.id:
-        links.append((latest.id, "latest-version"))
-    if record.supersedes_id:
-        links.append((record.supersedes_id, "predecessor-version"))
-    successor = record_store.successor_of(session, record)
-    if successor is not None:
-        links.append((successor.id, "successor-version"))
-    return ", ".join(f'<{url_for("records.get_record", record_id=rid)}>; rel="{rel}"' for rid, rel in links)
+    return ", ".join(f'<{url_for("records.get_record", record_id=rid)}>; rel="{rel}"' for rid, rel in read.versions)
 
 
 def _conditional(body: bytes, mimetype: str, status_header: str, link: str,
@@ -85,17 +73,12 @@ def get_record(record_id: str) -> Response:
     never changes for a given record id, so its ETag is stable (If-None-Match gives 304). A final record
     superseded by a later version (a purchase order was linked) links to it with `Link: rel="latest-version"`.
     """
-    actor = current_actor()
-    with get_db().session() as session:
-        record = record_store.visible_record(session, actor, record_id)
-        if record_store.is_signed_record(record):
-            envelope = record_store.signed_envelope(session, actor, record, signing_keys(), now())
-            body, status = canonical_bytes(envelope), SIGNED
-            session.commit()  # only writes when a record issued before signing existed is signed now
-        else:
-            body, status = canonical_bytes(record.document), DRAFT
-        link = _version_links(session, record)
-    return _conditional(body, "application/json", status, link)
+    return record_response(read_record(current_actor(), record_id, now()))
+
+
+def record_response(read: RecordRead) -> Response:
+    """Returns the response of a record read (the API's and the reviewer pages' downloads alike)."""
+    return _conditional(read.body, "application/json", SIGNED if read.signed else DRAFT, version_links(read))
 
 
 PREFER_PARAMETER = {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
@@ -130,24 +113,15 @@ def get_record_pdf(record_id: str) -> Response:
     DRAFT (watermarked, unsigned), rendered on its first request, stored, and served from then on with an
     ETag; free text in it is cut at fixed bounds with a note (the attached JSON holds it whole).
     """
-    actor = current_actor()
-    with get_db().session() as session:
-        record = record_store.visible_record(session, actor, record_id)
-        signed = record_store.is_signed_record(record)
-        stored = record_store.stored_pdf(session, record) if signed else None
-        link = _version_links(session, record)
-    if not signed:
-        return _pdf_response(draft_pdfs.cached_draft_pdf(record, now), record, DRAFT, link)
-    if stored is None and (tasks_port.runs_in_background() or prefers_async()):
-        row, send = tasks.issue(actor, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1,
-                                now(), [record.id, asdict(actor)], submission_id=record.submission_id)
-        if send:
-            tasks.send(row)
+    return pdf_response(read_record_pdf(current_actor(), record_id, now, prefers_async()))
+
+
+def pdf_response(read: RecordRead) -> Response:
+    """Returns the response of a record's PDF read: the PDF, or 202 with the task that renders it."""
+    if read.task_id is not None:
         applied = {"Preference-Applied": "respond-async"} if prefers_async() else {}
-        return tasks.accepted(row.id, **applied)
-    if stored is None:
-        stored = record_store.issue_signed_pdf(actor, record, signing_keys(), now())
-    return _pdf_response(stored.pdf, record, SIGNED, link)
+        return accepted(read.task_id, **applied)
+    return _pdf_response(read.body, read.record, SIGNED if read.signed else DRAFT, version_links(read))
 
 
 def _pdf_response(pdf: bytes, record: Record, status: str, link: str) -> Response:

@@ -12,17 +12,19 @@ from sqlmodel import Session
 from rules.compare import merge_patch
 from rules.evaluate import engine_version, submission_digest, validate_submission
 from rules.remedies import remedies_key
-from service import evaluation, store, task_runs
-from service.api import tasks
-from service.audit import Actor
-from service.auth import current_actor, require
-from service.db import get_db
+from service.accounts.auth import current_actor, require
+from service.accounts.visibility import ensure_visible
+from service.api.tasks import accepted
+from service.app import evaluation, tasks
+from service.app.evaluation import evaluate_submission, policy, required_approvers
+from service.approval import store
+from service.approval.representations import submission_view
 from service.errors import NotFound
-from service.evaluation import evaluate_submission, policy, required_approvers
 from service.http import expected_version, json_response, now
 from service.openapi import operation
-from service.representations import submission_view
-from service.visibility import ensure_visible
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
+from service.tasks import task_runs
 
 bp = Blueprint("remedies", __name__, url_prefix="/api/v1/submissions")
 
@@ -80,7 +82,7 @@ def get_remedies(submission_id: str) -> Response:
     view = tasks.load_view(row.id)
     if view["state"] == task_runs.SUCCESS:  # the service runs tasks in-process: it has finished already
         return json_response(view["result"])
-    return tasks.accepted(row.id)
+    return accepted(row.id)
 
 
 def _chosen(found: dict[str, Any], remedy: str, submission_id: str, revision: int) -> dict[str, Any]:

@@ -6,20 +6,24 @@ from datetime import date
 from typing import Any
 
 from flask import Blueprint, Response
+from sqlmodel import Session
 
 from rules.errors import Problem
-from service import store
-from service.api_schemas import DECISION_REQUEST, WAIVER_REQUEST
-from service.auth import authorize, current_actor, require
-from service.db import get_db
-from service.evaluation import required_approvers
+from service.accounts.auth import authorize, current_actor, require
+from service.api_schemas.components import DECISION_REQUEST, WAIVER_REQUEST
+from service.app import review
+from service.app.evaluation import required_approvers
+from service.approval import store
+from service.approval.representations import decision_view, submission_view, waiver_view
+from service.approval.store import Snapshot
+from service.approval.workflow import MIN_JUSTIFICATION
 from service.http import expected_version, json_response, now
 from service.identifiers import body_digest
 from service.inputs import Body, accepts, refuse
 from service.openapi import operation
+from service.persistence.db import get_db
+from service.persistence.models import Decision
 from service.record import signing_keys
-from service.representations import decision_view, submission_view, waiver_view
-from service.workflow import MIN_JUSTIFICATION
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
 
@@ -94,13 +98,16 @@ def create_decision(submission_id: str, body: dict[str, Any]) -> Response:
     """
     actor = current_actor()
     moment = now()
-    with get_db().session() as session:
-        snap = store.load_visible(session, actor, submission_id)
+
+    def check(snap: Snapshot) -> None:
         expected_version(snap.submission.version)
         authorize(actor, body["action"])
-        decision = store.decide(session, actor, snap, body["action"], body.get("comment"), body_digest(body),
-                                required_approvers(), moment, signing_keys())
+
+    def respond(session: Session, decision: Decision) -> dict[str, Any]:
         view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
         view["decision"] = decision_view(decision)
-        session.commit()
+        return view
+
+    view = review.decide(actor, submission_id, body["action"], body.get("comment"), body_digest(body), moment,
+                         signing_keys(), check, respond)
     return json_response(view, 201, {"Location": view["links"]["self"], "ETag": view["etag"]})

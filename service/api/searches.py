@@ -10,17 +10,19 @@ from flask import Blueprint, Response
 from rules.errors import Problem
 from rules.evaluate import engine_version, submission_digest
 from rules.search import NothingToSearch, default_chunks, prepare, search_key
-from service import store, task_runs
-from service.api import tasks
-from service.auth import current_actor, require
-from service.db import get_db
+from service.accounts.auth import current_actor, require
+from service.accounts.visibility import ensure_visible
+from service.api.tasks import accepted
+from service.api_schemas.searches import SEARCH_REQUEST
+from service.app import tasks
+from service.app.evaluation import policy
+from service.approval import store
 from service.errors import InvalidRequest
-from service.evaluation import policy
 from service.http import now
 from service.inputs import Body, accepts
 from service.openapi import operation
-from service.search_schemas import SEARCH_REQUEST
-from service.visibility import ensure_visible
+from service.persistence.db import get_db
+from service.tasks import task_runs
 
 bp = Blueprint("searches", __name__, url_prefix="/api/v1/searches")
 
@@ -66,4 +68,4 @@ def create_search(body: dict[str, Any]) -> Response:
                             event=event, submission_id=submission_id, private=private)
     if send:
         tasks.send(row)
-    return tasks.accepted(row.id)
+    return accepted(row.id)

@@ -13,20 +13,21 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, func, select
 
 from rules.evaluate import check_counts, validate_submission
-from service import audit, store, verdicts
-from service.auth import current_actor, require
-from service.db import get_db
-from service.errors import IdempotencyKeyReused, InvalidRequest, NotFound, ParameterProblem
-from service.evaluation import evaluate_submission, required_approvers
+from service.accounts.auth import current_actor, require
+from service.accounts.visibility import own_submissions
+from service.app.evaluation import evaluate_submission, required_approvers
+from service.app.submissions import audit_trail
+from service.approval import store, verdicts
+from service.approval.representations import submission_summary, submission_view
+from service.approval.workflow import State
+from service.errors import IdempotencyKeyReused, InvalidRequest, ParameterProblem
 from service.exports import tables
 from service.http import expected_version, json_response, negotiated_format, now, text_response
 from service.identifiers import body_digest
 from service.inputs import Body, Query, accepts
-from service.models import Submission
 from service.openapi import operation
-from service.representations import audit_event_view, submission_summary, submission_view
-from service.visibility import ensure_visible, own_submissions
-from service.workflow import State
+from service.persistence.db import get_db
+from service.persistence.models import Submission
 
 bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
 
@@ -246,11 +247,11 @@ def get_audit(submission_id: str, query: dict[str, Any]) -> Response:
 
     As CSV (`format=csv` or `Accept: text/csv`) one row per event, its `detail` as JSON text.
     """
-    with get_db().session() as session:
-        if session.get(Submission, submission_id) is None:
-            raise NotFound(f"there is no submission {submission_id!r}")
-        ensure_visible(session, current_actor(), submission_id)
-        events = [audit_event_view(e) for e in audit.events_of(session, submission_id)]
-    if negotiated_format(query["format"], LIST_FORMATS) == "csv":
+    return audit_response(submission_id, audit_trail(current_actor(), submission_id), query["format"])
+
+
+def audit_response(submission_id: str, events: list[dict[str, Any]], requested_format: str | None) -> Response:
+    """Returns the response of an audit trail read (the API's and the reviewer pages' alike): JSON, or CSV."""
+    if negotiated_format(requested_format, LIST_FORMATS) == "csv":
         return text_response(tables.audit_csv(events), LIST_FORMATS["csv"])
     return json_response({"submission_id": submission_id, "events": events})

@@ -11,15 +11,15 @@ from typing import Any
 from flask import Blueprint, Response, url_for
 from sqlmodel import Session, col, func, select
 
-from service import webhooks
-from service.audit import timestamp
-from service.auth import current_actor, require
-from service.db import get_db
+from service.accounts.auth import current_actor, require
+from service.api_schemas.webhooks import DELIVERY_STATES, WEBHOOK_REQUEST
 from service.http import json_response, now
 from service.inputs import Body, Query, accepts
 from service.openapi import operation
-from service.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
-from service.webhook_schemas import DELIVERY_STATES, WEBHOOK_REQUEST
+from service.persistence.audit import timestamp
+from service.persistence.db import get_db
+from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from service.webhooks import subscriptions as webhooks
 
 bp = Blueprint("webhooks", __name__, url_prefix="/api/v1/webhooks")
 

@@ -9,13 +9,21 @@ import click
 from sqlmodel import col, func, select
 
 from rules.errors import QuotecheckError
-from service import users
-from service.audit import timestamp
-from service.auth import aware, create_token, default_lifetime, find_token, parse_lifetime, revoke_token, rotate_token
+from service.accounts import users
+from service.accounts.auth import (
+    aware,
+    create_token,
+    default_lifetime,
+    find_token,
+    parse_lifetime,
+    revoke_token,
+    rotate_token,
+)
 from service.cli.common import EXIT_INVALID, SERVICE_EXIT_CODES, fail_input, service_app
 from service.config import clock_of
-from service.db import get_db
-from service.models import ApiToken, User
+from service.persistence.audit import timestamp
+from service.persistence.db import get_db
+from service.persistence.models import ApiToken, User
 
 
 def _service_session() -> Any:

@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 import click
 
 from rules.errors import QuotecheckError
-from service import audit as audit_log
-from service.audit import Anchor
 from service.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_OK, fail_input, service_app
-from service.db import get_db
+from service.persistence import audit as audit_log
+from service.persistence.audit import Anchor
+from service.persistence.db import get_db
 from service.record import TrustedKeys, signing_keys, verify_document
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from service.cli.common import SERVICE_EXIT_CODES, service_app
-from service.db import current_revision, get_db, head_revision, upgrade
+from service.persistence.db import current_revision, get_db, head_revision, upgrade
 
 
 @click.command(epilog=SERVICE_EXIT_CODES)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from service.cli.common import EXIT_FAILED, service_app
-from service.task_outbox import dispatch_pending
+from service.tasks.task_outbox import dispatch_pending
 
 TASKS_DISPATCH_EXIT_CODES = """\b
 Exit codes:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from service.cli.common import SERVICE_EXIT_CODES, service_app
-from service.db import get_db
-from service.webhook_delivery import Outbox
+from service.persistence.db import get_db
+from service.webhooks.delivery import Outbox
 
 
 @click.group()

@@ -1,4 +1,4 @@
-"""Alembic environment: runs on the connection service.db hands over, or on ``sqlalchemy.url``."""
+"""Alembic environment: runs on the connection service.persistence.db hands over, or on ``sqlalchemy.url``."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from alembic import context
 from sqlalchemy import Connection, create_engine, pool, text
 from sqlmodel import SQLModel
 
-import service.models  # noqa: F401  (registers the tables on SQLModel.metadata)
-import service.webhook_models  # noqa: F401
+import service.persistence.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import service.persistence.webhook_models  # noqa: F401
 
 target_metadata = SQLModel.metadata
 
@@ -29,7 +29,8 @@ def _run(connection: Connection) -> None:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         context.run_migrations()
         if connection.dialect.name == "sqlite":
-            # service.db.upgrade runs SQLite migrations with foreign keys off (tables are rebuilt): check now.
+            # service.persistence.db.upgrade runs SQLite migrations with foreign keys off (tables are rebuilt):
+            # check now.
             broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
             if broken:
                 raise RuntimeError(f"the migration left rows whose foreign keys point nowhere: {broken[:10]}")

@@ -3,9 +3,9 @@
 What the API wires (service/api/records.py, service/api/keys.py; docs/records.md "Over HTTP"):
 
 - ``GET /api/v1/records/{id}.json``  → the envelope ``sign_record(record, signing_keys(app))`` made when the
-  approved record was issued (service.record_store), stored and served as it is
-- ``GET /api/v1/records/{id}.pdf``   → ``service.record_store.issue_signed_pdf`` (``signed_pdf`` with the stored
-  envelope, stored when first rendered; the PDF task calls it too) when approved, else ``draft_pdf``
+  approved record was issued (service.approval.record_store), stored and served as it is
+- ``GET /api/v1/records/{id}.pdf``   → ``service.approval.record_store.issue_signed_pdf`` (``signed_pdf`` with the
+  stored envelope, stored when first rendered; the PDF task calls it too) when approved, else ``draft_pdf``
 - ``POST /api/v1/records/verify``    → ``verify_document(body_bytes, signing_keys(app).trusted()).as_dict()``
 - ``GET /api/v1/keys``               → ``public_keys_document(signing_keys(app))``
 

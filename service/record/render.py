@@ -221,7 +221,7 @@ def renderer_digest() -> str:
     """Returns ``sha256:<hex>`` of what decides a record's PDF besides the record: template, stylesheet, code.
 
     The template and stylesheet, the modules that build the view and draw the charts, and the WeasyPrint
-    version: a stored DRAFT PDF is served only while this is what rendered it (service/draft_pdfs.py).
+    version: a stored DRAFT PDF is served only while this is what rendered it (service/approval/draft_pdfs.py).
     """
     from weasyprint import __version__ as weasyprint_version
 

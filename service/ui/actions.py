@@ -11,16 +11,16 @@ from typing import Any
 from flask import Response, redirect, request, url_for
 
 from rules.errors import QuotecheckError
-from service import purchase_orders, record_store, store
+from service.accounts.auth import authorize
 from service.api.records import PURCHASE_ORDER_BODY
 from service.api.reviews import DECISION_BODY, WAIVER_BODY
-from service.auth import authorize
-from service.db import get_db
+from service.app import review
+from service.approval import purchase_orders, record_store, store
 from service.errors import PreconditionFailed, status_of
-from service.evaluation import required_approvers
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import Body, validate_body
+from service.persistence.db import get_db
 from service.record import signing_keys
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in
@@ -111,12 +111,8 @@ def decide(submission_id: str) -> Response:
         authorize(actor, "decide")
         checked(DECISION_BODY, body)
         authorize(actor, body["action"])
-        with get_db().session() as session:
-            snap = store.load_visible(session, actor, submission_id)
-            expect_version(snap)
-            store.decide(session, actor, snap, body["action"], body.get("comment"), body_digest(body),
-                         required_approvers(), moment, signing_keys())
-            session.commit()
+        review.decide(actor, submission_id, body["action"], body.get("comment"), body_digest(body), moment,
+                      signing_keys(), expect_version, lambda session, decision: None)
     except QuotecheckError as error:
         return refused(submission_id, error, retry)
     return _done(submission_id, body["action"])

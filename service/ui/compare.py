@@ -13,17 +13,19 @@ from sqlmodel import col, select
 from rules.compare import gpus_quoted
 from rules.compare_quotes import check_same_workload, workload_identity
 from rules.errors import InvalidSubmission
-from service import store, task_runs, verdicts
-from service.api import comparisons, tasks
-from service.db import get_db
+from service.accounts.visibility import own_submissions
+from service.app import compare as comparison
+from service.app import tasks
+from service.approval import store, verdicts
 from service.errors import InvalidRequest
 from service.http import now
-from service.models import Submission
+from service.persistence.db import get_db
+from service.persistence.models import Submission
 from service.record.view import display_number
+from service.tasks import task_runs
 from service.ui.blueprint import bp
 from service.ui.compare_chart import quote_chart
 from service.ui.render import current_visitor, page, signed_in
-from service.visibility import own_submissions
 
 # The picker offers the newest submissions the user may see, grouped by the job they quote for.
 PICKER_LIMIT = 200
@@ -100,7 +102,7 @@ def compare() -> Response:
     elif ids:
         today = now().date()
         with get_db().session() as session:
-            quotes = comparisons.stored_quotes(session, actor, ids)
+            quotes = comparison.stored_quotes(session, actor, ids)
             try:
                 check_same_workload(quotes)
             except InvalidSubmission as error:
@@ -121,8 +123,8 @@ def rank() -> Response:
     ids = _chosen()
     if len(ids) < 2:
         raise InvalidRequest("pick at least two quotes to rank")
-    accepted = comparisons._compare_stored(current_visitor().actor, ids)
-    return redirect(url_for("ui.ranking", task_id=accepted.get_json()["id"], ids=ids), 303)
+    task_id = comparison.compare_stored(current_visitor().actor, ids, now())
+    return redirect(url_for("ui.ranking", task_id=task_id, ids=ids), 303)
 
 
 @bp.get("/ui/compare/rankings/<task_id>")

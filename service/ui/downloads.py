@@ -1,34 +1,29 @@
 """Downloads for a signed-in browser: records (JSON, PDF), a submission's checks (SARIF, JUnit, CSV), its audit
 trail as CSV, and each revision's document.
 
-A browser sends its session cookie, not a bearer token, so these routes run the API's own views for the
-signed-in user: the same bytes, ETags and visibility (a token of scope ``own`` gets 404 for another's record).
+A browser sends its session cookie, not a bearer token, so these routes read for the signed-in user through
+the application layer the API reads through, and answer as the API does: the same bytes, ETags and visibility
+(a token of scope ``own`` gets 404 for another's record).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
 
 from flask import Response, current_app, request
 
+from service.accounts.visibility import ensure_visible
 from service.api import exports, records, submissions
-from service.db import get_db
+from service.app.records import read_record, read_record_pdf
+from service.app.submissions import audit_trail, read_checks
 from service.errors import InvalidRequest
+from service.http import now
+from service.persistence.db import get_db
 from service.ui import history
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in
-from service.visibility import ensure_visible
 
 CHECK_FORMATS = ("sarif", "junit", "csv")
-
-
-def _as_signed_in(view: Callable[..., Response], **arguments: Any) -> Response:
-    """Returns what API ``view`` answers the signed-in user: its body beneath the token check (``require``), which
-    the session stands in for (``service.ui.session.visitor`` set the acting user)."""
-    current_visitor()
-    return view.__wrapped__(**arguments)  # type: ignore[attr-defined]
 
 
 def _attachment(response: Response, name: str) -> Response:
@@ -40,7 +35,7 @@ def _attachment(response: Response, name: str) -> Response:
 @signed_in
 def record_json(record_id: str) -> Response:
     """A record as the API serves it: an approved one as its signed envelope, any other as an unsigned draft."""
-    response = _as_signed_in(records.get_record, record_id=record_id)
+    response = records.record_response(read_record(current_visitor().actor, record_id, now()))
     return _attachment(response, f"commissioning-record-{record_id}.json") if response.status_code == 200 else response
 
 
@@ -48,7 +43,7 @@ def record_json(record_id: str) -> Response:
 @signed_in
 def record_pdf(record_id: str) -> Response:
     """A record's PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT."""
-    return _as_signed_in(records.get_record_pdf, record_id=record_id)
+    return records.pdf_response(read_record_pdf(current_visitor().actor, record_id, now, records.prefers_async()))
 
 
 @bp.get("/ui/submissions/<submission_id>/checks")
@@ -57,14 +52,17 @@ def checks_export(submission_id: str) -> Response:
     """The checks of the current evaluation as SARIF, JUnit XML or CSV (``?format=``)."""
     if request.args.get("format") not in CHECK_FORMATS:
         raise InvalidRequest(f"format must be one of: {', '.join(CHECK_FORMATS)}")
-    return _as_signed_in(exports.get_checks, submission_id=submission_id)
+    fmt = request.args["format"]
+    return exports.checks_response(read_checks(current_visitor().actor, submission_id, False, now().date()), fmt)
 
 
 @bp.get("/ui/submissions/<submission_id>/audit.csv")
 @signed_in
 def audit_csv(submission_id: str) -> Response:
     """The audit trail as CSV, one row per event."""
-    response = _as_signed_in(submissions.get_audit, submission_id=submission_id)
+    query = submissions.AUDIT_QUERY.read()
+    events = audit_trail(current_visitor().actor, submission_id)
+    response = submissions.audit_response(submission_id, events, query["format"])
     return _attachment(response, f"quotecheck-{submission_id}-audit.csv")
 
 

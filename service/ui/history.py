@@ -1,5 +1,6 @@
 """A submission's revisions as the pages show them: each revision's document and evaluation record, and the
-difference of the checks between two revisions (service.workflow.diff_checks, as a revision's response has it)."""
+difference of the checks between two revisions (service.approval.workflow.diff_checks, as a revision's response has
+it)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
-from service import workflow
+from service.approval import workflow
 from service.errors import NotFound
-from service.models import Evaluation, Record, Revision
+from service.persistence.models import Evaluation, Record, Revision
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from flask import Response, current_app, redirect, request, url_for
 from rules.errors import QuotecheckError
 from rules.evaluate import validate_submission
 from schemas.json_reader import JsonError, read_json
-from service import store
-from service.auth import authorize
-from service.db import get_db
+from service.accounts.auth import authorize
+from service.app.evaluation import evaluate_submission
+from service.approval import store
 from service.errors import InvalidRequest, status_of
-from service.evaluation import evaluate_submission
 from service.http import now
+from service.persistence.db import get_db
 from service.ui.actions import expect_version, refused
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, page, signed_in

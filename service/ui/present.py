@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
-from service import workflow
-from service.audit import Actor
-from service.auth import authorize
+from service.accounts.auth import authorize
+from service.approval import workflow
+from service.approval.store import Snapshot
+from service.approval.workflow import Event, State
 from service.errors import Forbidden, WorkflowConflict
+from service.persistence.audit import Actor
 from service.record.view import SOURCE_LABELS, display_number, exact
-from service.store import Snapshot
-from service.workflow import Event, State
 
 # Each status as a word and a symbol; the stylesheet adds a colour, which only repeats what these say.
 STATUS = {"fail": ("FAIL", "✕"), "insufficient-data": ("NEEDS DATA", "?"), "warn": ("WARN", "!"),
@@ -49,7 +49,7 @@ def moment(value: datetime | str | None) -> str:
 
 
 def may(actor: Actor, action: str) -> bool:
-    """Returns whether ``actor``'s role may perform ``action`` (service.auth.authorize)."""
+    """Returns whether ``actor``'s role may perform ``action`` (service.accounts.auth.authorize)."""
     try:
         authorize(actor, action)
     except Forbidden:
@@ -117,9 +117,9 @@ def inputs_of(record: Mapping[str, Any], evidence: Mapping[str, Any]) -> list[di
 def forms_for(actor: Actor, snap: Snapshot, today: date) -> dict[str, Any]:
     """Returns which forms the page shows ``actor`` on this submission, and why one is held back where that helps.
 
-    A form appears only when the role may use it (service.auth.PERMISSIONS), the state allows the event
-    (service.workflow), and the four-eyes rule lets this user act (service.store applies the same rules again
-    when the form is sent).
+    A form appears only when the role may use it (service.accounts.auth.PERMISSIONS), the state allows the event
+    (service.approval.workflow), and the four-eyes rule lets this user act (service.approval.store applies the same
+    rules again when the form is sent).
     """
     state = snap.submission.state
     authors = snap.author_users()

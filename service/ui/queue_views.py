@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Response, current_app, request
 
-from service.db import get_db
 from service.errors import NotFound
 from service.http import now
+from service.persistence.db import get_db
 from service.ui.blueprint import bp
 from service.ui.present import STATE_WORDS
 from service.ui.queues import QUEUES, SCAN_LIMIT, SORTS, VERDICTS, queue_page, read_filters

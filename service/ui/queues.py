@@ -9,7 +9,7 @@
 - ``mine``: the quotes the user submitted, revised, waived a check of or decided on;
 - ``all``: every quote the user may see.
 
-A token of scope ``own`` sees only its user's quotes in each (service.visibility).
+A token of scope ``own`` sees only its user's quotes in each (service.accounts.visibility).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 from sqlalchemy import case, or_
 from sqlmodel import Session, col, select
 
-from service import store, verdicts, workflow
-from service.audit import Actor
-from service.models import ApiToken, Decision, Revision, Submission, Waiver
+from service.accounts.visibility import own_submissions
+from service.approval import store, verdicts, workflow
+from service.approval.workflow import State
+from service.persistence.audit import Actor
+from service.persistence.models import ApiToken, Decision, Revision, Submission, Waiver
 from service.ui.present import may
-from service.visibility import own_submissions
-from service.workflow import State
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ from flask import Response, current_app, g, request
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
-from service.audit import Actor
-from service.auth import actor_of_token, authenticate, aware
-from service.db import get_db
+from service.accounts.auth import actor_of_token, authenticate, aware
 from service.errors import Forbidden, Unauthorized
 from service.http import now
-from service.models import ApiToken, UiSession
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
+from service.persistence.models import ApiToken, UiSession
 
 COOKIE = "__Host-quotecheck-session"
 # Before sign-in there is no session to hold a CSRF token: the sign-in form's token lives in its own cookie.
@@ -104,7 +104,7 @@ def visitor() -> Visitor | None:
                     actor = None
                 if actor is not None:
                     g.ui_visitor = Visitor(actor, stored.csrf_token, aware(stored.expires_at))
-                    # Code shared with the API reads the acting user from here (service.auth.current_actor).
+                    # Code shared with the API reads the acting user from here (service.accounts.auth.current_actor).
                     g.quotecheck_actor = actor
     return g.ui_visitor
 

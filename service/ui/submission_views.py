@@ -7,14 +7,15 @@ from typing import Any
 
 from flask import Response, request
 
-from service import audit, store
-from service.db import get_db
+from service.app.evaluation import required_approvers
+from service.approval import store
+from service.approval.representations import audit_event_view, submission_view
 from service.errors import InvalidRequest
-from service.evaluation import required_approvers
 from service.exports.model import headline
 from service.http import now
+from service.persistence import audit
+from service.persistence.db import get_db
 from service.record.charts import chart_for, chart_title
-from service.representations import audit_event_view, submission_view
 from service.ui import history
 from service.ui.blueprint import bp
 from service.ui.present import estimate_pairs, evidence_rows, forms_for, inputs_of, sorted_checks

@@ -9,8 +9,8 @@ from typing import Any
 
 from flask import Flask
 
-from service.auth import create_token
-from service.db import get_db
+from service.accounts.auth import create_token
+from service.persistence.db import get_db
 
 # A small training submission that the catalogue can size; without an optimizer the
 # training-objective check fails, which the waiver and approval tests need.

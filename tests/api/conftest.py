@@ -22,8 +22,8 @@ from sqlalchemy import text
 from sqlmodel import SQLModel
 
 from service import create_app
-from service.audit import GENESIS_HASH
-from service.db import get_db
+from service.persistence.audit import GENESIS_HASH
+from service.persistence.db import get_db
 
 PG_HOST, PG_PORT, PG_ADMIN_DB = "127.0.0.1", 5432, "test"
 PG_USERS = ("postgres", "root")

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 import schemas
-from service import audit
-from service.db import get_db
-from service.models import Addendum, CalibrationPoint, Record
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import Addendum, CalibrationPoint, Record
 from service.record import TrustedKeys, record_digest, verify_record
 from service.record.cli import verify as verify_command
 

@@ -6,7 +6,7 @@ import importlib
 import json
 
 from service import create_app
-from service.db import get_db
+from service.persistence.db import get_db
 
 
 def test_config_layers_defaults_instance_file_environment_then_test_config(tmp_path, monkeypatch):
@@ -37,7 +37,7 @@ def test_environment_is_read_when_the_app_is_created_not_at_import(tmp_path, mon
 
 
 def test_postgres_urls_use_psycopg_3():
-    from service.db import normalise_url
+    from service.persistence.db import normalise_url
 
     assert normalise_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert normalise_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"

@@ -7,11 +7,11 @@ from click.testing import CliRunner
 from sqlalchemy import text
 from sqlmodel import select
 
-from service import audit
-from service.auth import aware
+from service.accounts.auth import aware
 from service.cli import main
-from service.db import get_db
-from service.models import ApiToken, AuditEvent
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import ApiToken, AuditEvent
 
 
 def _verify_cli(database_url: str, tmp_path) -> object:

@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from sqlalchemy import text
 from sqlmodel import col, select
 
-from service import audit
-from service.audit import Actor
 from service.cli import main
-from service.db import get_db
-from service.models import AuditChainHead, AuditEvent
+from service.persistence import audit
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
+from service.persistence.models import AuditChainHead, AuditEvent
 from service.record import SigningKeys, sign_record
 from service.signals import audit_anchored
 

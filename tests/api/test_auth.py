@@ -9,11 +9,11 @@ from api_support import JUSTIFICATION, url
 from click.testing import CliRunner
 from sqlmodel import select
 
-from service.auth import PERMISSIONS, create_token, hash_token
+from service.accounts.auth import PERMISSIONS, create_token, hash_token
 from service.cli import main
-from service.db import get_db
 from service.errors import InvalidRequest
-from service.models import ApiToken
+from service.persistence.db import get_db
+from service.persistence.models import ApiToken
 
 READ_PATHS = ["/api/v1/submissions", "/api/v1/submissions/{id}", "/api/v1/submissions/{id}/audit",
               "/api/v1/records/{record}.json"]

@@ -15,8 +15,8 @@ from celery.app.task import Task
 from task_support import direct_evaluation, example, three_variants
 
 import workers.tasks
-from service import audit
-from service.db import get_db
+from service.persistence import audit
+from service.persistence.db import get_db
 from service.record import TrustedKeys, verify_document
 
 COMPARISONS = "/api/v1/comparisons"
@@ -25,7 +25,7 @@ COMPARISONS = "/api/v1/comparisons"
 def _events(app: Any, action: str) -> list[Any]:
     from sqlmodel import select
 
-    from service.models import AuditEvent
+    from service.persistence.models import AuditEvent
 
     with get_db(app).session() as session:
         return list(session.exec(select(AuditEvent).where(AuditEvent.action == action)).all())
@@ -208,14 +208,14 @@ def test_an_unreachable_broker_is_202_and_the_task_waits_in_the_outbox(make_app)
     assert response.get_json()["state"] == "PENDING"
     task_id = _events(app, "comparison.requested")[0].detail["task_id"]
     assert submitter.get(f"/api/v1/tasks/{task_id}").get_json()["state"] == "PENDING"
-    from service import task_outbox
+    from service.tasks import task_outbox
 
     with app.app_context():
         assert task_outbox.unsent() == [task_id]
 
 
 def test_without_a_task_queue_background_work_is_503_and_recorded_as_failed(make_app):
-    # The service sends tasks only through service/tasks_port.py; TASK_QUEUE names who registers the queue.
+    # The service sends tasks only through service/tasks/tasks_port.py; TASK_QUEUE names who registers the queue.
     app = make_app(TASK_QUEUE=None)
     assert "celery" not in app.extensions
     submitter = _submitter(app)

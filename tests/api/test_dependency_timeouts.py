@@ -22,10 +22,12 @@ from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from task_support import example, three_variants
 
-from service import create_app, db_postgres, task_runs
-from service.db import get_db, make_engine, without_timeouts
-from service.db_postgres import Timeouts
+from service import create_app
 from service.errors import dependency_failure
+from service.persistence import db_postgres
+from service.persistence.db import get_db, make_engine, without_timeouts
+from service.persistence.db_postgres import Timeouts
+from service.tasks import task_runs
 
 CONNECT_S, SOCKET_S = 1, 1
 # What a request may cost on top of the timeouts it runs into: the app's own work and the test client.
@@ -207,7 +209,7 @@ def test_migrations_run_without_the_statement_and_socket_timeouts(pg_url):
 
 
 def db_postgres_lifted(connection: Any) -> Any:
-    from service.db import _without_timeouts
+    from service.persistence.db import _without_timeouts
 
     return _without_timeouts(connection)
 

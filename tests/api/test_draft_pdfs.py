@@ -1,4 +1,4 @@
-"""DRAFT PDFs are rendered once per record digest and kept in the database (service/draft_pdfs.py); with a
+"""DRAFT PDFs are rendered once per record digest and kept in the database (service/approval/draft_pdfs.py); with a
 broker, a signed PDF not rendered yet is a worker's task (service/api/records.py)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import Any
 from api_support import Caller, new_token, url, waive_all
 from sqlmodel import select
 
-from service import tasks_port
-from service.db import get_db
-from service.models import DraftPdf, Record
+from service.persistence.db import get_db
+from service.persistence.models import DraftPdf, Record
 from service.record.render import draft_pdf, renderer_digest
-from service.tasks_port import RENDER_RECORD_PDF
+from service.tasks import tasks_port
+from service.tasks.tasks_port import RENDER_RECORD_PDF
 
 
 def _pdf(record_id: str) -> str:
@@ -53,7 +53,7 @@ def test_two_first_requests_at_once_render_the_draft_once(app, submitted, monkey
     record_id = view["evaluation"]["record_id"]
     release = threading.Event()
     render = CountingRender(release)
-    monkeypatch.setattr("service.draft_pdfs.draft_pdf", render)
+    monkeypatch.setattr("service.approval.draft_pdfs.draft_pdf", render)
     answers: list[Any] = []
 
     # When two readers ask for it at once
@@ -77,12 +77,12 @@ def test_two_first_requests_at_once_render_the_draft_once(app, submitted, monkey
 def test_a_failed_render_drops_its_claim_and_the_next_request_renders(app, submitted, monkeypatch):
     submitter, view = submitted
     record_id = view["evaluation"]["record_id"]
-    monkeypatch.setattr("service.draft_pdfs.draft_pdf", CountingRender(fail=True))
+    monkeypatch.setattr("service.approval.draft_pdfs.draft_pdf", CountingRender(fail=True))
 
     assert submitter.get(_pdf(record_id)).status_code == 500
     assert _rows(app) == []
 
-    monkeypatch.setattr("service.draft_pdfs.draft_pdf", draft_pdf)
+    monkeypatch.setattr("service.approval.draft_pdfs.draft_pdf", draft_pdf)
     assert submitter.get(_pdf(record_id)).status_code == 200
 
 

@@ -28,9 +28,10 @@ from api_support import FAILING_SUBMISSION, new_token
 from fault_support import ROOT, PostgresServer, free_port, service_env, wait_until
 from sqlmodel import select
 
-from service import audit, create_app
-from service.db import get_db
-from service.models import Submission
+from service import create_app
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import Submission
 
 pytestmark = pytest.mark.faults
 

@@ -22,10 +22,11 @@ from fault_support import PostgresServer, RedisServer, Worker, service_env, wait
 from flask import Flask
 from task_support import example
 
-from service import create_app, task_runs
-from service.db import get_db
-from service.models import TaskRun
-from service.tasks_port import COMPARE_CONFIGURATIONS
+from service import create_app
+from service.persistence.db import get_db
+from service.persistence.models import TaskRun
+from service.tasks import task_runs
+from service.tasks.tasks_port import COMPARE_CONFIGURATIONS
 
 pytestmark = pytest.mark.faults
 

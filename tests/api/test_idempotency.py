@@ -6,8 +6,8 @@ import json
 
 from sqlmodel import func, select
 
-from service.db import get_db
-from service.models import Submission
+from service.persistence.db import get_db
+from service.persistence.models import Submission
 
 
 def _submissions(app) -> int:

@@ -10,7 +10,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect
 from sqlmodel import SQLModel, select
 
-from service.db import current_revision, get_db, head_revision, make_engine, upgrade
+from service.persistence.db import current_revision, get_db, head_revision, make_engine, upgrade
 
 
 def test_the_migrated_schema_matches_the_models(app):
@@ -78,7 +78,7 @@ def test_tokens_of_a_database_at_0003_keep_working_after_the_upgrade_each_as_a_u
     from sqlalchemy import text
 
     from service import create_app
-    from service.auth import hash_token
+    from service.accounts.auth import hash_token
 
     engine = make_engine(empty_database_url)
     upgrade(engine, "0003")
@@ -119,8 +119,8 @@ def test_tokens_of_a_database_at_0003_keep_working_after_the_upgrade_each_as_a_u
         ("Alice", "submitter", users[0].id, "all"), ("alice.", "approver", users[0].id, "all"),
         ("bob", "reviewer", users[1].id, "all")]
     with get_db(app).session() as session:
-        from service.auth import aware
-        from service.models import ApiToken
+        from service.accounts.auth import aware
+        from service.persistence.models import ApiToken
 
         lifetimes = [aware(t.expires_at) - now for t in session.exec(select(ApiToken)).all()]
     assert all(89 <= lifetime.days <= 90 for lifetime in lifetimes)
@@ -131,7 +131,7 @@ def test_tokens_of_a_database_at_0003_keep_working_after_the_upgrade_each_as_a_u
         assert compare_metadata(context, SQLModel.metadata) == []
     # a new user gets the next id (PostgreSQL's sequence was moved past the migrated users)
     with app.app_context(), get_db(app).session() as session:
-        from service.users import create_user
+        from service.accounts.users import create_user
 
         assert create_user(session, "carol", datetime.now(UTC)).id == users[-1].id + 1
         session.commit()

@@ -10,8 +10,8 @@ import pytest
 from openapi_spec_validator import validate
 
 import schemas
+from service.approval.workflow import TRANSITIONS, State
 from service.openapi import IGNORED_METHODS, api_rules, openapi_path
-from service.workflow import TRANSITIONS, State
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from typing import Any
 from api_support import url, waive_all
 from sqlmodel import select
 
-from service.audit import Actor
-from service.db import get_db
-from service.models import AuditEvent, RecordPdf, TaskRun
-from service.tasks_port import RENDER_RECORD_PDF
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
+from service.persistence.models import AuditEvent, RecordPdf, TaskRun
+from service.tasks.tasks_port import RENDER_RECORD_PDF
 
 READER = asdict(Actor(name="records-clerk", role="reviewer"))
 

@@ -23,8 +23,8 @@ from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.db import get_db
-from service.models import Record
+from service.persistence.db import get_db
+from service.persistence.models import Record
 from service.record import TrustedKeys
 from service.record.verify import verify_json
 

@@ -20,8 +20,9 @@ from api_support import Caller, url, waive_all
 from sqlalchemy import text
 
 import schemas
-from service import audit, create_app
-from service.db import get_db
+from service import create_app
+from service.persistence import audit
+from service.persistence.db import get_db
 from service.record import SigningError, TrustedKeys, load_signing_keys, verify_document, verify_record
 
 PO = {"po_number": "PO-2026/0042", "system": "SAP S/4HANA"}
@@ -266,7 +267,7 @@ def test_a_draft_pdf_is_rendered_once_and_served_as_stored(app, submitted, monke
     def refuse(record):
         raise AssertionError("the stored draft was rendered again")
 
-    monkeypatch.setattr("service.draft_pdfs.draft_pdf", refuse)
+    monkeypatch.setattr("service.approval.draft_pdfs.draft_pdf", refuse)
     again = submitter.get(records(record_id, ".pdf"))
 
     # Then the stored bytes come back, and the ETag revalidates

@@ -21,10 +21,10 @@ import schemas
 from rules.compare import merge_patch
 from rules.evaluate import evaluate
 from rules.remedies import search_remedies
-from service import audit
-from service.api import tasks
-from service.db import get_db
-from service.models import AuditEvent, Revision
+from service.app import tasks
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import AuditEvent, Revision
 from service.record import TrustedKeys, verify_record
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -17,7 +17,7 @@ from gunicorn_support import gunicorn, request
 
 from service import create_app
 from service.config import DEFAULTS
-from service.db import get_db
+from service.persistence.db import get_db
 
 LIMIT = DEFAULTS["MAX_CONTENT_LENGTH"]
 PIECE = 64 * 1024

@@ -17,9 +17,9 @@ from sqlmodel import select
 
 import workers.search_tasks
 from rules.search import default_chunks, search_submission
-from service import audit
-from service.db import get_db
-from service.models import AuditEvent
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import AuditEvent
 
 SEARCHES = "/api/v1/searches"
 EXAMPLES = Path(__file__).parents[2] / "examples"

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from sqlalchemy import event
 from sqlmodel import func, select
 
-from service import audit
-from service.db import get_db
-from service.models import AuditEvent, Submission
+from service.persistence import audit
+from service.persistence.db import get_db
+from service.persistence.models import AuditEvent, Submission
 
 
 @contextmanager

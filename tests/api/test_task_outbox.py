@@ -17,11 +17,11 @@ from flask import Flask
 from sqlalchemy import update
 from task_support import example
 
-from service import task_outbox, task_runs, tasks_port
 from service.cli import main
-from service.db import get_db
-from service.models import TaskRun
-from service.tasks_port import COMPARE_CONFIGURATIONS
+from service.persistence.db import get_db
+from service.persistence.models import TaskRun
+from service.tasks import task_outbox, task_runs, tasks_port
+from service.tasks.tasks_port import COMPARE_CONFIGURATIONS
 
 COMPARISONS = "/api/v1/comparisons"
 

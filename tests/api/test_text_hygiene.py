@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from api_support import url, waive_all
 
-from service.db import get_db
-from service.models import Record
+from service.persistence.db import get_db
+from service.persistence.models import Record
 
 PROBLEM = "application/problem+json"
 JSON = {"Content-Type": "application/json"}

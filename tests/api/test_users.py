@@ -16,10 +16,10 @@ from sqlmodel import select
 from task_support import example, three_variants
 
 from rules.policy import default_policy
-from service.auth import create_token
-from service.db import get_db
-from service.models import ApiToken, User
-from service.users import name_key
+from service.accounts.auth import create_token
+from service.accounts.users import name_key
+from service.persistence.db import get_db
+from service.persistence.models import ApiToken, User
 
 
 def submit(caller: Caller, document: dict[str, Any]) -> dict[str, Any]:

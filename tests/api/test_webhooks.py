@@ -14,11 +14,11 @@ from api_support import Caller, token_for, url, waive_all
 from sqlmodel import select
 from webhook_support import Receiver, signature_is_valid
 
-from service.audit import Actor, append
-from service.db import get_db
-from service.webhook_delivery import Outbox
-from service.webhook_models import WebhookDelivery
-from service.webhooks import EVENT_TYPES
+from service.persistence.audit import Actor, append
+from service.persistence.db import get_db
+from service.persistence.webhook_models import WebhookDelivery
+from service.webhooks.delivery import Outbox
+from service.webhooks.subscriptions import EVENT_TYPES
 
 HOOKS = "/api/v1/webhooks"
 PO = {"po_number": "PO-2026/0042", "system": "SAP S/4HANA"}

@@ -13,8 +13,8 @@ from sqlmodel import func, select
 
 import schemas
 from rules.policy import default_policy
-from service.db import get_db
-from service.models import AuditEvent, Waiver
+from service.persistence.db import get_db
+from service.persistence.models import AuditEvent, Waiver
 from service.signals import before_compare_and_set
 
 

@@ -285,7 +285,7 @@ def test_the_wait_ends_only_when_the_database_is_at_the_newest_migration(app):
     from click.testing import CliRunner
 
     from service.cli import main
-    from service.db import get_db, upgrade
+    from service.persistence.db import get_db, upgrade
 
     def waits_on(output: str) -> bool:
         done = subprocess.run(["awk", wait_for_migration_program()], input=output, capture_output=True, text=True,

@@ -82,8 +82,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The app under gunicorn (deploy/gunicorn.conf.py, two workers) on a fresh SQLite database, with a token for
     each of ROLES' users."""
     from service import create_app
-    from service.auth import create_token
-    from service.db import get_db
+    from service.accounts.auth import create_token
+    from service.persistence.db import get_db
 
     home = tmp_path_factory.mktemp("browser")
     instance, database = home / "instance", f"sqlite:///{home / 'quotecheck.sqlite3'}"

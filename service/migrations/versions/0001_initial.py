@@ -130,7 +130,7 @@ def upgrade() -> None:
     )
     _index("record", "evaluation_id", "submission_id")
 
-    # The chain starts from a head of 64 zeros; every append updates this one row (see service.audit).
+    # The chain starts from a head of 64 zeros; every append updates this one row (see service.persistence.audit).
     head = sa.table("audit_chain_head", sa.column("id", sa.Integer), sa.column("length", sa.Integer),
                     sa.column("last_hash", sa.String))
     op.bulk_insert(head, [{"id": 1, "length": 0, "last_hash": "0" * 64}])

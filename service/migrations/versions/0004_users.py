@@ -32,7 +32,7 @@ def _display(name: str) -> str:
 
 
 def _key(name: str) -> str:
-    # As service.users.name_key at this revision (copied: a migration must not change when the code does).
+    # As service.accounts.users.name_key at this revision (copied: a migration must not change when the code does).
     folded = unicodedata.normalize("NFKC", name).casefold()
     return unicodedata.normalize("NFKC", "".join(c for c in folded if unicodedata.category(c)[0] in "LMN"))
 
@@ -48,7 +48,8 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_app_user")),
         sa.UniqueConstraint("name_key", name=op.f("uq_app_user_name_key")),
     )
-    # Batch mode: on SQLite the table is rebuilt (service.db turns foreign keys off for that and checks them after).
+    # Batch mode: on SQLite the table is rebuilt (service.persistence.db turns foreign keys off for that and checks
+    # them after).
     with op.batch_alter_table("api_token") as batch:
         batch.drop_constraint(op.f("uq_api_token_name"), type_="unique")
         batch.add_column(sa.Column("user_id", sa.Integer(), nullable=True))

@@ -1,0 +1,1 @@
+"""Accounts: users, their API tokens and roles (authentication and authorisation), and who may see what."""

@@ -1,0 +1,75 @@
+"""Comparisons: one submission under what-if variants, or stored quotes for the same workload side by side.
+
+Both are background tasks (rules/compare.py, rules/compare_quotes.py): these operations issue them and return
+the task's id, for the API (``POST /api/v1/comparisons``) and the reviewer pages (the Compare page's ranking).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from rules.compare import comparison_key, variant_documents
+from rules.compare_quotes import check_same_workload, quotes_key
+from rules.errors import InvalidSubmission
+from rules.evaluate import engine_version, submission_digest
+from service.accounts.visibility import ensure_visible
+from service.app import tasks
+from service.app.evaluation import policy
+from service.approval import store
+from service.errors import InvalidRequest
+from service.persistence.audit import Actor
+from service.persistence.db import get_db
+from service.tasks import task_runs
+
+
+def stored_quotes(session: Session, actor: Actor, ids: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Returns ``(id, current document)`` of each stored submission ``ids``; NotFound for one ``actor`` may not see."""
+    quotes = []
+    for submission_id in ids:
+        ensure_visible(session, actor, submission_id)
+        quotes.append((submission_id, store.current_document(session, submission_id)))
+    return quotes
+
+
+def compare_variants(actor: Actor, submission: dict[str, Any], variants: list[dict[str, Any]], now: datetime) -> str:
+    """Issues the comparison of ``submission`` under ``variants`` (``{name, patch}``) and returns its task's id.
+
+    The caller has checked that ``actor`` may evaluate documents of their own (the role that may submit).
+    """
+    variant_documents(submission, variants)
+    identity = policy().identity()
+    key, private = tasks.key_for(actor, comparison_key(submission, variants, engine_version(), identity["digest"]))
+    event = {"action": "comparison.requested", "input_digest": submission_digest(submission),
+             "engine_version": engine_version(), "policy_version": identity["version"],
+             "detail": {"key": key, "variants": [v["name"] for v in variants]}}
+    row, send = tasks.issue(actor, task_runs.COMPARISON, key, len(variants), now, [json.dumps(submission), variants],
+                            event=event, private=private)
+    if send:
+        tasks.send(row)
+    return row.id
+
+
+def compare_stored(actor: Actor, ids: list[str], now: datetime) -> str:
+    """Issues the comparison of stored quotes ``ids`` (their current revisions) and returns its task's id.
+
+    InvalidRequest when they do not quote for the same workload; NotFound for one ``actor`` may not see.
+    """
+    with get_db().session() as session:
+        quotes = stored_quotes(session, actor, ids)
+    try:
+        check_same_workload(quotes)
+    except InvalidSubmission as error:
+        raise InvalidRequest(str(error), error.problems) from None
+    identity = policy().identity()
+    key, private = tasks.key_for(actor, quotes_key(quotes, engine_version(), identity["digest"]))
+    event = {"action": "comparison.requested", "engine_version": engine_version(),
+             "policy_version": identity["version"], "detail": {"key": key, "submissions": ids}}
+    row, send = tasks.issue(actor, task_runs.QUOTE_COMPARISON, key, len(quotes), now, [json.dumps(quotes)],
+                            event=event, private=private)
+    if send:
+        tasks.send(row)
+    return row.id

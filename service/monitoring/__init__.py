@@ -1,0 +1,1 @@
+"""Monitoring: Prometheus metrics and the readiness checks of ``GET /readyz``."""

@@ -1,0 +1,1 @@
+"""Webhooks: subscriptions to workflow events and their outbox (subscriptions), and its delivery (delivery)."""
