@@ -193,8 +193,8 @@ PARTS: dict[str, tuple[str, Callable[[], list[bool]]]] = {
     "remedies": ("remediation search: the one-rack example against one evaluation", lambda: [bench_remedies()]),
     "evaluation": ("evaluation with and without the simulation and searches against jsonschema validation; the "
                    "largest document; refusing 1,024 node groups", bench_evaluation),
-    "api": ("POST /api/v1/submissions against a bare parse-and-validate endpoint (gunicorn, PostgreSQL, wrk)",
-            bench_api),
+    "api": ("POST /api/v1/submissions against an endpoint that evaluates and stores one row (gunicorn, PostgreSQL, "
+            "wrk)", bench_api),
     "pdf-targets": ("record PDF against one page, an evaluation and 40 pages, side by side", pdf_targets.run),
 }
 
