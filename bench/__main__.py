@@ -3,7 +3,8 @@ goodput simulation cost, layout search cost.
 
 Prints figures and their ratio to the target, then `bench: N of M targets met`; exits non-zero only when
 a target is missed, so the targets are checked here and not by timed assertions inside the test suite.
-`python -m bench search goodput` runs only the parts named (of latency, memory, pdf, goodput, search).
+`python -m bench search goodput` runs only the parts named (PARTS: latency, memory, pdf, goodput, search, remedies,
+evaluation, api, pdf-targets).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import pdf_targets
-from bench.api_path import bench_api, bench_evaluation
+from bench.api_path import bench_api
+from bench.evaluation import bench_evaluation
 from bench.remedies import bench_remedies
 from rules.estimates.reliability.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
 from rules.evaluate import default_engine, evaluate
@@ -189,10 +191,10 @@ PARTS: dict[str, tuple[str, Callable[[], list[bool]]]] = {
     "goodput": (f"goodput simulation: {GOODPUT_TRIALS:,} trials against one evaluation", lambda: [bench_goodput()]),
     "search": ("layout search: a 1,024-GPU 70B job against one evaluation", lambda: [bench_search()]),
     "remedies": ("remediation search: the one-rack example against one evaluation", lambda: [bench_remedies()]),
-    "evaluation": ("evaluation against jsonschema validation; the largest document; refusing 1,024 node groups",
-                   bench_evaluation),
-    "api": ("POST /api/v1/submissions against a bare parse-and-validate endpoint (gunicorn, PostgreSQL, wrk)",
-            bench_api),
+    "evaluation": ("evaluation with and without the simulation and searches against jsonschema validation; the "
+                   "largest document; refusing 1,024 node groups", bench_evaluation),
+    "api": ("POST /api/v1/submissions against an endpoint that evaluates and stores one row (gunicorn, PostgreSQL, "
+            "wrk)", bench_api),
     "pdf-targets": ("record PDF against one page, an evaluation and 40 pages, side by side", pdf_targets.run),
 }
 

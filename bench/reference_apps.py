@@ -1,17 +1,17 @@
 """The endpoints `python -m bench api` serves beside the service, each a gunicorn app factory.
 
-Each answers ``POST /api/v1/submissions`` for the same body as the service, under the same gunicorn settings:
+Each answers ``POST /api/v1/submissions`` for the same body as the service, under the same gunicorn settings,
+after parsing and validating it as the service reads a submission (rules.evaluate.parse_submission):
 
-- ``bare_app()``: parses and validates the body as the service reads a submission
-  (rules.evaluate.parse_submission). The API throughput target's reference.
-- ``evaluating_app()``: the same, then evaluates the document (rules.evaluate.evaluate) and answers with its
-  record, storing nothing.
-- ``storing_app()``: the same as the bare one, then inserts the body as one row of a ``json`` column in
-  PostgreSQL (``BENCH_STORE_URL``, a psycopg conninfo) and commits; evaluates nothing.
-
-The last two are bounds, printed beside the target and not targets themselves: the contract (DESIGN.md,
-``POST /api/v1/submissions`` → evaluated) has the service do both, plus authentication, the audit chain and
-the record, so its throughput cannot exceed either.
+- ``reference_app()``: then evaluates the document as the service does (rules.evaluate.evaluate under the
+  default policy, the service's without a POLICY_FILE; ``validated``, as its declared body is) and stores the
+  record as one row of a ``json`` column (one INSERT and commit, in the service's PostgreSQL database,
+  ``BENCH_STORE_URL``, a psycopg conninfo); answers with the row's id. The API throughput target's reference
+  (issue 25): what the service does beyond it is its own bookkeeping (authentication, audit chain, digests,
+  response).
+- ``bare_app()``: nothing more. Issue 13's reference, whose ratio is printed as a figure.
+- ``evaluating_app()``: evaluates as the reference does and answers with the record, storing nothing (a bound).
+- ``storing_app()``: inserts the body as one row, as the reference inserts the record; evaluates nothing (a bound).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from rules.errors import InvalidSubmission
 from rules.evaluate import evaluate, parse_submission
 
 STORE_TABLE = "bench_body"
-STORE_TABLE_DDL = f"CREATE TABLE {STORE_TABLE} (id bigserial PRIMARY KEY, body json NOT NULL)"
+RECORD_TABLE = "bench_record"
+STORE_TABLES_DDL = tuple(f"CREATE TABLE {table} (id bigserial PRIMARY KEY, body json NOT NULL)"
+                         for table in (STORE_TABLE, RECORD_TABLE))
 
 
 def _app(name: str, answer: Callable[[dict[str, Any], bytes], bytes]) -> Flask:
@@ -53,7 +55,7 @@ def _app(name: str, answer: Callable[[dict[str, Any], bytes], bytes]) -> Flask:
 
 
 def bare_app() -> Flask:
-    """Returns the parse-and-validate endpoint (the reference of the throughput target)."""
+    """Returns the parse-and-validate endpoint (issue 13's reference of the throughput ratio)."""
     return _app("bare", lambda _document, _body: b'{"valid": true}')
 
 
@@ -63,20 +65,31 @@ def evaluating_app() -> Flask:
     return _app("evaluating", lambda document, _body: json.dumps(evaluate(document, validated=True)).encode())
 
 
-def storing_app() -> Flask:
-    """Returns the endpoint that also stores the body as one PostgreSQL row (BENCH_STORE_URL), evaluating nothing.
+def reference_app() -> Flask:
+    """Returns the reference endpoint: evaluates the document and stores its record as one PostgreSQL row."""
+    insert = _inserter(RECORD_TABLE)
+    # validated: parse_submission has just validated it, as the service's declared body does before it evaluates.
+    return _app("reference", lambda document, _body: insert(json.dumps(evaluate(document, validated=True))))
 
-    Each worker process opens its own connection on its first request (gunicorn forks after loading the app).
-    """
+
+def storing_app() -> Flask:
+    """Returns the endpoint that also stores the body as one PostgreSQL row (BENCH_STORE_URL), evaluating nothing."""
+    insert = _inserter(STORE_TABLE)
+    return _app("storing", lambda _document, body: insert(body.decode("utf-8")))
+
+
+def _inserter(table: str) -> Callable[[str], bytes]:
+    """Returns a function that inserts JSON text as one row of ``table`` (BENCH_STORE_URL), commits, and answers
+    the row's id as JSON. Each worker process opens its own connection on its first request (gunicorn forks
+    after loading the app)."""
     connections: list[psycopg.Connection] = []
 
-    def store(_document: dict[str, Any], body: bytes) -> bytes:
+    def insert(text: str) -> bytes:
         if not connections:
             connections.append(psycopg.connect(os.environ["BENCH_STORE_URL"]))
         connection = connections[0]
-        row = connection.execute(f"INSERT INTO {STORE_TABLE} (body) VALUES (%s) RETURNING id",
-                                 (body.decode("utf-8"),)).fetchone()
+        row = connection.execute(f"INSERT INTO {table} (body) VALUES (%s) RETURNING id", (text,)).fetchone()
         connection.commit()
         return json.dumps({"id": row[0] if row else None}).encode()
 
-    return _app("storing", store)
+    return insert
