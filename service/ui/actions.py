@@ -12,8 +12,7 @@ from flask import Response, redirect, request, url_for
 
 from rules.errors import QuotecheckError
 from service.accounts.auth import authorize
-from service.api.records import PURCHASE_ORDER_BODY
-from service.api.reviews import DECISION_BODY, WAIVER_BODY
+from service.api_schemas.bodies import DECISION_BODY, PURCHASE_ORDER_BODY, WAIVER_BODY
 from service.app import review
 from service.approval import purchase_orders, record_store, store
 from service.errors import PreconditionFailed, status_of
