@@ -15,14 +15,13 @@ from flask import Blueprint, Response, current_app, request, url_for
 
 from service.accounts.auth import current_actor, public, require
 from service.api_schemas.bodies import PURCHASE_ORDER_BODY
+from service.app.records import link_purchase_order as link
 from service.app.records import read_record, read_record_pdf
 from service.app.responses import pdf_response, prefers_async, record_response
-from service.approval import purchase_orders
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import accepts
 from service.openapi import operation
-from service.persistence.db import get_db
 from service.persistence.models import Record
 from service.record import signing_keys, verify_document
 
@@ -120,11 +119,7 @@ def link_purchase_order(record_id: str, body: dict[str, Any]) -> Response:
     actor = current_actor()
     po_number, system = body["po_number"], body["system"]
     moment = now()
-    with get_db().session() as session:
-        record, linked = purchase_orders.link_purchase_order(session, actor, record_id, po_number, system,
-                                                             body_digest(body), signing_keys(), moment)
-        if linked:
-            session.commit()
+    record, linked = link(actor, record_id, po_number, system, body_digest(body), signing_keys(), moment)
     view = _purchase_order_link(record, po_number, system, linked)
     response = current_app.response_class(json.dumps(view, ensure_ascii=False), status=201 if linked else 200,
                                           mimetype="application/json")

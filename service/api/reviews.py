@@ -19,8 +19,7 @@ from service.http import expected_version, json_response, now
 from service.identifiers import body_digest
 from service.inputs import accepts
 from service.openapi import operation
-from service.persistence.db import get_db
-from service.persistence.models import Decision
+from service.persistence.models import Decision, Waiver
 from service.record import signing_keys
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
@@ -43,14 +42,15 @@ def create_waiver(submission_id: str, check_id: str, body: dict[str, Any]) -> Re
     moment = now()
     justification = body["justification"].strip()
     expires = date.fromisoformat(body["expires"]) if body.get("expires") is not None else None
-    with get_db().session() as session:
-        snap = store.load_visible(session, actor, submission_id)
-        expected_version(snap.submission.version)
-        waiver = store.waive(session, actor, snap, check_id, justification, expires, body_digest(body), moment)
+
+    def respond(session: Session, waiver: Waiver) -> dict[str, Any]:
         snap = store.load(session, submission_id)
         view = submission_view(snap, moment.date(), required_approvers())
         view["waiver"] = waiver_view(snap, waiver, moment.date())
-        session.commit()
+        return view
+
+    view = review.waive(actor, submission_id, check_id, justification, expires, body_digest(body), moment,
+                        lambda snap: expected_version(snap.submission.version), respond)
     return json_response(view, 201, {"Location": view["links"]["self"], "ETag": view["etag"]})
 
 

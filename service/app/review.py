@@ -1,4 +1,4 @@
-"""Reviews: the decisions approve, reject and request-changes, for the API and the reviewer pages alike.
+"""Reviews: waivers and the decisions approve, reject and request-changes, for the API and the reviewer pages alike.
 
 A decision that ends the workflow issues the final record, which carries the layout search and the remedies.
 Those are computed first, from a snapshot read in a transaction of its own that ends before they run; the
@@ -9,7 +9,7 @@ the record was made from (the caller's If-Match or form version, and the store's
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, TypeVar
 
 from sqlmodel import Session
@@ -21,7 +21,7 @@ from service.approval.store import Snapshot
 from service.identifiers import new_id
 from service.persistence.audit import Actor
 from service.persistence.db import get_db
-from service.persistence.models import Decision
+from service.persistence.models import Decision, Waiver
 from service.record import SigningKeys
 
 T = TypeVar("T")
@@ -79,5 +79,20 @@ def decide(actor: Actor, submission_id: str, action: str, comment: str | None, r
         decision = decisions.decide(session, actor, snap, action, comment, request_digest, required, now, keys,
                                     final_record=final)
         response = respond(session, decision)
+        session.commit()
+    return response
+
+
+def waive(actor: Actor, submission_id: str, check_id: str, justification: str, expires: date | None,
+          request_digest: str, now: datetime, check: Callable[[Snapshot], None],
+          respond: Callable[[Session, Waiver], T]) -> T:
+    """Stores a waiver of the current result of ``check_id`` on a submission ``actor`` may see and returns what
+    ``respond(session, waiver)`` makes of it, in the waiver's transaction before its commit; ``check``: the
+    caller's checks of the snapshot first (the version it expects)."""
+    with get_db().session() as session:
+        snap = store.load_visible(session, actor, submission_id)
+        check(snap)
+        waiver = store.waive(session, actor, snap, check_id, justification, expires, request_digest, now)
+        response = respond(session, waiver)
         session.commit()
     return response
