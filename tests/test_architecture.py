@@ -184,3 +184,27 @@ def test_the_root_of_the_service_holds_at_most_twelve_modules():
     # The rest is grouped by concept in subpackages (persistence, accounts, approval, app, tasks, …).
     root = sorted(path.name for path in (ROOT / "service").glob("*.py"))
     assert len(root) <= MAX_SERVICE_ROOT_MODULES, ", ".join(root)
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def test_no_reviewer_page_imports_the_api():
+    # The pages and the API are two front ends of one application layer (service/app): a page calls it, never an
+    # API module (what both answer alike lives in service/app/responses.py and service/api_schemas/bodies.py).
+    offending = sorted(f"{module} imports {target}" for module, targets in imports().items()
+                       if _in(module, ("service.ui",)) for target in targets if _in(target, ("service.api",)))
+    assert offending == [], "\n".join(offending)
+
+
+# The front ends above the application layer; ``service`` itself is the app factory (create_app), which wires
+# every subsystem, the API and the pages included.
+ABOVE_THE_APPLICATION_LAYER = ("service.app", "service.api", "service.ui", "service.cli", "workers")
+
+
+def test_the_application_layer_is_imported_only_from_above():
+    offending = sorted(f"{module} imports {target}" for module, targets in imports().items()
+                       if module != "service" and not _in(module, ABOVE_THE_APPLICATION_LAYER)
+                       for target in targets if _in(target, ("service.app",)))
+    assert offending == [], "\n".join(offending)

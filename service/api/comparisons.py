@@ -9,9 +9,9 @@ from flask import Blueprint, Response, current_app
 
 from rules.errors import Problem
 from service.accounts.auth import authorize, current_actor, require
-from service.api.tasks import accepted
 from service.api_schemas.comparisons import COMPARISON_REQUEST, COMPARISON_REQUEST_DOCUMENTED, VARIANT_NAME_PATTERN
 from service.app import compare
+from service.app.responses import accepted
 from service.errors import InvalidRequest
 from service.http import now
 from service.inputs import Body, accepts

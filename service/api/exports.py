@@ -6,21 +6,19 @@ from typing import Any
 
 from flask import Blueprint, Response
 
-from service import exports
 from service.accounts.auth import current_actor, require
-from service.app.submissions import Checks, read_checks
-from service.http import json_response, negotiated_format, now, text_response
+from service.app.responses import CHECK_FORMATS, checks_response
+from service.app.submissions import read_checks
+from service.http import negotiated_format, now
 from service.inputs import Query, accepts
 from service.openapi import operation
 
 bp = Blueprint("exports", __name__, url_prefix="/api/v1/submissions")
 
-OFFERED = {"json": "application/json", **exports.MEDIA_TYPES}
-FILE_SUFFIXES = {"sarif": "sarif", "junit": "junit.xml", "csv": "csv"}
 CHECKS_QUERY = Query({"type": "object", "properties": {
     "format": {"description": "json (default), sarif (SARIF 2.1.0), junit (JUnit XML) or csv; without it the "
                               "Accept header chooses among application/json, application/sarif+json, "
-                              "application/xml and text/csv", "enum": list(OFFERED)},
+                              "application/xml and text/csv", "enum": list(CHECK_FORMATS)},
 }})
 
 
@@ -40,15 +38,5 @@ def get_checks(submission_id: str, query: dict[str, Any]) -> Response:
     a waived result suppressed with the waiver's justification; JUnit has one test case per check; CSV one
     row per check. docs/exports.md gives the mapping of statuses.
     """
-    fmt = negotiated_format(query["format"], OFFERED)
+    fmt = negotiated_format(query["format"], CHECK_FORMATS)
     return checks_response(read_checks(current_actor(), submission_id, fmt == "json", now().date()), fmt)
-
-
-def checks_response(checks: Checks, fmt: str) -> Response:
-    """Returns the response of a checks read in format ``fmt`` (the API's and the reviewer pages' alike)."""
-    if checks.listing is not None:
-        return json_response(checks.listing)
-    assert checks.export is not None
-    name = f"quotecheck-{checks.submission_id}-r{checks.revision}.{FILE_SUFFIXES[fmt]}"
-    return text_response(exports.render(fmt, checks.export), OFFERED[fmt],
-                         {"Content-Disposition": f'attachment; filename="{name}"'})

@@ -8,54 +8,27 @@ final record (signed, superseding the previous one); every version stays readabl
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request, url_for
 
-from rules.errors import Problem
 from service.accounts.auth import current_actor, public, require
-from service.api.tasks import accepted
-from service.api_schemas.components import PO_NUMBER_PATTERN, PURCHASE_ORDER_REQUEST, SYSTEM_PATTERN
-from service.app.records import RecordRead, read_record, read_record_pdf
-from service.approval import purchase_orders
+from service.api_schemas.bodies import PURCHASE_ORDER_BODY
+from service.app.records import link_purchase_order as link
+from service.app.records import read_record, read_record_pdf
+from service.app.responses import pdf_response, prefers_async, record_response
 from service.http import now
 from service.identifiers import body_digest
-from service.inputs import Body, accepts, refuse
+from service.inputs import accepts
 from service.openapi import operation
-from service.persistence.db import get_db
 from service.persistence.models import Record
 from service.record import signing_keys, verify_document
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
 
-SIGNED, DRAFT = "signed", "draft"
 NOT_MODIFIED = {304: ("Not modified: If-None-Match names the current ETag", None)}
 RECORD_HEADERS = ("ETag", "Record-Status", "Link")
-
-
-def _etag(body: bytes) -> str:
-    return '"' + hashlib.sha256(body).hexdigest() + '"'
-
-
-def version_links(read: RecordRead) -> str:
-    """Returns the RFC 5829 Link header of a final record's versions ('' for an evaluation record)."""
-    return ", ".join(f'<{url_for("records.get_record", record_id=rid)}>; rel="{rel}"' for rid, rel in read.versions)
-
-
-def _conditional(body: bytes, mimetype: str, status_header: str, link: str,
-                 extra: dict[str, str] | None = None, etag: bool = True) -> Response:
-    response = current_app.response_class(body, status=200, mimetype=mimetype)
-    if etag:
-        response.headers["ETag"] = _etag(body)
-    response.headers["Record-Status"] = status_header
-    if link:
-        response.headers["Link"] = link
-    for name, value in (extra or {}).items():
-        response.headers[name] = value
-    return response.make_conditional(request)
 
 
 @bp.get("/<record_id>.json")
@@ -76,21 +49,10 @@ def get_record(record_id: str) -> Response:
     return record_response(read_record(current_actor(), record_id, now()))
 
 
-def record_response(read: RecordRead) -> Response:
-    """Returns the response of a record read (the API's and the reviewer pages' downloads alike)."""
-    return _conditional(read.body, "application/json", SIGNED if read.signed else DRAFT, version_links(read))
-
-
 PREFER_PARAMETER = {"name": "Prefer", "in": "header", "required": False, "schema": {"type": "string"},
                     "description": "`respond-async` (RFC 7240): render an approved record's signed PDF that was "
                                    "not rendered yet in a background task and answer 202 with the task (with "
                                    "a broker configured that is what happens without the header too)"}
-
-
-def prefers_async() -> bool:
-    """Returns True when the request's Prefer header (RFC 7240) asks for ``respond-async``."""
-    preferences = ",".join(request.headers.getlist("Prefer"))
-    return any(p.split(";")[0].strip().lower() == "respond-async" for p in preferences.split(","))
 
 
 @bp.get("/<record_id>.pdf")
@@ -116,25 +78,6 @@ def get_record_pdf(record_id: str) -> Response:
     return pdf_response(read_record_pdf(current_actor(), record_id, now, prefers_async()))
 
 
-def pdf_response(read: RecordRead) -> Response:
-    """Returns the response of a record's PDF read: the PDF, or 202 with the task that renders it."""
-    if read.task_id is not None:
-        applied = {"Preference-Applied": "respond-async"} if prefers_async() else {}
-        return accepted(read.task_id, **applied)
-    return _pdf_response(read.body, read.record, SIGNED if read.signed else DRAFT, version_links(read))
-
-
-def _pdf_response(pdf: bytes, record: Record, status: str, link: str) -> Response:
-    suffix = "" if status == SIGNED else "-DRAFT"
-    disposition = f'attachment; filename="commissioning-record-{record.id}{suffix}.pdf"'
-    if status == SIGNED:
-        return _conditional(pdf, "application/pdf", status, link, {"Content-Disposition": disposition})
-    # A draft is stored once rendered, so its bytes stay the same until the renderer changes (a new release):
-    # an ETag to revalidate against, and no-cache so that a client does revalidate.
-    return _conditional(pdf, "application/pdf", status, link,
-                        {"Content-Disposition": disposition, "Cache-Control": "no-cache"})
-
-
 @bp.post("/verify")
 @operation(tag="records",
            request_content={"application/json": "SignedDocument",
@@ -153,22 +96,6 @@ def verify_record() -> Response:
     result = verify_document(data, signing_keys().trusted(), origin="the request body")
     return current_app.response_class(json.dumps(result.as_dict(), ensure_ascii=False), status=200,
                                       mimetype="application/json")
-
-
-def _check_purchase_order(body: dict[str, Any]) -> None:
-    """Raises InvalidRequest for a number or system that the schema's pattern takes only as ECMA 262 reads it."""
-    problems = []
-    # Python's "$" also matches before a final newline, which JSON Schema's (ECMA 262) does not: check the
-    # whole text here too.
-    if not re.fullmatch(PO_NUMBER_PATTERN.removeprefix("^").removesuffix("$"), body["po_number"]):
-        problems.append(Problem("/po_number", "must be 1-64 of A-Z a-z 0-9 . _ / -"))
-    if not re.fullmatch(SYSTEM_PATTERN.removeprefix("^").removesuffix("$"), body["system"]):
-        problems.append(Problem("/system", "must be 1-64 printable characters without leading or trailing blanks"))
-    refuse("purchase order", problems)
-
-
-PURCHASE_ORDER_BODY = Body("PurchaseOrderRequest", "purchase order", PURCHASE_ORDER_REQUEST,
-                           check=_check_purchase_order)
 
 
 @bp.post("/<record_id>/purchase-orders")
@@ -192,11 +119,7 @@ def link_purchase_order(record_id: str, body: dict[str, Any]) -> Response:
     actor = current_actor()
     po_number, system = body["po_number"], body["system"]
     moment = now()
-    with get_db().session() as session:
-        record, linked = purchase_orders.link_purchase_order(session, actor, record_id, po_number, system,
-                                                             body_digest(body), signing_keys(), moment)
-        if linked:
-            session.commit()
+    record, linked = link(actor, record_id, po_number, system, body_digest(body), signing_keys(), moment)
     view = _purchase_order_link(record, po_number, system, linked)
     response = current_app.response_class(json.dumps(view, ensure_ascii=False), status=201 if linked else 200,
                                           mimetype="application/json")

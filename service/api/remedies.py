@@ -14,9 +14,9 @@ from rules.evaluate import engine_version, submission_digest, validate_submissio
 from rules.remedies import remedies_key
 from service.accounts.auth import current_actor, require
 from service.accounts.visibility import ensure_visible
-from service.api.tasks import accepted
 from service.app import evaluation, tasks
 from service.app.evaluation import evaluate_submission, policy, required_approvers
+from service.app.responses import accepted
 from service.approval import store
 from service.approval.representations import submission_view
 from service.errors import NotFound

@@ -8,49 +8,21 @@ from typing import Any
 from flask import Blueprint, Response
 from sqlmodel import Session
 
-from rules.errors import Problem
 from service.accounts.auth import authorize, current_actor, require
-from service.api_schemas.components import DECISION_REQUEST, WAIVER_REQUEST
+from service.api_schemas.bodies import DECISION_BODY, WAIVER_BODY
 from service.app import review
 from service.app.evaluation import required_approvers
 from service.approval import store
 from service.approval.representations import decision_view, submission_view, waiver_view
 from service.approval.store import Snapshot
-from service.approval.workflow import MIN_JUSTIFICATION
 from service.http import expected_version, json_response, now
 from service.identifiers import body_digest
-from service.inputs import Body, accepts, refuse
+from service.inputs import accepts
 from service.openapi import operation
-from service.persistence.db import get_db
-from service.persistence.models import Decision
+from service.persistence.models import Decision, Waiver
 from service.record import signing_keys
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
-
-
-def _check_waiver(body: dict[str, Any]) -> None:
-    """Raises InvalidRequest for a justification too short to say why, or an expiry that is no date or is past."""
-    problems = []
-    justification = body["justification"].strip()
-    if len(justification) < MIN_JUSTIFICATION:
-        problems.append(Problem("/justification", f"must say why in at least {MIN_JUSTIFICATION} characters, "
-                                                  f"found {len(justification)}"))
-    expires = body.get("expires")
-    if expires is not None:
-        today = now().date()
-        try:
-            day = date.fromisoformat(expires)
-        except ValueError:
-            day = None
-        if day is None or len(expires) != 10:
-            problems.append(Problem("/expires", f"{expires!r} is not an ISO date (YYYY-MM-DD)"))
-        elif day < today:
-            problems.append(Problem("/expires", f"{day.isoformat()} is in the past (today is {today.isoformat()})"))
-    refuse("waiver", problems)
-
-
-WAIVER_BODY = Body("WaiverRequest", "waiver", WAIVER_REQUEST, check=_check_waiver)
-DECISION_BODY = Body("DecisionRequest", "decision", DECISION_REQUEST)
 
 
 @bp.post("/<submission_id>/checks/<check_id>/waivers")
@@ -70,14 +42,15 @@ def create_waiver(submission_id: str, check_id: str, body: dict[str, Any]) -> Re
     moment = now()
     justification = body["justification"].strip()
     expires = date.fromisoformat(body["expires"]) if body.get("expires") is not None else None
-    with get_db().session() as session:
-        snap = store.load_visible(session, actor, submission_id)
-        expected_version(snap.submission.version)
-        waiver = store.waive(session, actor, snap, check_id, justification, expires, body_digest(body), moment)
+
+    def respond(session: Session, waiver: Waiver) -> dict[str, Any]:
         snap = store.load(session, submission_id)
         view = submission_view(snap, moment.date(), required_approvers())
         view["waiver"] = waiver_view(snap, waiver, moment.date())
-        session.commit()
+        return view
+
+    view = review.waive(actor, submission_id, check_id, justification, expires, body_digest(body), moment,
+                        lambda snap: expected_version(snap.submission.version), respond)
     return json_response(view, 201, {"Location": view["links"]["self"], "ETag": view["etag"]})
 
 

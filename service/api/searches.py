@@ -12,10 +12,10 @@ from rules.evaluate import engine_version, submission_digest
 from rules.search import NothingToSearch, default_chunks, prepare, search_key
 from service.accounts.auth import current_actor, require
 from service.accounts.visibility import ensure_visible
-from service.api.tasks import accepted
 from service.api_schemas.searches import SEARCH_REQUEST
 from service.app import tasks
 from service.app.evaluation import policy
+from service.app.responses import accepted
 from service.approval import store
 from service.errors import InvalidRequest
 from service.http import now

@@ -16,6 +16,7 @@ from rules.evaluate import check_counts, validate_submission
 from service.accounts.auth import current_actor, require
 from service.accounts.visibility import own_submissions
 from service.app.evaluation import evaluate_submission, required_approvers
+from service.app.responses import AUDIT_QUERY, LIST_FORMAT, LIST_FORMATS, audit_response
 from service.app.submissions import audit_trail
 from service.approval import store, verdicts
 from service.approval.representations import submission_summary, submission_view
@@ -37,10 +38,6 @@ NEWEST_FIRST = (col(Submission.created_at).desc(), col(Submission.id))
 # Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
 MAX_PAGE = 1_000_000
 FILTERS = ("state", "verdict", "effective_verdict", "vendor")
-# A list is JSON, or CSV when `format=csv` or the Accept header asks for text/csv.
-LIST_FORMATS = {"json": "application/json", "csv": tables.CSV_MEDIA_TYPE}
-LIST_FORMAT = {"description": "json (default) or csv; without it the Accept header chooses (text/csv)",
-               "enum": list(LIST_FORMATS)}
 
 # The body of a submission or a revision: the contract schema, checked as the engine checks it.
 SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=partial(validate_submission, counted=True),
@@ -59,7 +56,6 @@ LIST_QUERY = Query({"type": "object", "properties": {
     "per_page": {"description": "items per page", "type": "integer", "minimum": 1},
     "format": LIST_FORMAT,
 }}, configured={"per_page": {"maximum": "MAX_PAGE_SIZE", "default": "DEFAULT_PAGE_SIZE"}})
-AUDIT_QUERY = Query({"type": "object", "properties": {"format": LIST_FORMAT}})
 
 
 def _created(view: dict, status: int, **extra_headers: str) -> Response:
@@ -248,10 +244,3 @@ def get_audit(submission_id: str, query: dict[str, Any]) -> Response:
     As CSV (`format=csv` or `Accept: text/csv`) one row per event, its `detail` as JSON text.
     """
     return audit_response(submission_id, audit_trail(current_actor(), submission_id), query["format"])
-
-
-def audit_response(submission_id: str, events: list[dict[str, Any]], requested_format: str | None) -> Response:
-    """Returns the response of an audit trail read (the API's and the reviewer pages' alike): JSON, or CSV."""
-    if negotiated_format(requested_format, LIST_FORMATS) == "csv":
-        return text_response(tables.audit_csv(events), LIST_FORMATS["csv"])
-    return json_response({"submission_id": submission_id, "events": events})

@@ -16,12 +16,6 @@ from service.openapi import operation
 bp = Blueprint("tasks", __name__, url_prefix="/api/v1/tasks")
 
 
-def accepted(task_id: str, **headers: str) -> Response:
-    """Returns 202 Accepted with the task's representation and its Location."""
-    view = load_view(task_id)
-    return json_response(view, 202, {"Location": view["links"]["self"], **headers})
-
-
 @bp.get("/<task_id>")
 @operation(tag="tasks", errors=(404,), responses={200: ("The task", "Task")})
 @require("read")

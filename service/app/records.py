@@ -1,4 +1,5 @@
-"""Reading records: an approved record as its signed envelope or signed PDF, any other as an unsigned draft.
+"""Records: an approved record read as its signed envelope or signed PDF, any other as an unsigned draft, and a
+purchase order linked to an approved one.
 
 The API (``GET /api/v1/records/{id}.json|.pdf``) and the reviewer pages' downloads both read records here, for
 the same actor rules (a token of scope ``own`` finds only its own records) and the same bytes.
@@ -13,11 +14,11 @@ from datetime import datetime
 from sqlmodel import Session
 
 from service.app import tasks
-from service.approval import draft_pdfs, record_store
+from service.approval import draft_pdfs, purchase_orders, record_store
 from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import Record
-from service.record import canonical_bytes, signing_keys
+from service.record import SigningKeys, canonical_bytes, signing_keys
 from service.tasks import task_runs, tasks_port
 
 
@@ -86,3 +87,21 @@ def read_record_pdf(actor: Actor, record_id: str, clock: Callable[[], datetime],
     if stored is None:
         stored = record_store.issue_signed_pdf(actor, record, signing_keys(), clock())
     return RecordRead(record, stored.pdf, True, links)
+
+
+def submission_of(actor: Actor, record_id: str) -> str:
+    """Returns the id of the submission whose record ``record_id`` is (NotFound when ``actor`` may not see it)."""
+    with get_db().session() as session:
+        return record_store.visible_record(session, actor, record_id).submission_id
+
+
+def link_purchase_order(actor: Actor, record_id: str, po_number: str, system: str, request_digest: str,
+                        keys: SigningKeys, now: datetime) -> tuple[Record, bool]:
+    """Returns the newest version of an approved record, listing the order, and whether linking it issued that
+    version now (False: the order was linked already, nothing changed)."""
+    with get_db().session() as session:
+        record, linked = purchase_orders.link_purchase_order(session, actor, record_id, po_number, system,
+                                                             request_digest, keys, now)
+        if linked:
+            session.commit()
+    return record, linked

@@ -1,4 +1,4 @@
-"""Reviews: the decisions approve, reject and request-changes, for the API and the reviewer pages alike.
+"""Reviews: waivers and the decisions approve, reject and request-changes, for the API and the reviewer pages alike.
 
 A decision that ends the workflow issues the final record, which carries the layout search and the remedies.
 Those are computed first, from a snapshot read in a transaction of its own that ends before they run; the
@@ -9,20 +9,47 @@ the record was made from (the caller's If-Match or form version, and the store's
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
-from typing import TypeVar
+from datetime import date, datetime
+from typing import Any, TypeVar
 
 from sqlmodel import Session
 
-from service.app.evaluation import required_approvers
-from service.approval import decisions, store
+from rules.remedies import with_remedies
+from service.app import evaluation
+from service.approval import decisions, store, workflow
 from service.approval.store import Snapshot
+from service.identifiers import new_id
 from service.persistence.audit import Actor
 from service.persistence.db import get_db
-from service.persistence.models import Decision
+from service.persistence.models import Decision, Waiver
 from service.record import SigningKeys
 
 T = TypeVar("T")
+
+
+def final_record(session: Session, snap: Snapshot, made: list[Decision], now: datetime) -> dict[str, Any]:
+    """Returns the content of the final record of a decision that ends the workflow (``made``: the revision's
+    decisions, that one last), without its issue number and audit anchor: the evaluation with the workflow, the
+    layout search and the remedies. Only reads (the search and remedies may run here: call it outside the
+    transaction that stores the decision)."""
+    document = decisions.final_record_document(snap, made, new_id(), now)
+    # The record procurement receives carries the layout search: the best layout of the quoted GPUs beside the
+    # submitted one (advice; the check results and their digests are the evaluation's, unchanged).
+    submitted = store.current_document(session, snap.submission.id)
+    document = evaluation.with_search(session, submitted, document)
+    # ... and, where a check failed or warned, the remedies: the changes that would make every check pass.
+    return with_remedies(document, evaluation.remedies(session, submitted, document))
+
+
+def prepare_final_record(session: Session, actor: Actor, snap: Snapshot, action: str, comment: str | None,
+                         required: int, now: datetime) -> dict[str, Any] | None:
+    """Returns the final record a decision would issue (``final_record``), or None when the decision does not end
+    the workflow; raises as ``decisions.decide`` does for a decision not allowed."""
+    target, _ = decisions.plan_decision(actor, snap, action, required, now)
+    if target not in workflow.FINAL_STATES:
+        return None
+    return final_record(session, snap, [*snap.decisions, decisions.new_decision(actor, snap, action, comment, now)],
+                        now)
 
 
 def decide(actor: Actor, submission_id: str, action: str, comment: str | None, request_digest: str, now: datetime,
@@ -32,19 +59,40 @@ def decide(actor: Actor, submission_id: str, action: str, comment: str | None, r
 
     ``check``: the caller's checks of the snapshot before the decision (the version it expects, the role's
     right to the action), run on each read. ``respond(session, decision)`` runs in the decision's transaction
-    before its commit, so that what it reads is what the decision wrote.
+    before its commit, so that what it reads is what the decision wrote. The final record is made from the
+    first read; should the second find the decision now ends the workflow where the first did not (another
+    approval came between), it is made in the decision's transaction.
     """
-    required = required_approvers()
+    required = evaluation.required_approvers()
     db = get_db()
     with db.session() as session:
         snap = store.load_visible(session, actor, submission_id)
         check(snap)
-        final = decisions.prepare_final_record(session, actor, snap, action, comment, required, now)
+        prepared = prepare_final_record(session, actor, snap, action, comment, required, now)
     with db.session() as session:
         snap = store.load_visible(session, actor, submission_id)
         check(snap)
+
+        def final(made: list[Decision]) -> dict[str, Any]:
+            return prepared if prepared is not None else final_record(session, snap, made, now)
+
         decision = decisions.decide(session, actor, snap, action, comment, request_digest, required, now, keys,
-                                    final_document=final)
+                                    final_record=final)
         response = respond(session, decision)
+        session.commit()
+    return response
+
+
+def waive(actor: Actor, submission_id: str, check_id: str, justification: str, expires: date | None,
+          request_digest: str, now: datetime, check: Callable[[Snapshot], None],
+          respond: Callable[[Session, Waiver], T]) -> T:
+    """Stores a waiver of the current result of ``check_id`` on a submission ``actor`` may see and returns what
+    ``respond(session, waiver)`` makes of it, in the waiver's transaction before its commit; ``check``: the
+    caller's checks of the snapshot first (the version it expects)."""
+    with get_db().session() as session:
+        snap = store.load_visible(session, actor, submission_id)
+        check(snap)
+        waiver = store.waive(session, actor, snap, check_id, justification, expires, request_digest, now)
+        response = respond(session, waiver)
         session.commit()
     return response

@@ -1,25 +1,24 @@
 """Decisions: approve, reject and request-changes, and the final record a decision that ends the workflow issues.
 
 A final record carries the layout search and the remedies, whose search may take seconds: the application layer
-makes the record first (``prepare_final_record``, reading a snapshot), and ``decide`` then only writes, in the
-transaction that checks the submission's version is still the one the record was made from.
+(service/app/review.py) makes the record first, from a snapshot, and ``decide`` then only writes, in the
+transaction that checks the submission's version is still the one the record was made from. This module makes
+the record's workflow part (``final_record_document``); the application layer adds the search and the remedies.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session
 
-from rules.remedies import with_remedies
-from service.app import evaluation
 from service.approval import workflow
 from service.approval.record_store import store_final_record
-from service.approval.store import Snapshot, compare_and_set, current_document
+from service.approval.store import Snapshot, compare_and_set
 from service.approval.workflow import Event, State
 from service.errors import Forbidden, WorkflowConflict
-from service.identifiers import new_id
 from service.persistence import audit
 from service.persistence.audit import Actor
 from service.persistence.models import Decision, Record, Waiver
@@ -50,51 +49,33 @@ def plan_decision(actor: Actor, snap: Snapshot, action: str, required_approvers:
     return target, approvals
 
 
-def _decision(actor: Actor, snap: Snapshot, action: str, comment: str | None, now: datetime) -> Decision:
+def new_decision(actor: Actor, snap: Snapshot, action: str, comment: str | None, now: datetime) -> Decision:
+    """Returns the decision ``action`` of ``actor`` on the snapshot's revision, not stored."""
     return Decision(submission_id=snap.submission.id, revision=snap.submission.revision, action=action,
                     comment=comment, actor=actor.name, actor_role=actor.role, actor_token_id=actor.token_id,
                     created_at=now)
 
 
-def prepare_final_record(session: Session, actor: Actor, snap: Snapshot, action: str, comment: str | None,
-                         required_approvers: int, now: datetime) -> dict[str, Any] | None:
-    """Returns the final record a decision would issue (without its issue number and audit anchor), or None when
-    the decision does not end the workflow; raises as ``decide`` does for a decision not allowed.
-
-    Everything slow in a final record (the layout search, the remedies) is computed here, from ``snap``, before
-    the transaction that stores the decision: ``decide`` of the same decision on a snapshot of the same version
-    only writes it.
-    """
-    target, _ = plan_decision(actor, snap, action, required_approvers, now)
-    if target not in workflow.FINAL_STATES:
-        return None
-    decisions = [*snap.decisions, _decision(actor, snap, action, comment, now)]
-    return final_record_document(session, snap, decisions, new_id(), now)
-
-
 def decide(session: Session, actor: Actor, snap: Snapshot, action: str, comment: str | None, request_digest: str,
-           required_approvers: int, now: datetime, keys: SigningKeys | None = None,
-           final_document: dict[str, Any] | None = None) -> Decision:
+           required_approvers: int, now: datetime, keys: SigningKeys | None,
+           final_record: Callable[[list[Decision]], dict[str, Any]]) -> Decision:
     """Returns the stored decision after applying it to the submission's state.
 
-    When the decision makes the submission final, the final record is issued; an approved one is signed
-    with ``keys`` in the same transaction (no keys: it is signed when first read, see ``signed_envelope``).
-    ``final_document``: that record as ``prepare_final_record`` made it before the transaction (from a snapshot
-    of the same version); without it the record is made here.
+    When the decision makes the submission final, the final record is issued: ``final_record(decisions)`` gives
+    its content (``final_record_document`` and what the application layer adds) for the revision's decisions,
+    this one last; an approved one is signed with ``keys`` in the same transaction (no keys: it is signed when
+    first read, see ``signed_envelope``).
     """
     submission = snap.submission
     target, approvals = plan_decision(actor, snap, action, required_approvers, now)
     compare_and_set(session, submission.id, submission.version, state=target, updated_at=now)
-    decision = _decision(actor, snap, action, comment, now)
+    decision = new_decision(actor, snap, action, comment, now)
     session.add(decision)
     session.flush()
     detail: dict[str, Any] = {"decision_id": decision.id, "action": action, "revision": submission.revision,
                               "approvals": approvals, "required_approvers": required_approvers}
     if target in workflow.FINAL_STATES:
-        document = final_document
-        if document is None:
-            document = final_record_document(session, snap, [*snap.decisions, decision], new_id(), now)
-        final = _issue_final_record(session, snap, document, now, keys)
+        final = _issue_final_record(session, snap, final_record([*snap.decisions, decision]), now, keys)
         detail.update(record_id=final.id, record_digest=final.digest)
     audit.append(session, action=f"decision.{action}", actor=actor, occurred_at=now, submission_id=submission.id,
                  input_digest=request_digest, before_state=submission.state, after_state=target,
@@ -119,22 +100,14 @@ def decision_document(decision: Decision) -> dict[str, Any]:
     return document
 
 
-def final_record_document(session: Session, snap: Snapshot, decisions: list[Decision], record_id: str,
-                          now: datetime) -> dict[str, Any]:
-    """Returns the content of the final record ``record_id`` of a decision that ends the workflow, without its
-    issue number and audit anchor: the evaluation with the workflow, the layout search and the remedies. Only
-    reads (the search and remedies may run here: call it outside the transaction that stores the decision)."""
+def final_record_document(snap: Snapshot, decisions: list[Decision], record_id: str, now: datetime) -> dict[str, Any]:
+    """Returns the workflow part of the final record ``record_id`` of a decision that ends the workflow, without its
+    issue number and audit anchor: the evaluation with the active waivers and the revision's ``decisions``."""
     revision = snap.submission.revision
     waivers = {check_id: waiver_document(w) for check_id, w in snap.active_waivers(now.date()).items()}
-    document = workflow.record_with_workflow(
+    return workflow.record_with_workflow(
         snap.record.document, record_id=record_id, submission_id=snap.submission.id, revision=revision,
         waivers=waivers, decisions=[decision_document(d) for d in decisions if d.revision == revision])
-    # The record procurement receives carries the layout search: the best layout of the quoted GPUs beside the
-    # submitted one (advice; the check results and their digests are the evaluation's, unchanged).
-    submitted = current_document(session, snap.submission.id)
-    document = evaluation.with_search(session, submitted, document)
-    # ... and, where a check failed or warned, the remedies: the changes that would make every check pass.
-    return with_remedies(document, evaluation.remedies(session, submitted, document))
 
 
 def _issue_final_record(session: Session, snap: Snapshot, document: dict[str, Any], now: datetime,

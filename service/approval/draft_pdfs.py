@@ -7,8 +7,9 @@ holds them, so gunicorn's workers and every API machine share one render.
 
 Two first requests at once do not render twice: the first inserts the row as a claim (``pdf`` NULL) and
 renders outside any transaction; the others find the claim and wait for the PDF (polling the row, at most
-``DRAFT_PDF_WAIT_S``). A claim older than ``DRAFT_PDF_CLAIM_STALE_S`` is taken over (its renderer died);
-a render that fails drops its claim, so the next request renders again.
+``DRAFT_PDF_WAIT_S``). A claim is a lease (service/persistence/leases.py): one older than
+``DRAFT_PDF_CLAIM_STALE_S`` is taken over (its renderer died); a render that fails drops its claim, so the next
+request renders again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app
@@ -25,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import col
 
 from service.errors import ServiceUnavailable
+from service.persistence import leases
 from service.persistence.db import get_db
 from service.persistence.models import DraftPdf, Record
 from service.record.render import draft_pdf, renderer_digest
@@ -62,15 +64,13 @@ def _claim(key: tuple[str, str], now: datetime, stale_s: float) -> tuple[bytes |
                 return None, False, now
             return None, True, None
         claimed_at = _aware(row.claimed_at)
-        if now - claimed_at < timedelta(seconds=stale_s):
+        if not leases.is_stale(claimed_at, now, stale_s):
             return None, False, claimed_at
-        taken = session.execute(update(DraftPdf)
-                                .where(col(DraftPdf.record_digest) == key[0], col(DraftPdf.renderer) == key[1],
-                                       col(DraftPdf.pdf).is_(None), col(DraftPdf.claimed_at) < now - timedelta(
-                                           seconds=stale_s))
-                                .values(claimed_at=now).execution_options(synchronize_session=False))
+        taken = leases.take(session, DraftPdf, col(DraftPdf.record_digest) == key[0],
+                            col(DraftPdf.renderer) == key[1], col(DraftPdf.pdf).is_(None),
+                            leases.stale(col(DraftPdf.claimed_at), now, stale_s), claimed_at=now)
         session.commit()
-        return None, taken.rowcount == 1, claimed_at
+        return None, taken, claimed_at
 
 
 def _store(key: tuple[str, str], pdf: bytes, now: datetime) -> None:

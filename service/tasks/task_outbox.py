@@ -10,7 +10,7 @@ every worker at start and every TASK_DISPATCH_INTERVAL_S (workers/dispatcher.py)
 (a publish that timed out yet reached Redis) runs once, since each run first claims its row
 (``task_runs.claim``).
 
-One sender at a time: a sender takes a lease on the row (``send_lease_until``) by compare-and-set before it
+One sender at a time: a sender takes a lease on the row (``send_lease_until``, service/persistence/leases.py) before it
 publishes, so two dispatchers do not both send it; a sender that died holding one is replaced once it ran
 out.
 """
@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
-from datetime import timedelta
 
 from flask import current_app
-from sqlalchemy import or_, update
+from sqlalchemy import update
 from sqlmodel import col, select
 
 from service.config import clock_of
+from service.persistence import leases
 from service.persistence.db import get_db
 from service.persistence.models import TaskRun
 from service.tasks import task_runs
@@ -71,14 +71,12 @@ def send(task_id: str) -> bool:
     queue = task_queue()
     now = clock_of(current_app.config)()
     with get_db().session() as session:
-        leased = session.execute(
-            update(TaskRun).where(col(TaskRun.id) == task_id, col(TaskRun.sent).is_(False),
-                                  col(TaskRun.state) == task_runs.PENDING,
-                                  or_(col(TaskRun.send_lease_until).is_(None), col(TaskRun.send_lease_until) < now))
-            .values(send_lease_until=now + timedelta(seconds=SEND_LEASE_S))
-            .execution_options(synchronize_session=False))
+        leased = leases.take(session, TaskRun, col(TaskRun.id) == task_id, col(TaskRun.sent).is_(False),
+                             col(TaskRun.state) == task_runs.PENDING,
+                             leases.lapsed(col(TaskRun.send_lease_until), now, null_is_free=True),
+                             send_lease_until=leases.until(now, SEND_LEASE_S))
         session.commit()
-        row = task_runs.find(session, task_id) if leased.rowcount == 1 else None
+        row = task_runs.find(session, task_id) if leased else None
     if row is None:
         return False
     try:

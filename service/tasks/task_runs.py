@@ -6,17 +6,17 @@ PENDING → PROGRESS → SUCCESS | FAILURE. The database is shared by every API 
 them answers ``GET /api/v1/tasks/{id}``, after restarts too; the Celery result backend only adds the live
 state of a task whose worker died before it could write here.
 
-A run begins by claiming the row (``claim``): one run at a time holds a row in PROGRESS. A row in PROGRESS
-not written to (``updated_at``: its start and every step) for longer than the hard time limit is stale: the
-worker holding it died, since a live run is stopped at that limit. A stale row may be claimed again, and the
-same work asked for again re-runs it, as it re-runs a failed one.
+A run begins by claiming the row (``claim``, a lease of service/persistence/leases.py): one run at a time holds
+a row in PROGRESS. A row in PROGRESS not written to (``updated_at``: its start and every step) for longer than
+the hard time limit is stale: the worker holding it died, since a live run is stopped at that limit. A stale
+row may be claimed again, and the same work asked for again re-runs it, as it re-runs a failed one.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -28,6 +28,7 @@ from sqlmodel import Session, col, select
 from rules.errors import QuotecheckError
 from service.config import clock_of
 from service.errors import dependency_failure, status_of
+from service.persistence import leases
 from service.persistence.db import get_db
 from service.persistence.models import TaskRun
 
@@ -64,7 +65,7 @@ def stale_after_s(config: Any) -> float:
 
 def is_stale(row: TaskRun, now: datetime, stale_s: float) -> bool:
     """Returns whether ``row`` is a run in PROGRESS that nothing wrote to for longer than ``stale_s``."""
-    return row.state == PROGRESS and row.updated_at < now - timedelta(seconds=stale_s)
+    return row.state == PROGRESS and leases.is_stale(row.updated_at, now, stale_s)
 
 
 def find(session: Session, task_id: str) -> TaskRun | None:
@@ -102,13 +103,12 @@ def issue(session: Session, kind: str, key: str, total: int, requested_by: str |
             return existing, False
         # Only one of two requests retrying the same task wins the reset, and only it sends it.
         retry = or_(col(TaskRun.state) == FAILURE,
-                    and_(col(TaskRun.state) == PROGRESS, col(TaskRun.updated_at) < now - timedelta(seconds=stale_s)))
-        reset = session.execute(update(TaskRun).where(col(TaskRun.id) == existing.id, retry)
-                                .values(state=PENDING, progress_current=0, progress_total=total, result=None,
-                                        error=None, requested_by=requested_by, updated_at=now, args=args,
-                                        sent=False, send_lease_until=None, claimed_by=None)
-                                .execution_options(synchronize_session=False))
-        return find(session, existing.id) or existing, reset.rowcount == 1
+                    and_(col(TaskRun.state) == PROGRESS, leases.stale(col(TaskRun.updated_at), now, stale_s)))
+        reset = leases.take(session, TaskRun, col(TaskRun.id) == existing.id, retry,
+                            state=PENDING, progress_current=0, progress_total=total, result=None, error=None,
+                            requested_by=requested_by, updated_at=now, args=args, sent=False,
+                            send_lease_until=None, claimed_by=None)
+        return find(session, existing.id) or existing, reset
     row = TaskRun(id=str(uuid.uuid4()), kind=kind, key=key, state=PENDING, progress_current=0,
                   progress_total=total, requested_by=requested_by, created_at=now, updated_at=now,
                   submission_id=submission_id, user_id=user_id, args=args, sent=False)
@@ -141,7 +141,7 @@ def claim(task_id: str, kind: str, key: str, total: int, delivery_tag: str | Non
     """
     now = _now()
     stale_s = stale_after_s(current_app.config)
-    taken_over = col(TaskRun.updated_at) < now - timedelta(seconds=stale_s)
+    taken_over = leases.stale(col(TaskRun.updated_at), now, stale_s)
     if delivery_tag is not None:  # (compared with None, SQL would match every row no message holds)
         taken_over = or_(taken_over, col(TaskRun.claimed_by) == delivery_tag)
     claimable = or_(col(TaskRun.state) == PENDING, and_(col(TaskRun.state) == PROGRESS, taken_over))
@@ -155,15 +155,14 @@ def claim(task_id: str, kind: str, key: str, total: int, delivery_tag: str | Non
                 return Claim(RUN, find(session, task_id))  # type: ignore[arg-type]
             except IntegrityError:  # created meanwhile by a run of the same task: claim it as any other
                 session.rollback()
-        claimed = session.execute(update(TaskRun).where(col(TaskRun.id) == task_id, claimable)
-                                  .values(state=PROGRESS, progress_current=0, progress_total=total, error=None,
-                                          attempts=col(TaskRun.attempts) + 1, claimed_by=delivery_tag,
-                                          sent=True, send_lease_until=None, updated_at=now)
-                                  .execution_options(synchronize_session=False))
+        claimed = leases.take(session, TaskRun, col(TaskRun.id) == task_id, claimable,
+                              state=PROGRESS, progress_current=0, progress_total=total, error=None,
+                              attempts=col(TaskRun.attempts) + 1, claimed_by=delivery_tag, sent=True,
+                              send_lease_until=None, updated_at=now)
         session.commit()
         row = find(session, task_id)
     assert row is not None
-    if claimed.rowcount == 1:
+    if claimed:
         return Claim(RUN, row)
     if row.state == SUCCESS:
         return Claim(DONE, row)

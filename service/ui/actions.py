@@ -12,15 +12,13 @@ from flask import Response, redirect, request, url_for
 
 from rules.errors import QuotecheckError
 from service.accounts.auth import authorize
-from service.api.records import PURCHASE_ORDER_BODY
-from service.api.reviews import DECISION_BODY, WAIVER_BODY
-from service.app import review
-from service.approval import purchase_orders, record_store, store
+from service.api_schemas.bodies import DECISION_BODY, PURCHASE_ORDER_BODY, WAIVER_BODY
+from service.app import records, review
+from service.approval import store
 from service.errors import PreconditionFailed, status_of
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import Body, validate_body
-from service.persistence.db import get_db
 from service.record import signing_keys
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in
@@ -86,12 +84,8 @@ def waive(submission_id: str, check_id: str) -> Response:
         authorize(actor, "waive")
         checked(WAIVER_BODY, body)
         expires = date.fromisoformat(body["expires"]) if "expires" in body else None
-        with get_db().session() as session:
-            snap = store.load_visible(session, actor, submission_id)
-            expect_version(snap)
-            store.waive(session, actor, snap, check_id, body["justification"].strip(), expires, body_digest(body),
-                        moment)
-            session.commit()
+        review.waive(actor, submission_id, check_id, body["justification"].strip(), expires, body_digest(body),
+                     moment, expect_version, lambda session, waiver: None)
     except QuotecheckError as error:
         return refused(submission_id, error, retry)
     return _done(submission_id, "waived", f"#check-{check_id}")
@@ -124,16 +118,12 @@ def link_purchase_order(record_id: str) -> Response:
     """Link a purchase order to an approved record (a new signed version of the record lists it)."""
     actor = current_visitor().actor
     body = {"po_number": request.form.get("po_number", "").strip(), "system": request.form.get("system", "").strip()}
-    with get_db().session() as session:
-        submission_id = record_store.visible_record(session, actor, record_id).submission_id
+    submission_id = records.submission_of(actor, record_id)
     try:
         authorize(actor, "link-purchase-order")
         checked(PURCHASE_ORDER_BODY, body)
-        with get_db().session() as session:
-            _, linked = purchase_orders.link_purchase_order(session, actor, record_id, body["po_number"],
-                                                            body["system"], body_digest(body), signing_keys(), now())
-            if linked:
-                session.commit()
+        _, linked = records.link_purchase_order(actor, record_id, body["po_number"], body["system"],
+                                                body_digest(body), signing_keys(), now())
     except QuotecheckError as error:
         return refused(submission_id, error, {"purchase_order": body})
     return _done(submission_id, "purchase-order" if linked else "purchase-order-known", "#purchase-orders")

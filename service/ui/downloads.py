@@ -13,7 +13,7 @@ import json
 from flask import Response, current_app, request
 
 from service.accounts.visibility import ensure_visible
-from service.api import exports, records, submissions
+from service.app import responses
 from service.app.records import read_record, read_record_pdf
 from service.app.submissions import audit_trail, read_checks
 from service.errors import InvalidRequest
@@ -35,7 +35,7 @@ def _attachment(response: Response, name: str) -> Response:
 @signed_in
 def record_json(record_id: str) -> Response:
     """A record as the API serves it: an approved one as its signed envelope, any other as an unsigned draft."""
-    response = records.record_response(read_record(current_visitor().actor, record_id, now()))
+    response = responses.record_response(read_record(current_visitor().actor, record_id, now()))
     return _attachment(response, f"commissioning-record-{record_id}.json") if response.status_code == 200 else response
 
 
@@ -43,7 +43,8 @@ def record_json(record_id: str) -> Response:
 @signed_in
 def record_pdf(record_id: str) -> Response:
     """A record's PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT."""
-    return records.pdf_response(read_record_pdf(current_visitor().actor, record_id, now, records.prefers_async()))
+    return responses.pdf_response(read_record_pdf(current_visitor().actor, record_id, now,
+                                                  responses.prefers_async()))
 
 
 @bp.get("/ui/submissions/<submission_id>/checks")
@@ -53,16 +54,16 @@ def checks_export(submission_id: str) -> Response:
     if request.args.get("format") not in CHECK_FORMATS:
         raise InvalidRequest(f"format must be one of: {', '.join(CHECK_FORMATS)}")
     fmt = request.args["format"]
-    return exports.checks_response(read_checks(current_visitor().actor, submission_id, False, now().date()), fmt)
+    return responses.checks_response(read_checks(current_visitor().actor, submission_id, False, now().date()), fmt)
 
 
 @bp.get("/ui/submissions/<submission_id>/audit.csv")
 @signed_in
 def audit_csv(submission_id: str) -> Response:
     """The audit trail as CSV, one row per event."""
-    query = submissions.AUDIT_QUERY.read()
+    query = responses.AUDIT_QUERY.read()
     events = audit_trail(current_visitor().actor, submission_id)
-    response = submissions.audit_response(submission_id, events, query["format"])
+    response = responses.audit_response(submission_id, events, query["format"])
     return _attachment(response, f"quotecheck-{submission_id}-audit.csv")
 
 

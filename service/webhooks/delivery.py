@@ -1,8 +1,8 @@
 """Draining the webhook outbox: each due delivery is claimed, signed, sent, and its attempt logged.
 
-A delivery is claimed with a compare-and-set (``UPDATE … SET attempts = attempts + 1, next_attempt_at =
-now + lease WHERE id = … AND state = 'pending' AND next_attempt_at <= now``): of two drains that see it due,
-one sends it. A drain that dies mid-send leaves it pending, due again when the lease ends. A 2xx answer
+A delivery is claimed with a lease (service/persistence/leases.py: ``UPDATE … SET attempts = attempts + 1,
+next_attempt_at = now + lease WHERE id = … AND state = 'pending' AND next_attempt_at <= now``): of two drains that
+see it due, one sends it. A drain that dies mid-send leaves it pending, due again when the lease ends. A 2xx answer
 delivers it; anything else (another status, a redirect, which is never followed, a refused connection, a
 timeout) is a failed attempt, retried after an exponential backoff read from the app's clock, until
 WEBHOOK_MAX_ATTEMPTS attempts failed. Signatures follow Standard Webhooks (``webhook-id``,
@@ -27,6 +27,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from service.config import clock_of
+from service.persistence import leases
 from service.persistence.db import Database
 from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from service.webhooks.subscriptions import CANCELLED, DELIVERED, FAILED, PENDING, SECRET_PREFIX
@@ -153,15 +154,13 @@ class Outbox:
 
     def _claim(self, delivery_id: str, report: DrainReport) -> _Claimed | None:
         now = self.clock()
-        lease = timedelta(seconds=self.config["WEBHOOK_TIMEOUT_S"] + CLAIM_MARGIN_S)
         with self.db.session() as session:
-            claimed = session.execute(
-                update(WebhookDelivery)
-                .where(col(WebhookDelivery.id) == delivery_id, col(WebhookDelivery.state) == PENDING,
-                       col(WebhookDelivery.next_attempt_at) <= now)
-                .values(attempts=WebhookDelivery.attempts + 1, next_attempt_at=now + lease)
-                .execution_options(synchronize_session=False)).rowcount
-            if claimed != 1:  # another drain took it first
+            claimed = leases.take(session, WebhookDelivery, col(WebhookDelivery.id) == delivery_id,
+                                  col(WebhookDelivery.state) == PENDING,
+                                  leases.lapsed(col(WebhookDelivery.next_attempt_at), now, at_end=True),
+                                  attempts=WebhookDelivery.attempts + 1,
+                                  next_attempt_at=leases.until(now, self.config["WEBHOOK_TIMEOUT_S"] + CLAIM_MARGIN_S))
+            if not claimed:  # another drain took it first
                 return None
             delivery = session.get(WebhookDelivery, delivery_id, populate_existing=True)
             assert delivery is not None
