@@ -12,23 +12,24 @@ from rules.estimates.memory.activations import ActivationSaving
 from rules.estimates.memory.comm_buffers import CommunicationSettings
 from rules.estimates.memory.model_state import TrainedModel
 from rules.estimates.memory.step_memory import MemorySettings, TrainingBatch, TrainingJob
-from rules.estimates.model import shapes
+from rules.estimates.model.shapes import ModelShape
 from rules.estimates.search.layout_search import SearchMemory, SearchSpace, search_layouts
 from rules.estimates.training_time.step_time import StepTimeModel
 from rules.estimates.training_time.step_time_figures import efficiencies_from_data, hardware_from_catalogue
-from rules.estimates.training_time.transformer_work import ModelShape
+from rules.estimates.training_time.transformer_work import matrix_parameters
 from rules.policy import default_policy
 
-# GPT-3 XL shape (Brown et al. 2020, Table 2.1: 24 layers, d_model 2048, 16 heads), sequence 2048.
-GPT_1_3B = ModelShape(layers=24, hidden=2048, heads=16, ffn_hidden=8192, vocab=51200, sequence_length=2048)
+# GPT-3 XL shape (Brown et al. 2020, Table 2.1: 24 layers, d_model 2048, 16 heads; tied embeddings), sequence 2048.
+GPT_1_3B = ModelShape(layers=24, hidden=2048, heads=16, ffn_hidden=8192, vocab=51200, tied_embeddings=True)
 # Llama-3-70B shape (Meta's config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads, ffn 28672, vocab 128256).
-LLAMA_70B = ModelShape(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256,
-                       sequence_length=4096, mlp="swiglu", dropout=False, tied_embeddings=False)
+LLAMA_70B = ModelShape(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256, mlp="swiglu",
+                       norm="rmsnorm", dropout=False, tied_embeddings=False)
+SEQUENCE = {GPT_1_3B: 2048, LLAMA_70B: 4096}
 
 
 def _model(server: str, gpu: str, shape: ModelShape) -> StepTimeModel:
     catalogue, policy = load_catalogue().document, default_policy().document
-    return StepTimeModel(shape, hardware_from_catalogue(catalogue, server),
+    return StepTimeModel(shape, SEQUENCE.get(shape, 4096), hardware_from_catalogue(catalogue, server),
                          efficiencies_from_data(catalogue, policy, gpu))
 
 
@@ -37,12 +38,9 @@ def _memory(gpu: str | float, shape: ModelShape, gpus_per_node: int = 8, **setti
     on a GPU of that many GiB); ``settings`` replace MemorySettings fields."""
     policy = default_policy()
     memory_gib = load_catalogue().document["gpus"][gpu]["memory_gib"] if isinstance(gpu, str) else gpu
-    architecture = shapes.ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads,
-                                     kv_heads=shape.kv_heads, ffn_hidden=shape.ffn_hidden, vocab=shape.vocab,
-                                     mlp=shape.mlp, dropout=shape.dropout, tied_embeddings=shape.tied_embeddings)
-    parameters = shape.parameters()
-    job = TrainingJob(TrainedModel(parameters, parameters, "bf16-mixed", "adamw"), architecture,
-                      TrainingBatch(shape.sequence_length, 1, None), ActivationSaving(), 1, "none")
+    parameters = matrix_parameters(shape)
+    job = TrainingJob(TrainedModel(parameters, parameters, "bf16-mixed", "adamw"), shape,
+                      TrainingBatch(SEQUENCE.get(shape, 4096), 1, None), ActivationSaving(), 1, "none")
     chosen = MemorySettings(convention=policy.value("conventions.model_state_bytes"),
                             cuda_context_gib=policy.value("memory.cuda_context_gib"),
                             fragmentation_fraction=policy.value("memory.allocator_fragmentation_fraction"),

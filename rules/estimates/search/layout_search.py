@@ -103,7 +103,7 @@ def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
              space: SearchSpace) -> Iterator[tuple[int, int, int, int, int, int]]:
     """Yield (tensor, pipeline, virtual, context, data, micro_batch) combinations the model can run."""
     shape, domain = model.shape, model.hardware.nvlink_domain_gpus
-    groups = shape.groups
+    groups = shape.kv_head_count
     for t in space.tensor:
         if t > domain or not _divides(gpus, t) or not _divides(shape.heads, t) or not _divides(groups, min(t, groups)):
             continue
@@ -111,7 +111,7 @@ def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
             if not _divides(gpus // t, p) or p > shape.layers:
                 continue
             for c in space.context:
-                if not _divides(gpus // (t * p), c) or not _divides(shape.sequence_length, c):
+                if not _divides(gpus // (t * p), c) or not _divides(model.sequence_length, c):
                     continue
                 if c > 1 and not space.flash_attention:
                     continue
@@ -148,7 +148,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
     slowest = math.inf  # once top_n are kept, the slowest kept step (to the µs), which a new layout must not exceed
     for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
-        part = LayerSlice(micro_batch=b, tensor=t, context=c, sequence_parallel=t > 1,
+        part = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c, sequence_parallel=t > 1,
                           flash_attention=space.flash_attention)
         m = global_batch // (b * d)
         for recompute in space.recompute:
