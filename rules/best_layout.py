@@ -12,7 +12,8 @@ Two things the search does not model leave the patched submission: a stated thro
 claimed for the submitted layout, so the best layout runs at its modelled rate) and offload (the search
 sizes memory without it). Both removals are named in the section's ``changes``.
 
-:func:`layout_search_section` returns the record's ``layout_search`` member: the search's counts, best and
+:func:`layout_search_section` returns the record's ``layout_search`` member: the search's counts (the layouts
+skipped among them, by reason), best and
 submitted layouts, how they compare, the patch, and the layout-dependent checks at the best layout next to
 the submitted ones. It is advice beside the checks, not part of them: the submitted layout's results, and so
 their digests and any waivers of them, are the same with or without a search.
@@ -80,6 +81,9 @@ def layout_search_section(submission: dict[str, Any], record: dict[str, Any], se
     section: dict[str, Any] = {
         "layouts_searched": search["layouts_searched"],
         "fitting": search["fitting"],
+        # A search stored before skipped layouts were counted has none.
+        "layouts_skipped": search.get("layouts_skipped", 0),
+        "skipped": search.get("skipped", {}),
         "submitted": search["submitted"],
         "best": search["best"],
         "submitted_vs_best": search["submitted_vs_best"],
@@ -152,3 +156,9 @@ def describe_layout(layout: dict[str, Any]) -> str:
             f"micro-batch {layout['micro_batch']}, {_RECOMPUTE[layout['recompute']]}, {layout['sharding']}, "
             f"{layout['precision']}: {layout['step_s']:.2f} s a step, {layout['tokens_per_s_per_gpu']:,.0f} "
             f"tokens/s per GPU, MFU {layout['mfu']:.1%}")
+
+
+def describe_skipped(search: dict[str, Any]) -> str:
+    """Returns the layouts the memory model could not size under the policy's conventions, counted by reason."""
+    reasons = "; ".join(f"{reason} ({count:,})" for reason, count in search["skipped"].items())
+    return f"{search['layouts_skipped']:,} layouts skipped (the memory model cannot size them): {reasons}"

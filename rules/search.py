@@ -9,8 +9,9 @@ a task queue as ``chunk_document`` (its fields, JSON) and is read back with ``ch
 identifies a search, so that the same submission under the same engine and policy is searched once.
 
 The result is the shape ``quotecheck search --format json`` prints and the search task returns:
-``{"layouts_searched", "fitting", "best": {layout…, "step_s", "tokens_per_s_per_gpu", "mfu"}, "submitted":
-{same}, "top": [...], "submitted_vs_best"}``.
+``{"layouts_searched", "fitting", "layouts_skipped", "skipped": {reason: count}, "best": {layout…, "step_s",
+"tokens_per_s_per_gpu", "mfu"}, "submitted": {same}, "top": [...], "submitted_vs_best"}``; a layout the memory
+model refuses under the policy's conventions is skipped and counted under its reason, never raised.
 """
 
 from __future__ import annotations
@@ -24,18 +25,15 @@ import rfc8785
 
 from rules.checks import CHECKS
 from rules.checks.base import Context
-from rules.checks.facts.gpu_context import training_cuda_context
-from rules.checks.facts.layout import layout
+from rules.checks.facts.memory import memory_inputs, memory_settings
 from rules.checks.facts.step_model import StepInputs, step_inputs
 from rules.errors import InconsistentInput
-from rules.estimates.memory.comm_buffers import CommunicationSettings
 from rules.estimates.ratios import fraction_of
 from rules.estimates.search.layout_search import (
     LayoutSearch,
-    MemoryConvention,
     RankedLayout,
+    SearchMemory,
     SearchSpace,
-    memory_budget_bytes,
     search_layouts,
 )
 from rules.estimates.training_time.step_time import StepTime
@@ -80,10 +78,11 @@ def search_key(submission: dict[str, Any], engine: str, policy_digest: str, top_
     return "sha256:" + hashlib.sha256(rfc8785.dumps(identity)).hexdigest()
 
 
-def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[StepInputs, float, MemoryConvention]:
-    """Returns the model and submitted layout, the memory budget per GPU (bytes) and the memory convention.
+def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[StepInputs, SearchMemory]:
+    """Returns the step-time model and submitted layout, and what the peak-memory check sizes memory with.
 
-    Raises NothingToSearch naming what the submission lacks.
+    The memory is the checks' own: the job, GPU memory and settings of rules/checks/facts/memory.py. Raises
+    NothingToSearch naming what the submission lacks.
     """
     policy = policy or default_policy()
     inputs = Inputs(submission)
@@ -98,17 +97,12 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
         raise NothingToSearch("the step-time model needs the architecture (layers, hidden, heads, vocab), the "
                               "sequence length, global batch, a catalogued GPU with compute NICs, and a batch "
                               "that divides over the submitted layout")
-    group = layout(ctx).group
-    memory_gib = ctx.num(f"{group}/gpu/memory_gib")
-    if memory_gib is None:
-        raise NothingToSearch("the quoted GPU's memory_gib is not known")
-    convention = MemoryConvention(optimizer=ctx.get("/workload/training/optimizer", "adamw"),
-                                  convention=policy.value("conventions.model_state_bytes"),
-                                  gathered_layers=policy.value("memory.gathered_layers"),
-                                  activations=policy.value("conventions.activations"),
-                                  communication=CommunicationSettings(policy.value("memory.nccl_channels")))
-    context_gib = training_cuda_context(ctx, group).gib  # what peak-memory counts for this GPU
-    return found, memory_budget_bytes(memory_gib, policy.value("memory"), context_gib), convention
+    sized = memory_inputs(ctx)
+    if sized is None:
+        raise NothingToSearch("the memory estimate needs the model's parameters, precision and optimizer and the "
+                              "quoted GPU's memory_gib")
+    memory = SearchMemory(sized.job, sized.gpu_memory_gib, sized.placement.gpus_per_node, memory_settings(ctx))
+    return found, memory
 
 
 def search_chunk(submission: dict[str, Any], space: SearchSpace, policy: Policy | None = None,
@@ -120,7 +114,7 @@ def search_chunk(submission: dict[str, Any], space: SearchSpace, policy: Policy 
 def merge_chunks(submission: dict[str, Any], parts: list[dict[str, Any]], top_n: int = TOP_N,
                  policy: Policy | None = None) -> dict[str, Any]:
     """Returns the whole search from its chunks: counts summed, the fastest ``top_n`` of all, the submitted layout."""
-    found, _, _ = prepare(submission, policy)
+    found, _ = prepare(submission, policy)
     return _merge(found, parts, top_n)
 
 
@@ -140,10 +134,11 @@ def search_submission(submission: dict[str, Any], policy: Policy | None = None, 
     return _merge(prepared[0], parts, top_n)
 
 
-def _search(prepared: tuple[StepInputs, float, MemoryConvention], space: SearchSpace, top_n: int) -> dict[str, Any]:
-    found, budget, convention = prepared
-    result = search_layouts(found.model, found.gpus, found.layout.global_batch, budget, space, convention, top_n)
+def _search(prepared: tuple[StepInputs, SearchMemory], space: SearchSpace, top_n: int) -> dict[str, Any]:
+    found, memory = prepared
+    result = search_layouts(found.model, found.gpus, found.layout.global_batch, memory, space, top_n)
     return {"layouts_searched": result.searched, "fitting": result.fitting,
+            "layouts_skipped": result.skipped_count, "skipped": result.skipped,
             "top": [_ranked(entry) for entry in result.top]}
 
 
@@ -154,11 +149,22 @@ def _merge(found: StepInputs, parts: list[dict[str, Any]], top_n: int) -> dict[s
     return {
         "layouts_searched": sum(part["layouts_searched"] for part in parts),
         "fitting": sum(part["fitting"] for part in parts),
+        "layouts_skipped": sum(part.get("layouts_skipped", 0) for part in parts),
+        "skipped": _skipped(parts),
         "best": best,
         "submitted": submitted,
         "top": top,
         "submitted_vs_best": _comparison(submitted, best),
     }
+
+
+def _skipped(parts: list[dict[str, Any]]) -> dict[str, int]:
+    """Returns the chunks' skipped layouts summed by reason, most frequent first (then by reason)."""
+    counts: dict[str, int] = {}
+    for part in parts:
+        for reason, count in part.get("skipped", {}).items():
+            counts[reason] = counts.get(reason, 0) + count
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
 def _ranked(entry: RankedLayout) -> dict[str, Any]:

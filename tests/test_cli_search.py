@@ -35,7 +35,9 @@ def test_json_is_the_search_of_the_submission_in_the_contract_shape():
 
     assert result.exit_code == 0, result.stderr
     printed = json.loads(result.stdout)
-    assert set(printed) == {"layouts_searched", "fitting", "best", "submitted", "top", "submitted_vs_best"}
+    assert set(printed) == {"layouts_searched", "fitting", "layouts_skipped", "skipped", "best", "submitted", "top",
+                            "submitted_vs_best"}
+    assert (printed["layouts_skipped"], printed["skipped"]) == (0, {})
     assert printed == search_submission(json.loads(TRAINING.read_text()))
     assert result.stderr == ""  # no progress bar in JSON
 

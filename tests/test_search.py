@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from rules.estimates.search.layout_search import SearchSpace
-from rules.search import NothingToSearch, chunks_of, merge_chunks, search_chunk, search_submission
+from rules.best_layout import layout_patch
+from rules.compare import merge_patch
+from rules.estimates.search.layout_search import SearchSpace, search_layouts
+from rules.evaluate import evaluate
+from rules.search import NothingToSearch, chunks_of, merge_chunks, prepare, search_chunk, search_submission
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "h200-128node-pretraining.json"
 
@@ -50,3 +54,33 @@ def test_a_gpu_count_the_layout_does_not_divide_has_nothing_to_search():
     submission["workload"]["training"]["parallelism"]["context"] = 3
     with pytest.raises(NothingToSearch, match="not a whole number of model replicas"):
         merge_chunks(submission, [])
+
+
+def test_the_search_sizes_memory_as_peak_memory_does_at_the_best_layout():
+    """No second memory model: the best layout's memory is the peak-memory check's total when the submission is
+    evaluated at that layout (the layout search's patch applied), to the bit."""
+    submission = json.loads(EXAMPLE.read_text())
+    best = search_submission(submission)["best"]
+
+    patch, _ = layout_patch(submission, best)
+    record = evaluate(merge_patch(submission, patch))
+
+    peak = next(check for check in record["checks"] if check["id"] == "peak-memory")
+    assert peak["status"] in ("pass", "warn")
+    assert best["memory_gib_per_gpu"] == peak["evidence"]["total_gib"]
+
+
+def test_a_layout_the_memory_model_refuses_is_skipped_and_counted_by_reason():
+    """A job whose optimizer the model-state estimator does not know: every candidate is refused
+    (InconsistentInput), and the search counts each under the refusal's reason instead of raising."""
+    submission = json.loads(EXAMPLE.read_text())
+    found, memory = prepare(submission)
+    unknown = replace(memory, job=replace(memory.job, model=replace(memory.job.model, optimizer="lion")))
+    space = SearchSpace(tensor=(8,), pipeline=(4,), virtual_stages=(1,), context=(1,), micro_batch=(1,),
+                        recompute=("selective",), sharding=("zero1", "zero3"), precisions=("bf16-mixed",))
+
+    result = search_layouts(found.model, found.gpus, found.layout.global_batch, unknown, space)
+
+    assert (result.searched, result.fitting, result.best, result.skipped_count) == (2, 0, None, 2)
+    [(reason, count)] = result.skipped.items()
+    assert count == 2 and "optimizer" in reason and "lion" in reason

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import click
 
-from rules.best_layout import describe_layout, evaluate_with_layout_search
+from rules.best_layout import describe_layout, describe_skipped, evaluate_with_layout_search
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 from rules.evaluate import evaluate as run_evaluation
@@ -136,6 +136,8 @@ def layout_search_lines(section: dict[str, Any]) -> list[str]:
     lines = [f"layout search: {section['layouts_searched']:,} layouts of the quoted GPUs, {section['fitting']:,} "
              f"fit memory; {section['submitted_vs_best']}",
              f"  submitted: {describe_layout(section['submitted'])}"]
+    if section.get("layouts_skipped"):
+        lines.insert(1, f"  {describe_skipped(section)}")
     if section["best"] is None:
         return lines
     lines.append(f"  best:      {describe_layout(section['best'])}")

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from rules.best_layout import describe_skipped
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.policy import load_policy
 from rules.search import NothingToSearch, default_chunks, prepare, search_submission
@@ -69,6 +70,8 @@ def render_search(result: dict[str, Any]) -> str:
     rows.append(("submitted", *_cells(result["submitted"]), ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [f"{result['layouts_searched']:,} layouts searched, {result['fitting']:,} fit memory"]
+    if result.get("layouts_skipped"):
+        lines.append(describe_skipped(result))
     lines += ["  ".join(cell.rjust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.append(result["submitted_vs_best"])
     return "\n".join(lines)

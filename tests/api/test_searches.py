@@ -59,7 +59,8 @@ def test_a_search_of_a_submission_is_the_search_of_its_document(client, as_role)
     assert task["state"] == "SUCCESS" and task["kind"] == "search"
     assert task["progress"] == {"current": CHUNKS, "total": CHUNKS}
     result = task["result"]
-    assert set(result) == {"layouts_searched", "fitting", "best", "submitted", "top", "submitted_vs_best"}
+    assert set(result) == {"layouts_searched", "fitting", "layouts_skipped", "skipped", "best", "submitted", "top",
+                           "submitted_vs_best"}
     assert result == search_submission(document)
     assert result["layouts_searched"] >= 5000 and result["best"] == result["top"][0]
     assert result["best"]["step_s"] <= result["submitted"]["step_s"]

@@ -2,33 +2,53 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from rules.catalogue import load_catalogue
-from rules.estimates.search.layout_search import MemoryConvention, SearchSpace, memory_budget_bytes, search_layouts
+from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.comm_buffers import CommunicationSettings
+from rules.estimates.memory.model_state import TrainedModel
+from rules.estimates.memory.step_memory import MemorySettings, TrainingBatch, TrainingJob
+from rules.estimates.model.shapes import ModelShape
+from rules.estimates.search.layout_search import SearchMemory, SearchSpace, search_layouts
 from rules.estimates.training_time.step_time import StepTimeModel
 from rules.estimates.training_time.step_time_figures import efficiencies_from_data, hardware_from_catalogue
-from rules.estimates.training_time.transformer_work import ModelShape
+from rules.estimates.training_time.transformer_work import matrix_parameters
 from rules.policy import default_policy
 
-# GPT-3 XL shape (Brown et al. 2020, Table 2.1: 24 layers, d_model 2048, 16 heads), sequence 2048.
-GPT_1_3B = ModelShape(layers=24, hidden=2048, heads=16, ffn_hidden=8192, vocab=51200, sequence_length=2048)
+# GPT-3 XL shape (Brown et al. 2020, Table 2.1: 24 layers, d_model 2048, 16 heads; tied embeddings), sequence 2048.
+GPT_1_3B = ModelShape(layers=24, hidden=2048, heads=16, ffn_hidden=8192, vocab=51200, tied_embeddings=True)
 # Llama-3-70B shape (Meta's config.json: 80 layers, hidden 8192, 64 heads, 8 KV heads, ffn 28672, vocab 128256).
-LLAMA_70B = ModelShape(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256,
-                       sequence_length=4096, mlp="swiglu", dropout=False, tied_embeddings=False)
+LLAMA_70B = ModelShape(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, vocab=128256, mlp="swiglu",
+                       norm="rmsnorm", dropout=False, tied_embeddings=False)
+SEQUENCE = {GPT_1_3B: 2048, LLAMA_70B: 4096}
 
 
 def _model(server: str, gpu: str, shape: ModelShape) -> StepTimeModel:
     catalogue, policy = load_catalogue().document, default_policy().document
-    return StepTimeModel(shape, hardware_from_catalogue(catalogue, server),
+    return StepTimeModel(shape, SEQUENCE.get(shape, 4096), hardware_from_catalogue(catalogue, server),
                          efficiencies_from_data(catalogue, policy, gpu))
 
 
-def _budget(gpu: str) -> float:
-    memory_gib = load_catalogue().document["gpus"][gpu]["memory_gib"]
-    return memory_budget_bytes(memory_gib, default_policy().document["memory"])
+def _memory(gpu: str | float, shape: ModelShape, gpus_per_node: int = 8, **settings) -> SearchMemory:
+    """Returns what the peak-memory check sizes ``shape`` with under the default policy, on a catalogued ``gpu`` (or
+    on a GPU of that many GiB); ``settings`` replace MemorySettings fields."""
+    policy = default_policy()
+    memory_gib = load_catalogue().document["gpus"][gpu]["memory_gib"] if isinstance(gpu, str) else gpu
+    parameters = matrix_parameters(shape)
+    job = TrainingJob(TrainedModel(parameters, parameters, "bf16-mixed", "adamw"), shape,
+                      TrainingBatch(SEQUENCE.get(shape, 4096), 1, None), ActivationSaving(), 1, "none")
+    chosen = MemorySettings(convention=policy.value("conventions.model_state_bytes"),
+                            cuda_context_gib=policy.value("memory.cuda_context_gib"),
+                            fragmentation_fraction=policy.value("memory.allocator_fragmentation_fraction"),
+                            headroom_fraction=policy.value("memory.headroom_fraction"),
+                            gathered_layers=policy.value("memory.gathered_layers"),
+                            activation_convention=policy.value("conventions.activations"),
+                            communication=CommunicationSettings(policy.value("memory.nccl_channels")))
+    return SearchMemory(job, memory_gib, gpus_per_node, replace(chosen, **settings))
 
 
 def test_finds_pure_data_parallel_zero1_for_a_small_model_on_one_dgx_a100():
@@ -49,7 +69,7 @@ def test_finds_pure_data_parallel_zero1_for_a_small_model_on_one_dgx_a100():
     catalogue's GEMM rate (MAMF 271.2 TFLOP/s × the fitted 0.857).
     """
     model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
-    result = search_layouts(model, gpus=8, global_batch=32, memory_budget=_budget("A100-SXM4-80GB"),
+    result = search_layouts(model, gpus=8, global_batch=32, memory=_memory("A100-SXM4-80GB", GPT_1_3B),
                             space=SearchSpace(flash_attention=False))
     best = result.best.layout
     assert (best.tensor, best.pipeline, best.virtual_stages, best.context, best.data) == (1, 1, 1, 1, 8)
@@ -71,8 +91,8 @@ def test_counts_a_small_space_by_hand():
     model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
     space = SearchSpace(tensor=(1, 2), pipeline=(1, 2), context=(1,), micro_batch=(1,), recompute=("none",),
                         sharding=("zero1",))
-    assert search_layouts(model, 8, 32, _budget("A100-SXM4-80GB"), space).searched == 8
-    empty = search_layouts(model, 8, 32, 0.0, space)
+    assert search_layouts(model, 8, 32, _memory("A100-SXM4-80GB", GPT_1_3B), space).searched == 8
+    empty = search_layouts(model, 8, 32, _memory(0.0, GPT_1_3B), space)
     assert (empty.searched, empty.fitting, empty.best, empty.top) == (8, 0, None, ())
 
 
@@ -80,16 +100,19 @@ def test_memory_decides_when_the_model_does_not_fit_unsharded():
     """Llama-3-70B on 16 × DGX H100: 70.6B × 16 B of state cannot sit on 128 GPUs without tensor, pipeline
     or ZeRO sharding (DDP would need 1.1 TB per GPU), so no fitting layout is plain DDP at t = p = 1."""
     model = _model("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
-    result = search_layouts(model, gpus=128, global_batch=256, memory_budget=_budget("H100-SXM5-80GB"), top_n=50)
+    memory = _memory("H100-SXM5-80GB", LLAMA_70B)
+    result = search_layouts(model, gpus=128, global_batch=256, memory=memory, top_n=50)
     assert 0 < result.fitting < result.searched
     assert all(not (r.layout.sharding == "ddp" and r.layout.tensor * r.layout.pipeline == 1) for r in result.top)
-    assert all(r.memory_bytes <= _budget("H100-SXM5-80GB") for r in result.top)
+    usable = memory.gpu_memory_gib * 2**30 * (1 - memory.settings.headroom_fraction)
+    assert all(r.memory_bytes <= usable for r in result.top)
     assert {r.layout.precision for r in result.top} <= {"bf16-mixed", "fp8-mixed"}
 
 
 def test_fp8_only_where_the_gpu_has_it():
-    a100 = search_layouts(_model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B), 8, 32, _budget("A100-SXM4-80GB"), top_n=500)
-    h100 = search_layouts(_model("DGX-H100", "H100-SXM5-80GB", GPT_1_3B), 8, 32, _budget("H100-SXM5-80GB"))
+    a100 = search_layouts(_model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B), 8, 32, _memory("A100-SXM4-80GB", GPT_1_3B),
+                          top_n=500)
+    h100 = search_layouts(_model("DGX-H100", "H100-SXM5-80GB", GPT_1_3B), 8, 32, _memory("H100-SXM5-80GB", GPT_1_3B))
     assert {r.layout.precision for r in a100.top} == {"bf16-mixed"}
     assert h100.best.layout.precision == "fp8-mixed"
     assert h100.searched == 2 * a100.searched
@@ -100,8 +123,10 @@ def test_tensor_parallel_stays_inside_the_nvlink_domain():
     shape = replace(LLAMA_70B, kv_heads=None)
     space = SearchSpace(pipeline=(1,), context=(1,), micro_batch=(1,), recompute=("full",), sharding=("zero1",),
                         precisions=("bf16-mixed",))
-    dgx = search_layouts(_model("DGX-B200", "B200-SXM-180GB", shape), 144, 144, float("inf"), space, top_n=100)
-    nvl = search_layouts(_model("GB200-NVL72", "B200-GB200-186GB", shape), 144, 144, float("inf"), space, top_n=100)
+    dgx = search_layouts(_model("DGX-B200", "B200-SXM-180GB", shape), 144, 144, _memory(math.inf, shape), space,
+                         top_n=100)
+    nvl = search_layouts(_model("GB200-NVL72", "B200-GB200-186GB", shape), 144, 144,
+                         _memory(math.inf, shape, gpus_per_node=72), space, top_n=100)
     assert max(r.layout.tensor for r in dgx.top) == 8
     assert max(r.layout.tensor for r in nvl.top) == 16
 
@@ -109,7 +134,7 @@ def test_tensor_parallel_stays_inside_the_nvlink_domain():
 def test_a_1024_gpu_70b_search_looks_at_over_5000_layouts_and_ranks_them():
     """The bench's case (its speed is measured by `make bench`, not asserted here)."""
     model = _model("DGX-H100", "H100-SXM5-80GB", LLAMA_70B)
-    result = search_layouts(model, gpus=1024, global_batch=1024, memory_budget=_budget("H100-SXM5-80GB"))
+    result = search_layouts(model, gpus=1024, global_batch=1024, memory=_memory("H100-SXM5-80GB", LLAMA_70B))
     assert result.searched >= 5000 and 0 < result.fitting < result.searched
     steps = [r.step.step_s for r in result.top]
     assert steps == sorted(steps) and result.best.step.step_s == steps[0]
@@ -122,9 +147,11 @@ def test_memory_follows_the_policy_activation_convention():
     model = _model("DGX-A100", "A100-SXM4-80GB", GPT_1_3B)
     space = SearchSpace(tensor=(1,), pipeline=(1,), context=(1,), micro_batch=(1,), recompute=("none",),
                         sharding=("zero1",), flash_attention=False)
-    budget = _budget("A100-SXM4-80GB")
-    physical = search_layouts(model, 8, 32, budget, space, MemoryConvention()).best
-    megatron = search_layouts(model, 8, 32, budget, space, MemoryConvention(activations="megatron")).best
+    # Without fragmentation the totals differ by the activations alone.
+    physical = search_layouts(model, 8, 32, _memory("A100-SXM4-80GB", GPT_1_3B, fragmentation_fraction=0.0),
+                              space).best
+    megatron = search_layouts(model, 8, 32, _memory("A100-SXM4-80GB", GPT_1_3B, fragmentation_fraction=0.0,
+                                                    activation_convention="megatron"), space).best
 
     s, h, a, f, v, layers = 2048, 2048, 16, 8192, 51200, 24
     sbh = s * h

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from rules.catalogue import load_catalogue
+from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.step_time import Layout, step_time
 from rules.estimates.training_time.step_time_figures import (
     Hardware,
@@ -24,7 +25,7 @@ from rules.estimates.training_time.step_time_figures import (
     efficiencies_from_data,
     hardware_from_catalogue,
 )
-from rules.estimates.training_time.transformer_work import LayerSlice, ModelShape, layer_work
+from rules.estimates.training_time.transformer_work import LayerSlice, layer_work
 from rules.policy import default_policy
 
 
@@ -51,11 +52,12 @@ TABLE_5 = (
     Table5Run("1T", 160, 25600, 128, 8, 64, 1, 512, 1, 94.42, 71.49),
 )
 MODES = ("full recompute", "present work")
+SEQUENCE = 2048  # Korthikanti et al. 2022 and Narayanan et al. 2021 train at s = 2048
 
 
 def _shape(run: Table5Run) -> ModelShape:
     return ModelShape(layers=run.layers, hidden=run.hidden, heads=run.heads, ffn_hidden=4 * run.hidden,
-                      vocab=51200, sequence_length=2048)
+                      vocab=51200, tied_embeddings=True)
 
 
 def _layout(run: Table5Run, mode: str) -> Layout:
@@ -82,7 +84,7 @@ def _efficiencies(**changes: float):
 
 def _relative_errors(hardware: Hardware, **changes: float) -> dict[str, float]:
     efficiencies = _efficiencies(**changes)
-    return {f"{run.model} {mode}": step_time(_shape(run), _layout(run, mode), hardware, efficiencies).step_s
+    return {f"{run.model} {mode}": step_time(_shape(run), SEQUENCE, _layout(run, mode), hardware, efficiencies).step_s
             / _measured_s(run, mode) - 1
             for run in TABLE_5 for mode in MODES}
 
@@ -90,7 +92,7 @@ def _relative_errors(hardware: Hardware, **changes: float) -> dict[str, float]:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("run", TABLE_5, ids=[run.model for run in TABLE_5])
 def test_iteration_time_within_10_percent_of_korthikanti_table5(run: Table5Run, mode: str, selene: Hardware):
-    result = step_time(_shape(run), _layout(run, mode), selene, _efficiencies())
+    result = step_time(_shape(run), SEQUENCE, _layout(run, mode), selene, _efficiencies())
     measured = _measured_s(run, mode)
     print(f"{run.model} {mode}: modelled {result.step_s:.2f} s, measured {measured:.2f} s, "
           f"error {result.step_s / measured - 1:+.1%}, MFU {result.mfu:.1%}, HFU {result.hfu:.1%}")
@@ -122,8 +124,8 @@ def test_catalogue_gemm_fraction_is_the_table5_fit(selene: Hardware):
 def test_present_work_speedup_matches_table5(selene: Hardware):
     """Table 5's throughput increase of sequence parallelism + selective recompute is 29–32 %."""
     for run in TABLE_5:
-        full = step_time(_shape(run), _layout(run, "full recompute"), selene, _efficiencies()).step_s
-        present = step_time(_shape(run), _layout(run, "present work"), selene, _efficiencies()).step_s
+        full = step_time(_shape(run), SEQUENCE, _layout(run, "full recompute"), selene, _efficiencies()).step_s
+        present = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies()).step_s
         measured = run.full_recompute_s / run.present_work_s
         assert full / present == pytest.approx(measured, rel=0.05), run.model
 
@@ -134,10 +136,10 @@ def test_gpt3_175b_on_1024_a100_generalises_to_narayanan_2021(selene: Hardware):
     V/(16·l·h)) per iteration (eq. 3, full recompute). The layout is taken from their Table 1 row for 175B
     (tensor 8 × pipeline 16, micro-batch 1, full recompute, no sequence parallelism), leaving data parallel
     8 on 1024 GPUs; the paper does not state the 1024-GPU layout, hence the loose bound."""
-    shape = ModelShape(layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, vocab=51200, sequence_length=2048)
+    shape = ModelShape(layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, vocab=51200, tied_embeddings=True)
     layout = Layout(micro_batch=1, global_batch=1536, tensor=8, pipeline=16, data=8, recompute="full",
                     sharding="ddp", precision="fp16-mixed")
-    result = step_time(shape, layout, selene, _efficiencies())
+    result = step_time(shape, SEQUENCE, layout, selene, _efficiencies())
     b, s, h, layers, v = 1536, 2048, 12288, 96, 51200
     flops = 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
     tflops_per_gpu = flops / (result.step_s * layout.gpus) / 1e12
@@ -152,7 +154,7 @@ def test_mfu_counts_korthikanti_model_flops(selene: Hardware):
     """Korthikanti et al. 2022 Appendix A: model FLOPs 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) per iteration;
     with full recompute the hardware FLOPs are 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
     run = TABLE_5[1]
-    result = step_time(_shape(run), _layout(run, "full recompute"), selene, _efficiencies())
+    result = step_time(_shape(run), SEQUENCE, _layout(run, "full recompute"), selene, _efficiencies())
     b, s, h, layers, v = run.global_batch, 2048, run.hidden, run.layers, 51200
     model = 72 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (12 * layers * h))
     hardware = 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
@@ -166,7 +168,7 @@ def test_bubble_is_p_minus_1_over_v_m_of_the_steady_state(selene: Hardware):
     """Narayanan et al. 2021 §2.2: bubble fraction (p − 1)/m, (p − 1)/(v·m) with interleaving."""
     run = TABLE_5[1]
     for v in (1, 2, 3):
-        result = step_time(_shape(run), replace(_layout(run, "present work"), virtual_stages=v), selene,
+        result = step_time(_shape(run), SEQUENCE, replace(_layout(run, "present work"), virtual_stages=v), selene,
                            _efficiencies())
         parts = result.breakdown
         steady = parts.compute_s + parts.memory_bound_s + parts.tp_comm_s + parts.cp_comm_exposed_s
@@ -175,7 +177,7 @@ def test_bubble_is_p_minus_1_over_v_m_of_the_steady_state(selene: Hardware):
 
 def test_breakdown_adds_up_and_tokens_per_gpu(selene: Hardware):
     run = TABLE_5[2]
-    result = step_time(_shape(run), _layout(run, "present work"), selene, _efficiencies())
+    result = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies())
     assert result.breakdown.total_s == pytest.approx(result.step_s)
     assert result.tokens_per_s_per_gpu == pytest.approx(280 * 2048 / result.step_s / 280)
 
@@ -184,7 +186,7 @@ def test_recompute_adds_one_forward_of_the_dense_gemms():
     """Korthikanti et al. 2022 §5: full recompute costs an extra forward pass (4/3 of the GEMM FLOPs);
     selective recompute only re-runs the attention core (2·2·b·s²·h/t per layer)."""
     shape = _shape(TABLE_5[1])
-    part = LayerSlice(micro_batch=1, tensor=8, sequence_parallel=True)
+    part = LayerSlice(SEQUENCE, micro_batch=1, tensor=8, sequence_parallel=True)
     none, selective, full = (layer_work(shape, part, mode) for mode in ("none", "selective", "full"))
     assert full.dense_flops / none.dense_flops == pytest.approx(4 / 3)
     assert selective.dense_flops == none.dense_flops
@@ -194,7 +196,7 @@ def test_recompute_adds_one_forward_of_the_dense_gemms():
 def test_dense_gemm_flops_are_24_b_s_h2_per_layer_forward():
     """Narayanan et al. 2021 §5.1: 24·B·s·h² forward GEMM FLOPs per layer for f = 4h (plus 4·B·s²·h attention)."""
     shape = _shape(TABLE_5[0])
-    work = layer_work(shape, LayerSlice(micro_batch=4), "none")
+    work = layer_work(shape, LayerSlice(SEQUENCE, micro_batch=4), "none")
     assert work.dense_flops == pytest.approx(3 * 24 * 4 * 2048 * 6144**2)
     assert work.attention_flops == pytest.approx(3 * 4 * 4 * 2048**2 * 6144)
 
@@ -203,8 +205,8 @@ def test_sequence_parallel_replaces_each_all_reduce_and_gathers_again_in_backwar
     """Korthikanti et al. 2022 §4.2.2: g and ḡ become all-gather / reduce-scatter pairs (same volume as the
     all-reduce); the backward pass all-gathers the sequence-parallel input again."""
     shape = _shape(TABLE_5[1])
-    plain = layer_work(shape, LayerSlice(micro_batch=1, tensor=8), "none").tp_collectives
-    parallel = layer_work(shape, LayerSlice(micro_batch=1, tensor=8, sequence_parallel=True), "none")
+    plain = layer_work(shape, LayerSlice(SEQUENCE, micro_batch=1, tensor=8), "none").tp_collectives
+    parallel = layer_work(shape, LayerSlice(SEQUENCE, micro_batch=1, tensor=8, sequence_parallel=True), "none")
     kinds = [kind for kind, _ in parallel.tp_collectives]
     assert [kind for kind, _ in plain] == ["all-reduce"] * 4
     assert kinds.count("reduce-scatter") == 4 and kinds.count("all-gather") == 6
@@ -212,11 +214,11 @@ def test_sequence_parallel_replaces_each_all_reduce_and_gathers_again_in_backwar
 
 def test_flash_attention_and_context_parallel_change_what_they_should(selene: Hardware):
     """FlashAttention keeps the s×s scores out of HBM; context parallelism splits the tokens and adds a K/V ring."""
-    shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=14336, vocab=128256, sequence_length=8192,
+    shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=14336, vocab=128256, tied_embeddings=True,
                        kv_heads=8, mlp="swiglu", dropout=False)
-    plain = layer_work(shape, LayerSlice(micro_batch=1, tensor=8), "none")
-    flash = layer_work(shape, LayerSlice(micro_batch=1, tensor=8, flash_attention=True), "none")
-    ring = layer_work(shape, LayerSlice(micro_batch=1, tensor=4, context=2, flash_attention=True), "none")
+    plain = layer_work(shape, LayerSlice(8192, micro_batch=1, tensor=8), "none")
+    flash = layer_work(shape, LayerSlice(8192, micro_batch=1, tensor=8, flash_attention=True), "none")
+    ring = layer_work(shape, LayerSlice(8192, micro_batch=1, tensor=4, context=2, flash_attention=True), "none")
     assert flash.memory_bytes < plain.memory_bytes / 2
     assert flash.attention_flops == pytest.approx(plain.attention_flops * 0.5 * 3.5 / 3)
     assert ring.cp_exchange_bytes > 0 and flash.cp_exchange_bytes == 0
@@ -225,11 +227,11 @@ def test_flash_attention_and_context_parallel_change_what_they_should(selene: Ha
 
 def test_measurements_replace_the_modelled_rates(selene: Hardware):
     run = TABLE_5[1]
-    modelled = step_time(_shape(run), _layout(run, "present work"), selene, _efficiencies())
-    slower_gemm = step_time(_shape(run), _layout(run, "present work"), selene, _efficiencies(),
+    modelled = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies())
+    slower_gemm = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies(),
                             Measured(gemm_tflops=135.6))  # half the catalogue's MAMF of 271.2
     assert slower_gemm.breakdown.compute_s == pytest.approx(2 * modelled.breakdown.compute_s)
-    faster_links = step_time(_shape(run), _layout(run, "present work"), selene, _efficiencies(),
+    faster_links = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies(),
                              Measured(nvlink_busbw_gbs=2 * 240))
     assert faster_links.breakdown.tp_comm_s == pytest.approx(modelled.breakdown.tp_comm_s / 2)
 
@@ -240,21 +242,21 @@ def test_fp8_runs_faster_on_h100_and_is_refused_on_a100(selene: Hardware):
     efficiencies = efficiencies_from_data(catalogue, policy, "H100-SXM5-80GB")
     shape = _shape(TABLE_5[1])
     layout = replace(_layout(TABLE_5[1], "present work"), precision="bf16-mixed")
-    bf16 = step_time(shape, layout, h100, efficiencies)
-    fp8 = step_time(shape, replace(layout, precision="fp8-mixed"), h100, efficiencies)
+    bf16 = step_time(shape, SEQUENCE, layout, h100, efficiencies)
+    fp8 = step_time(shape, SEQUENCE, replace(layout, precision="fp8-mixed"), h100, efficiencies)
     assert fp8.step_s < bf16.step_s
     assert fp8.mfu_precision == "fp8" and fp8.mfu_peak_tflops == pytest.approx(1978.9)
     assert fp8.gemm_tflops == pytest.approx(1402.6 * efficiencies.gemm_fraction_of_mamf)
     with pytest.raises(ValueError, match="FP8"):
-        step_time(shape, replace(layout, precision="fp8-mixed"), selene, _efficiencies())
+        step_time(shape, SEQUENCE, replace(layout, precision="fp8-mixed"), selene, _efficiencies())
 
 
 def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: Hardware):
     """ZeRO §7.2: ZeRO-1/2 move the all-reduce volume, ZeRO-3 1.5× (per micro-batch); DDP hides behind the
     last micro-batch at most."""
-    shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=51200, sequence_length=2048)
+    shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=51200, tied_embeddings=True)
     base = Layout(micro_batch=1, global_batch=512, tensor=8, data=64, recompute="selective", sequence_parallel=True)
-    results = {sharding: step_time(shape, replace(base, sharding=sharding), selene, _efficiencies())
+    results = {sharding: step_time(shape, SEQUENCE, replace(base, sharding=sharding), selene, _efficiencies())
                for sharding in ("ddp", "zero1", "zero3")}
     assert results["zero1"].dp_comm_s == pytest.approx(results["ddp"].dp_comm_s)
     assert results["zero3"].dp_comm_s > 1.5 * results["ddp"].dp_comm_s
@@ -270,4 +272,4 @@ def test_layouts_the_model_cannot_run_are_refused(bad: dict, selene: Hardware):
     run = TABLE_5[1]
     layout = replace(_layout(run, "present work"), **bad)
     with pytest.raises(ValueError):
-        step_time(_shape(run), layout, selene, _efficiencies())
+        step_time(_shape(run), SEQUENCE, layout, selene, _efficiencies())

@@ -5,14 +5,12 @@ from dataclasses import replace
 import pytest
 
 from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.measured_fit import FittingMicroBatch, MeasuredPeak, largest_fitting_given_measurement
 from rules.estimates.memory.model_state import TrainedModel
 from rules.estimates.memory.step_memory import (
-    FittingMicroBatch,
-    MeasuredPeak,
     MemorySettings,
     TrainingBatch,
     TrainingJob,
-    largest_fitting_given_measurement,
     largest_fitting_micro_batch,
     memory_min_gpus,
     no_fit_reason,

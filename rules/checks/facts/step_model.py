@@ -18,7 +18,6 @@ from rules.errors import InconsistentInput
 from rules.estimates.training_time.step_time import Layout as StepLayout
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
 from rules.estimates.training_time.step_time_figures import Hardware, Measured, efficiencies_from_data
-from rules.estimates.training_time.transformer_work import work_shape
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
 MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
@@ -78,7 +77,7 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
             sequence_parallel=bool(ctx.get(f"{PARALLELISM}/sequence_parallel", False)),
             flash_attention=bool(ctx.get(f"{TRAINING}/flash_attention", False)),
             sharding=plan.sharding, precision=precision)
-        model = StepTimeModel(work_shape(shape, int(sequence_length)), hardware, efficiencies, Measured())
+        model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured())
         return StepInputs(model, step_layout, plan.gpus, model.evaluate(step_layout))
     except InconsistentInput:
         # The model cannot run this layout (a batch that does not divide, FP8 on a GPU without it): the

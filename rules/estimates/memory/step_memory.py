@@ -4,8 +4,7 @@ Sums the model state (rules/estimates/memory/model_state.py), the activations of
 (rules/estimates/memory/activations.py, counted under the policy's activation convention:
 rules/estimates/memory/activation_conventions.py), the layers ZeRO-3/FSDP gathers, the communication buffers
 (rules/estimates/memory/comm_buffers.py), the CUDA context and the allocator's fragmentation, and compares them
-with the GPU memory less a headroom. Pure: the policy's parameters come in
-as ``MemorySettings``. Results are bytes; callers convert.
+with the GPU memory less a headroom. Pure: the policy's parameters come in as ``MemorySettings``. Bytes.
 
 Sources (cited again where used): Rajbhandari et al., ZeRO, SC'20 (arXiv 1910.02054) §5; Korthikanti et
 al. 2022 (arXiv 2205.05198) Table 2 and §4.2.3; DeepSpeed ``deepspeed/runtime/zero/stage3.py``; PyTorch
@@ -15,8 +14,8 @@ CUDA caching allocator notes ("Memory management": reserved exceeds allocated by
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from rules.errors import InconsistentInput
@@ -32,9 +31,6 @@ from rules.estimates.memory.comm_buffers import (
     CommunicationSettings,
     communication_buffers,
 )
-from rules.estimates.memory.measured_fit import FittingMicroBatch as FittingMicroBatch  # their former home
-from rules.estimates.memory.measured_fit import MeasuredPeak as MeasuredPeak
-from rules.estimates.memory.measured_fit import largest_fitting_given_measurement as largest_fitting_given_measurement
 from rules.estimates.memory.model_state import (
     ModelStatePerGpu,
     StateBytesPerParam,
@@ -42,12 +38,13 @@ from rules.estimates.memory.model_state import (
     effective_sharding,
     model_state_bytes_per_param,
 )
-from rules.estimates.memory.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
+from rules.estimates.memory.offload import ZeroSettings
+from rules.estimates.memory.step_figures import TrainingMemory as TrainingMemory  # what it returns
+from rules.estimates.memory.step_figures import step_total_bytes
 from rules.estimates.memory.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
 from rules.estimates.model.layout import Layout, plain_layout, resized, with_sharding
 from rules.estimates.model.parameters import first_stage_parameter_factor, largest_layer_parameters
 from rules.estimates.model.shapes import ModelShape
-from rules.estimates.ratios import spare_fraction
 from rules.estimates.search.bisection import most_fitting
 from rules.estimates.search.fitting_counts import fewest_fitting_gpus
 from rules.units import GIB
@@ -99,78 +96,6 @@ class TrainingJob:
     gradient_as_bucket_view: bool = False  # PyTorch DDP: gradients are views into its all-reduce buckets
 
 
-@dataclass(frozen=True)
-class TrainingMemory:
-    """Per-GPU memory of one training step, in bytes, with the convention that sized the model state."""
-
-    sharding: str
-    micro_batch: int | None
-    state: StateBytesPerParam
-    convention: str
-    weights_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float | None  # None: the architecture or batch shape is not known
-    gathered_bytes: float
-    other_bytes: float
-    host_offload_bytes: float
-    capacity_bytes: float
-    usable_bytes: float
-    parameters: float
-    first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
-    context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
-    activation_counting: ActivationCounting = ActivationCounting()  # the convention and width that sized activations
-    communication: CommunicationBuffers | None = None  # None: not counted (MemorySettings.communication)
-    cuda_context_bytes: float = 0.0
-
-    @property
-    def communication_bytes(self) -> float:
-        """Returns the NCCL buffers and framework buckets, which other_bytes includes; 0 when not counted."""
-        return self.communication.total_bytes if self.communication else 0.0
-    host: HostModelState = NO_HOST_MODEL_STATE  # the model state the node's host holds (host-ram's figure)
-
-    @property
-    def model_state_bytes(self) -> float:
-        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
-
-    @property
-    def overhead_bytes(self) -> float:
-        """Returns what is neither model state nor activations: gathered layers, communication buffers, CUDA
-        context, fragmentation."""
-        return self.gathered_bytes + self.other_bytes
-
-    @property
-    def model_state_total_bytes(self) -> float:
-        """Returns the whole model's state, unsharded: parameters × bytes per parameter (ZeRO §3.1)."""
-        return self.parameters * self.state.total_bytes_per_param
-
-    @property
-    def total_bytes(self) -> float:
-        return step_total_bytes(self.model_state_bytes, self.activations_bytes, self.gathered_bytes, self.other_bytes)
-
-    @property
-    def spare_fraction(self) -> float:
-        return spare_fraction(self.total_bytes, self.usable_bytes)
-
-    @property
-    def within_usable(self) -> bool:
-        """Returns whether what was sized (model state alone when activations are unknown) fits usable memory."""
-        return self.total_bytes <= self.usable_bytes
-
-    @property
-    def fits(self) -> bool | None:
-        """Returns whether one step fits the usable memory; None when the activations cannot be estimated."""
-        if self.activations_bytes is None:
-            return None
-        return self.within_usable
-
-
-def step_total_bytes(model_state_bytes: float, activations_bytes: float | None, gathered_bytes: float,
-                     other_bytes: float) -> float:
-    """Returns one step's bytes on the GPU: model state + activations (0 when unknown) + gathered + other."""
-    return model_state_bytes + (activations_bytes or 0) + gathered_bytes + other_bytes
-
-
 def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings, *,
                     sharding: str | None = None, micro_batch: int | None = None,
                     model_state: TrainingModelState | None = None) -> TrainingMemory:
@@ -197,7 +122,9 @@ class StepMemoryModel:
     each micro-batch and GPU count its searches try. Most terms depend on few of the layout's degrees: the
     bytes per parameter and the gathered layers on the sharding, the first stage's share on the pipeline
     degree, the activations on the micro-batch, the tensor, pipeline and context degrees and the micro-batches
-    per step (the only thing they read of the data-parallel degree). Each is kept, under exactly the arguments
+    per step (the only thing they read of the data-parallel degree), the state on a layout and its communication
+    buffers on the layout (the layout search asks for each at every micro-batch, recompute and virtual-stage count
+    it tries: rules/estimates/search/layout_search.py). Each is kept, under exactly the arguments
     its estimator reads, the first time an estimate asks for it, in the order :func:`training_memory` asks; a
     refusal is not kept, so an estimate raises what it raised before. The job, GPU and settings are fixed:
     build one per evaluation (rules/checks/facts/memory.py) or per search, never across jobs.
@@ -208,28 +135,44 @@ class StepMemoryModel:
         self._state_settings = settings.state_settings
         self._kept: dict[tuple[object, ...], Any] = {}
 
+    def varied(self, saving: ActivationSaving, virtual_stages: int, batch: TrainingBatch) -> StepMemoryModel:
+        """Returns the model of the job with another activation saving, virtual-stage count and batch.
+
+        It shares the terms kept so far: the model state, gathered layers and buffers do not read these, and the
+        activations are kept under them. The layout search sizes each of its candidates' jobs so.
+        """
+        job = replace(self.job, saving=saving, virtual_stages=virtual_stages, batch=batch)
+        sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
+        sibling._kept = self._kept
+        return sibling
+
     def _keep(self, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
         kept = self._kept
         try:
-            if key not in kept:
-                kept[key] = compute()  # a raise keeps nothing
+            return kept[key]
+        except KeyError:
+            value = kept[key] = compute()  # a raise keeps nothing
+            return value
         except TypeError:  # an unhashable argument (never a valid one): computed, for the estimator to refuse
             return compute()
-        return kept[key]
 
     def _sized(self, layout: Layout, sharding: str | None = None) -> tuple[Layout, TrainingModelState]:
         """Returns ``layout`` under the sharding its model state is sized with, and that state:
         :func:`rules.estimates.memory.training_state.training_model_state` of the job on ``layout``."""
-        job, settings = self.job, self._state_settings
-        sharding = effective_sharding(sharding or layout.sharding, settings.convention)
+        sharding = effective_sharding(sharding or layout.sharding, self._state_settings.convention)
         layout = with_sharding(layout, sharding)
+        return layout, self._keep(("held", layout), lambda: self._held(layout))
+
+    def _held(self, layout: Layout) -> TrainingModelState:
+        """Returns the model state on ``layout``, already under the sharding it is sized with."""
+        job, settings, sharding = self.job, self._state_settings, layout.sharding
         model, shape, pipeline = job.model, job.shape, layout.pipeline
         state = self._keep(("state", sharding), lambda: model_state_bytes_per_param(
             model.precision, model.optimizer, settings.convention, sharding))
         stage_factor = self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline))
-        return layout, sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor,
-                                           lambda: self._keep(("gathered", sharding),
-                                                              lambda: gathered_bytes(shape, sharding, state, settings)))
+        return sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor,
+                                   lambda: self._keep(("gathered", sharding),
+                                                      lambda: gathered_bytes(shape, sharding, state, settings)))
 
     def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
                  model_state: TrainingModelState | None = None) -> TrainingMemory:
@@ -242,7 +185,7 @@ class StepMemoryModel:
         job, settings = self.job, self.settings
         micro_batch = micro_batch or job.batch.micro_batch
         activations, buffers, other = self._step(layout, held, micro_batch,
-                                                 lambda: _buffers(job, layout, held.state, held.per_gpu, settings))
+                                                 lambda: self._layout_buffers(layout, held, model_state is None))
         per_gpu, counting = held.per_gpu, self._counting()
         capacity = self.gpu_memory_gib * GIB
         return TrainingMemory(
@@ -255,6 +198,22 @@ class StepMemoryModel:
             first_stage_factor=held.first_stage_factor, context_parallel=layout.context,
             activation_counting=counting, communication=buffers,
             cuda_context_bytes=settings.cuda_context_gib * GIB, host=held.host)
+
+    def sized(self, layout: Layout) -> tuple[Layout, TrainingModelState]:
+        """Returns ``layout`` under the sharding its model state is sized with, and that state (kept per layout)."""
+        return self._sized(plain_layout(layout))
+
+    def fits(self, sized: tuple[Layout, TrainingModelState], micro_batch: int | None = None) -> bool | None:
+        """Returns :attr:`TrainingMemory.fits` of :meth:`estimate` at ``micro_batch`` on a layout :meth:`sized`
+        (of this model or one :meth:`varied` from it), without building the estimate."""
+        layout, held = sized
+        return self._fits(layout, held, micro_batch or self.job.batch.micro_batch,
+                          lambda: self._layout_buffers(layout, held, True))
+
+    def _layout_buffers(self, layout: Layout, held: TrainingModelState, sized_here: bool) -> Buffers:
+        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it."""
+        compute = partial(_buffers, self.job, layout, held.state, held.per_gpu, self.settings)
+        return self._keep(("buffers", layout), compute) if sized_here else compute()
 
     def _counting(self) -> ActivationCounting:
         settings, precision = self.settings, self.job.model.precision
@@ -300,7 +259,8 @@ class StepMemoryModel:
             # Micro-batches per optimizer step on each data-parallel rank (the batch identity of estimates/batch.py).
             micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
         tensor, pipeline, context = layout.tensor, layout.pipeline, layout.context
-        return self._keep(("activations", micro_batch, tensor, pipeline, context, micro_batches),
+        return self._keep(("activations", job.saving, job.virtual_stages, sequence_length, micro_batch, tensor,
+                           pipeline, context, micro_batches),
                           lambda: counted_activation_bytes(
                               counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
                               PipelineSchedule(pipeline, job.virtual_stages, micro_batches),
@@ -309,10 +269,9 @@ class StepMemoryModel:
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
         """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""
         sized, held = self._sized(layout)
-        job, settings = self.job, self.settings
-        # The buffers do not depend on the micro-batch: sized at the first one asked (a raise is not kept).
-        buffers_of = cache(lambda: _buffers(job, sized, held.state, held.per_gpu, settings))
-        return most_fitting(lambda micro_batch: self._fits(sized, held, micro_batch, buffers_of), limit)
+        # The buffers do not depend on the micro-batch: kept at the first one asked (a raise is not kept).
+        return most_fitting(lambda micro_batch: self._fits(sized, held, micro_batch,
+                                                           lambda: self._layout_buffers(sized, held, True)), limit)
 
     def memory_min_gpus(self, layout: Layout) -> int | None:
         """Returns :func:`memory_min_gpus` of the job from ``layout``."""
@@ -322,12 +281,13 @@ class StepMemoryModel:
             try:
                 sized, held = self._sized(resized(plain, gpus))
                 return bool(self._fits(sized, held, job.batch.micro_batch,
-                                       lambda: _buffers(job, sized, held.state, held.per_gpu, settings)))
+                                       lambda: self._layout_buffers(sized, held, True)))
             except InconsistentInput:  # the estimators refuse the layout on this many GPUs
                 return False
 
         sharding = effective_sharding(plain.sharding, settings.convention)  # what each count is sized under
-        return self._keep(("fewest", plain), lambda: fewest_fitting_gpus(plain, sharding, fits_on, MAX_SEARCH_GPUS))
+        return self._keep(("fewest", plain, job.batch, job.saving, job.virtual_stages),
+                          lambda: fewest_fitting_gpus(plain, sharding, fits_on, MAX_SEARCH_GPUS))
 
     def no_fit_reason(self, layout: Layout) -> str | None:
         """Returns :func:`no_fit_reason` of the job from ``layout``."""

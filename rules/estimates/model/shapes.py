@@ -4,7 +4,10 @@ A ``ModelShape`` states a decoder-only transformer the way its Hugging Face ``co
 (``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads``,
 ``intermediate_size``, ``vocab_size``, ``head_dim``, ``tie_word_embeddings``), plus the two choices those
 files leave implicit: the MLP form (GeLU with two matrices as in GPT, SwiGLU with three as in Llama) and
-whether the model trains with dropout. The estimators validate the fields they use.
+whether the model trains with dropout. The estimators validate the fields they use. It is the one shape of
+the memory, parameter, step-time (rules/estimates/training_time/transformer_work.py) and search estimators;
+the sequence length is not the model's but the job's batch (``TrainingBatch``, ``StepTimeModel``), so one shape
+serves every length a job trains or is searched at.
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from rules.estimates._args import (
 )
 from rules.estimates.communication.collectives import communication_bytes_per_step, communication_time_s
 from rules.estimates.communication.interconnect import busbw_factor
+from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.compute import training_flops_per_token
 from rules.estimates.training_time.step_time_figures import (
     TERA,
@@ -54,8 +55,9 @@ from rules.estimates.training_time.transformer_work import (
     ACTIVATION_BYTES,
     RECOMPUTE_MODES,
     LayerSlice,
-    ModelShape,
+    check_shape,
     layer_work,
+    matrix_parameters,
     output_layer_work,
 )
 
@@ -111,8 +113,8 @@ class Layout:
         """Return m, the micro-batches each pipeline runs per optimizer step."""
         return self.global_batch // (self.micro_batch * self.data)
 
-    def layer_slice(self) -> LayerSlice:
-        return LayerSlice(self.micro_batch, self.tensor, self.context,
+    def layer_slice(self, sequence_length: int) -> LayerSlice:
+        return LayerSlice(sequence_length, self.micro_batch, self.tensor, self.context,
                           self.sequence_parallel and self.tensor > 1, self.flash_attention)
 
 
@@ -192,20 +194,23 @@ class StageTime:
 
 
 class StepTimeModel:
-    """The step-time model of one model shape on one GPU; ``evaluate`` gives the step time of a layout.
+    """The step-time model of one model shape at one sequence length on one GPU; ``evaluate`` gives the step time
+    of a layout. The sequence length is the job's batch, not the shape's (rules/estimates/model/shapes.py).
 
     What depends on few layout degrees (the per-layer times, the data-parallel collectives, the rates
     per precision) is memoised per instance, so that evaluating thousands of layouts of the same model
     (``rules.estimates.search.layout_search``) costs little more than the arithmetic that combines them.
     """
 
-    def __init__(self, shape: ModelShape, hardware: Hardware, efficiencies: Efficiencies,
+    def __init__(self, shape: ModelShape, sequence_length: int, hardware: Hardware, efficiencies: Efficiencies,
                  measured: Measured | None = None) -> None:
-        self.shape = shape
+        check_shape(shape)
+        require_positive_int("sequence_length", sequence_length)
+        self.shape, self.sequence_length = shape, sequence_length
         self.hardware = hardware
         self.efficiencies = efficiencies
         self.measured = measured or Measured()
-        self.parameters = shape.parameters()
+        self.parameters = matrix_parameters(shape)
         self._rates = cache(self._rates_of)
         self._per_layer = cache(self._per_layer_of)
         self._dp_comm = cache(self._dp_comm_of)
@@ -216,7 +221,7 @@ class StepTimeModel:
 
     def _flops_per_token_of(self, recompute: str) -> float:
         shape = self.shape
-        return training_flops_per_token(self.parameters, recompute, shape.layers, shape.sequence_length,
+        return training_flops_per_token(self.parameters, recompute, shape.layers, self.sequence_length,
                                         shape.hidden)
 
     def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[StageTime, StageTime]:
@@ -257,7 +262,7 @@ class StepTimeModel:
         if layout.pipeline == 1:
             return 0.0
         t, c, d = layout.tensor, layout.context, layout.data
-        size = layout.micro_batch * self.shape.sequence_length / c * self.shape.hidden * ACTIVATION_BYTES / t
+        size = layout.micro_batch * self.sequence_length / c * self.shape.hidden * ACTIVATION_BYTES / t
         same_domain = 2 * t * c * d <= rates.domain_gpus
         bandwidth = rates.link_gbs if same_domain else rates.nic_busbw_gbs
         return 2 * layout.virtual_stages * layout.micro_batches * size / (bandwidth * GIGA)
@@ -311,10 +316,11 @@ class StepTimeModel:
     def check(self, layout: Layout) -> None:
         """Raise ValueError when ``layout`` cannot run this model (degrees that do not divide it, fp8 without FP8)."""
         shape = self.shape
-        if shape.heads % layout.tensor or shape.groups % min(layout.tensor, shape.groups):
+        groups = shape.kv_head_count
+        if shape.heads % layout.tensor or groups % min(layout.tensor, groups):
             raise InconsistentInput(f"tensor ({layout.tensor}) must divide heads ({shape.heads}) and kv_heads")
-        if shape.sequence_length % layout.context:
-            raise InconsistentInput(f"context ({layout.context}) must divide sequence_length ({shape.sequence_length})")
+        if self.sequence_length % layout.context:
+            raise InconsistentInput(f"context ({layout.context}) must divide sequence_length ({self.sequence_length})")
         if shape.layers < layout.pipeline * layout.virtual_stages:
             raise InconsistentInput(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
                              f"layers ({shape.layers})")
@@ -328,8 +334,8 @@ class StepTimeModel:
         self.check(layout)
         rates = self._rates(layout.precision)
         if stage is None:
-            stage = self.stage(layout.layer_slice(), layout.recompute, layout.precision, layout.pipeline,
-                               layout.virtual_stages)
+            stage = self.stage(layout.layer_slice(self.sequence_length), layout.recompute, layout.precision,
+                               layout.pipeline, layout.virtual_stages)
         m = layout.micro_batches
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
         breakdown = StepTimeBreakdown(
@@ -343,7 +349,7 @@ class StepTimeModel:
             optimizer_s=self._optimizer_s(layout, rates),
         )
         step = breakdown.total_s
-        tokens = layout.global_batch * self.shape.sequence_length
+        tokens = layout.global_batch * self.sequence_length
         peak = self.hardware.dense_tflops(layout.precision)
         capacity = layout.gpus * step * peak * TERA
         return StepTime(
@@ -359,9 +365,10 @@ class StepTimeModel:
         )
 
 
-def step_time(shape: ModelShape, layout: Layout, hardware: Hardware, efficiencies: Efficiencies,
+def step_time(shape: ModelShape, sequence_length: int, layout: Layout, hardware: Hardware, efficiencies: Efficiencies,
               measured: Measured | None = None) -> StepTime:
-    """Return the modelled optimizer-step time of ``layout`` on ``hardware`` and its breakdown.
+    """Return the modelled optimizer-step time of ``layout`` on ``hardware`` and its breakdown, sequences of
+    ``sequence_length`` tokens.
 
     Source: the method of Narayanan et al. 2021 (arXiv 2104.04473) §2–3 (pipeline bubble (p − 1)/(v·m),
     tensor-parallel all-reduces, scatter/gather pipeline sends) and Korthikanti et al. 2022
@@ -370,4 +377,4 @@ def step_time(shape: ModelShape, layout: Layout, hardware: Hardware, efficiencie
     ValueError when the layout cannot run the model (a tensor degree that does not divide the heads, a
     context degree that does not divide the sequence, fp8 on a GPU without FP8 Tensor Cores).
     """
-    return StepTimeModel(shape, hardware, efficiencies, measured).evaluate(layout)
+    return StepTimeModel(shape, sequence_length, hardware, efficiencies, measured).evaluate(layout)

@@ -30,9 +30,8 @@ from typing import Final
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_bool, require_choice, require_positive_int
-from rules.estimates.model import shapes
+from rules.estimates.model.shapes import MLP_KINDS, ModelShape
 
-MLP_KINDS: Final = ("gelu", "swiglu")
 RECOMPUTE_MODES: Final = ("none", "selective", "full")
 
 ACTIVATION_BYTES: Final = 2  # 16-bit activations (bf16/fp16), also under fp8 GEMMs (Transformer Engine)
@@ -58,64 +57,55 @@ FLASH_BACKWARD_FACTOR: Final = 2.5  # FlashAttention-2 §3.1: 5 matmuls backward
 FLASH_CAUSAL_FRACTION: Final = 0.5  # blocks above the diagonal are skipped
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """A decoder-only transformer (GPT/Llama style) and the sequence length it trains at."""
+def check_shape(shape: ModelShape) -> None:
+    """Raises InconsistentInput unless the step-time model can count ``shape``: positive dimensions, the
+    vocabulary (the output layer is a large share of a step), key/value heads that divide the heads."""
+    if shape.vocab is None:
+        raise InconsistentInput("the step-time model needs the vocabulary size (architecture.vocab)")
+    for name in ("layers", "hidden", "heads", "vocab"):
+        require_positive_int(name, getattr(shape, name))
+    require_positive_int("ffn_hidden", shape.ffn_hidden_size)
+    if shape.kv_heads is not None:
+        require_positive_int("kv_heads", shape.kv_heads)
+        if shape.kv_heads > shape.heads or shape.heads % shape.kv_heads:
+            raise InconsistentInput(f"kv_heads ({shape.kv_heads}) must divide heads ({shape.heads})")
+    require_choice("mlp", shape.mlp, MLP_KINDS)
+    require_bool("dropout", shape.dropout)
+    require_bool("tied_embeddings", shape.tied_embeddings)
 
-    layers: int
-    hidden: int
-    heads: int
-    ffn_hidden: int
-    vocab: int
-    sequence_length: int
-    kv_heads: int | None = None  # GQA; None is multi-head attention (kv_heads = heads)
-    mlp: str = "gelu"  # "gelu" (two matrices) or "swiglu" (three)
-    dropout: bool = True  # GPT-3/Megatron pre-training uses dropout; Llama does not
-    tied_embeddings: bool = True
 
-    def __post_init__(self) -> None:
-        for name in ("layers", "hidden", "heads", "ffn_hidden", "vocab", "sequence_length"):
-            require_positive_int(name, getattr(self, name))
-        if self.kv_heads is not None:
-            require_positive_int("kv_heads", self.kv_heads)
-            if self.kv_heads > self.heads or self.heads % self.kv_heads:
-                raise InconsistentInput(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
-        require_choice("mlp", self.mlp, MLP_KINDS)
-        require_bool("dropout", self.dropout)
-        require_bool("tied_embeddings", self.tied_embeddings)
+def _head_dim(shape: ModelShape) -> float:
+    """Returns hidden / heads, the width of one head's queries, keys and values as the step model counts them."""
+    return shape.hidden / shape.heads
 
-    @property
-    def groups(self) -> int:
-        """Return the key/value head count g."""
-        return self.heads if self.kv_heads is None else self.kv_heads
 
-    @property
-    def head_dim(self) -> float:
-        return self.hidden / self.heads
+def _mlp_matrices(shape: ModelShape) -> int:
+    return 3 if shape.mlp == "swiglu" else 2
 
-    @property
-    def mlp_matrices(self) -> int:
-        return 3 if self.mlp == "swiglu" else 2
 
-    def layer_parameters(self) -> float:
-        """Return one layer's weights: Q and O (h² each), K and V (h·g·d each), the MLP (h·f each); no norms, biases."""
-        h = self.hidden
-        return 2 * h * h + 2 * h * self.groups * self.head_dim + self.mlp_matrices * h * self.ffn_hidden
+def layer_matrix_parameters(shape: ModelShape) -> float:
+    """Return one layer's weights: Q and O (h² each), K and V (h·g·d each), the MLP (h·f each); no norms, biases."""
+    h = shape.hidden
+    return (2 * h * h + 2 * h * shape.kv_head_count * _head_dim(shape)
+            + _mlp_matrices(shape) * h * shape.ffn_hidden_size)
 
-    def parameters(self) -> float:
-        """Return N, the weights whose matrix multiplies run once per token (layers, embedding, output layer).
 
-        Narayanan et al. 2021 (arXiv 2104.04473) eq. 2 without the small terms: 12·l·h² + V·h for GPT
-        (f = 4h, tied embeddings); an untied output layer adds another V·h.
-        """
-        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
-        return self.layers * self.layer_parameters() + embeddings
+def matrix_parameters(shape: ModelShape) -> float:
+    """Return N, the weights whose matrix multiplies run once per token (layers, embedding, output layer).
+
+    Narayanan et al. 2021 (arXiv 2104.04473) eq. 2 without the small terms: 12·l·h² + V·h for GPT
+    (f = 4h, tied embeddings); an untied output layer adds another V·h.
+    """
+    embeddings = shape.vocab * shape.hidden * (1 if shape.tied_embeddings else 2)
+    return shape.layers * layer_matrix_parameters(shape) + embeddings
 
 
 @dataclass(frozen=True)
 class LayerSlice:
-    """How one layer is cut for one GPU: micro-batch, tensor and context degree, sequence parallelism."""
+    """How one layer is cut for one GPU: the micro-batch and its sequences, tensor and context degree, sequence
+    parallelism."""
 
+    sequence_length: int  # tokens per sequence: the job's batch, not the model's shape
     micro_batch: int
     tensor: int = 1
     context: int = 1
@@ -138,10 +128,10 @@ class LayerWork:
 
 def _memory_bytes_forward(shape: ModelShape, part: LayerSlice) -> tuple[float, float]:
     """Return (bytes outside the attention core, bytes of the attention core) of one forward pass."""
-    s, b, t, c = shape.sequence_length, part.micro_batch, part.tensor, part.context
+    s, b, t, c = part.sequence_length, part.micro_batch, part.tensor, part.context
     tokens = b * s / c
     replicated = tokens * shape.hidden / (t if part.sequence_parallel else 1)  # norm/residual region
-    mlp_width = tokens * shape.ffn_hidden / t
+    mlp_width = tokens * shape.ffn_hidden_size / t
     per_residual = _RESIDUAL_BYTES + (MASK_BYTES if shape.dropout else 0)
     outside = 2 * _LAYERNORM_BYTES * replicated + 2 * per_residual * replicated
     outside += (_SWIGLU_BYTES if shape.mlp == "swiglu" else _GELU_BYTES) * mlp_width
@@ -181,9 +171,9 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     own HBM traffic (16-bit weights and activations), for a roofline when a GPU holds few tokens.
     """
     require_choice("recompute", recompute, RECOMPUTE_MODES)
-    s, b, t, c = shape.sequence_length, part.micro_batch, part.tensor, part.context
+    s, b, t, c = part.sequence_length, part.micro_batch, part.tensor, part.context
     tokens = b * s / c
-    dense_forward = 2 * tokens * shape.layer_parameters() / t
+    dense_forward = 2 * tokens * layer_matrix_parameters(shape) / t
     attention_forward = 2 * 2 * b * s * (s / c) * shape.hidden / t
     if part.flash_attention:
         attention_forward *= FLASH_CAUSAL_FRACTION
@@ -196,9 +186,9 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     dense = dense_forward * (1 + BACKWARD_GEMM_FACTOR) + recompute_dense
     # Roofline bytes of the GEMMs: each pass reads the GPU's weights and every matmul's input and writes its
     # output (QKV: h in, h + 2gd out; projection h/t in, h out; MLP h in, (k − 1)·f out, f in, h out).
-    widths = (shape.hidden, (shape.hidden + 2 * shape.groups * shape.head_dim) / t, shape.hidden / t, shape.hidden,
-              shape.hidden, (shape.mlp_matrices - 1) * shape.ffn_hidden / t, shape.ffn_hidden / t, shape.hidden)
-    gemm_bytes_forward = (shape.layer_parameters() / t + tokens * sum(widths)) * ACTIVATION_BYTES
+    h, f, g = shape.hidden, shape.ffn_hidden_size, shape.kv_head_count
+    widths = (h, (h + 2 * g * _head_dim(shape)) / t, h / t, h, h, (_mlp_matrices(shape) - 1) * f / t, f / t, h)
+    gemm_bytes_forward = (layer_matrix_parameters(shape) / t + tokens * sum(widths)) * ACTIVATION_BYTES
     passes = 1 + BACKWARD_GEMM_FACTOR + (1 if recompute == "full" else 0)
 
     outside, core = _memory_bytes_forward(shape, part)
@@ -209,7 +199,7 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
         memory += core
 
     buffer = tokens * shape.hidden * ACTIVATION_BYTES
-    kv_bytes = 2 * tokens * shape.groups * shape.head_dim / min(t, shape.groups) * ACTIVATION_BYTES
+    kv_bytes = 2 * tokens * shape.kv_head_count * _head_dim(shape) / min(t, shape.kv_head_count) * ACTIVATION_BYTES
     # Ring attention: each of c−1 steps passes the K/V block on; backward passes K/V and their gradients.
     exchange = (c - 1) * kv_bytes * (1 + 2) if c > 1 else 0.0
     return LayerWork(
@@ -238,21 +228,8 @@ def output_layer_work(shape: ModelShape, part: LayerSlice) -> OutputLayerWork:
     vocab-parallel cross entropy (Megatron-LM) reads and writes the s·b·V/t fp32 logits a few times.
     The output layer is never recomputed.
     """
-    tokens = part.micro_batch * shape.sequence_length / part.context
+    tokens = part.micro_batch * part.sequence_length / part.context
     logits = tokens * shape.vocab / part.tensor
     flops = 2 * tokens * shape.hidden * shape.vocab / part.tensor * (1 + BACKWARD_GEMM_FACTOR)
     memory = logits * LOSS_BYTES * (_LOSS_PASSES_FORWARD + _LOSS_PASSES_BACKWARD)
     return OutputLayerWork(flops=flops, memory_bytes=memory)
-
-
-def work_shape(shape: shapes.ModelShape, sequence_length: int) -> ModelShape:
-    """Return the step-time model's shape of an architecture (``rules.estimates.model.shapes.ModelShape``) at a length.
-
-    The MLP inner size defaults as the memory estimate's does (``ffn_hidden_size``); the vocabulary is required
-    (the output layer is a large share of a step): InconsistentInput without it.
-    """
-    if shape.vocab is None:
-        raise InconsistentInput("the step-time model needs the vocabulary size (architecture.vocab)")
-    return ModelShape(layers=shape.layers, hidden=shape.hidden, heads=shape.heads, ffn_hidden=shape.ffn_hidden_size,
-                      vocab=shape.vocab, sequence_length=sequence_length, kv_heads=shape.kv_heads, mlp=shape.mlp,
-                      dropout=shape.dropout, tied_embeddings=shape.tied_embeddings)

@@ -1,0 +1,88 @@
+"""The figures of one training step's memory on its most loaded GPU (rules/estimates/memory/step_memory.py).
+
+Model state (ZeRO, Rajbhandari et al. SC'20, arXiv 1910.02054 §3.1 and §5), activations (Korthikanti et al. 2022,
+arXiv 2205.05198, Table 2), the layers ZeRO-3/FSDP gather, communication buffers, CUDA context and the allocator's
+fragmentation, in bytes; the step fits when their sum is within the GPU's memory less a headroom.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rules.estimates.memory.activation_conventions import ActivationCounting
+from rules.estimates.memory.comm_buffers import CommunicationBuffers
+from rules.estimates.memory.model_state import StateBytesPerParam
+from rules.estimates.memory.offload import NO_HOST_MODEL_STATE, HostModelState
+from rules.estimates.ratios import spare_fraction
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Per-GPU memory of one training step, in bytes, with the convention that sized the model state."""
+
+    sharding: str
+    micro_batch: int | None
+    state: StateBytesPerParam
+    convention: str
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float | None  # None: the architecture or batch shape is not known
+    gathered_bytes: float
+    other_bytes: float
+    host_offload_bytes: float
+    capacity_bytes: float
+    usable_bytes: float
+    parameters: float
+    first_stage_factor: float = 1.0  # the most loaded pipeline stage's parameters over an even share
+    context_parallel: int = 1  # the layout's context-parallel degree: activations are ÷ it, state sharded over d × c
+    activation_counting: ActivationCounting = ActivationCounting()  # the convention and width that sized activations
+    communication: CommunicationBuffers | None = None  # None: not counted (MemorySettings.communication)
+    cuda_context_bytes: float = 0.0
+
+    @property
+    def communication_bytes(self) -> float:
+        """Returns the NCCL buffers and framework buckets, which other_bytes includes; 0 when not counted."""
+        return self.communication.total_bytes if self.communication else 0.0
+    host: HostModelState = NO_HOST_MODEL_STATE  # the model state the node's host holds (host-ram's figure)
+
+    @property
+    def model_state_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    @property
+    def overhead_bytes(self) -> float:
+        """Returns what is neither model state nor activations: gathered layers, communication buffers, CUDA
+        context, fragmentation."""
+        return self.gathered_bytes + self.other_bytes
+
+    @property
+    def model_state_total_bytes(self) -> float:
+        """Returns the whole model's state, unsharded: parameters × bytes per parameter (ZeRO §3.1)."""
+        return self.parameters * self.state.total_bytes_per_param
+
+    @property
+    def total_bytes(self) -> float:
+        return step_total_bytes(self.model_state_bytes, self.activations_bytes, self.gathered_bytes, self.other_bytes)
+
+    @property
+    def spare_fraction(self) -> float:
+        return spare_fraction(self.total_bytes, self.usable_bytes)
+
+    @property
+    def within_usable(self) -> bool:
+        """Returns whether what was sized (model state alone when activations are unknown) fits usable memory."""
+        return self.total_bytes <= self.usable_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        """Returns whether one step fits the usable memory; None when the activations cannot be estimated."""
+        if self.activations_bytes is None:
+            return None
+        return self.within_usable
+
+
+def step_total_bytes(model_state_bytes: float, activations_bytes: float | None, gathered_bytes: float,
+                     other_bytes: float) -> float:
+    """Returns one step's bytes on the GPU: model state + activations (0 when unknown) + gathered + other."""
+    return model_state_bytes + (activations_bytes or 0) + gathered_bytes + other_bytes
