@@ -8,9 +8,10 @@ from rules.checks.facts.pointers import INFERENCE, SLO
 from rules.checks.facts.serving import serving_memory
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving import inference, inference_latency
 from rules.estimates.serving.inference import Requests, Slo, Traffic
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_latency import Roofline, ServedModel
 from rules.status import Basis, Status
 from rules.units import s_to_ms
 
@@ -91,7 +92,7 @@ class InferenceCapacity(Check):
         if ctx.get(INFERENCE) is None:
             return ctx.not_applicable("the submission has no inference workload")
         memory = serving_memory(ctx)
-        group = memory.hardware.group if memory else None
+        group = memory.hardware.pointer if memory else None
         hbm_tbs = ctx.need(f"{group}/gpu/hbm_tbs") if group else None
         bf16_tflops = ctx.need(f"{group}/gpu/bf16_tflops") if group else None
         prompt_tokens = ctx.need(f"{INFERENCE}/prompt_tokens")
@@ -111,13 +112,14 @@ class InferenceCapacity(Check):
         efficiencies = {name: ctx.setting(f"inference.{name}") for name in EFFICIENCIES}
         served = ServedModel(replica.parameters, replica.weight_bytes, replica.kv.per_gpu_bytes,
                              replica.tensor_parallel)
-        gpu = GpuSpec(memory.hardware.capacity_bytes, hbm_tbs, bf16_tflops)
         roofline = Roofline(hbm_efficiency=efficiencies["decode_hbm_efficiency"],
                             flops_efficiency=efficiencies["decode_flops_efficiency"],
                             prefill_flops_efficiency=efficiencies["prefill_flops_efficiency"])
         requests = Requests(int(prompt_tokens), int(output_tokens), memory.context_tokens)
         traffic, slo = Traffic(rps, peak_factor, headroom), Slo(ttft_slo_ms, tpot_slo_ms)
         try:
+            gpu = GpuSpec(memory.hardware.gpu.model, capacity_bytes=memory.hardware.gpu.capacity_bytes, hbm_tbs=hbm_tbs,
+                          bf16_tflops=bf16_tflops)
             plan = inference.serving_plan(served, gpu, memory.engine, requests, traffic, slo, roofline)
             floor_s = inference_latency.decode_floor_s(served, gpu)
             measured = measured_serving(ctx, memory, served, gpu, roofline, requests, traffic, slo)
@@ -129,7 +131,7 @@ class InferenceCapacity(Check):
             batch_limit = (f"not one sequence of {memory.context_tokens:,} tokens fits a replica's memory "
                            f"(see inference-memory)")
         evidence = {
-            "gpu_model": memory.hardware.gpu_model, "group_name": ctx.get(f"{group}/name", group),
+            "gpu_model": memory.hardware.gpu.model, "group_name": ctx.get(f"{group}/name", group),
             "hbm_tbs": hbm_tbs, "bf16_tflops": bf16_tflops, "tensor_parallel": replica.tensor_parallel,
             "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
             "context_tokens": memory.context_tokens, "rps": rps, "peak_factor": peak_factor, "headroom": headroom,

@@ -46,14 +46,14 @@ def rental_rates(ctx: Context, gpu_model: str | None) -> RentalRates:
 
 
 @dataclass(frozen=True)
-class Hardware:
+class OwnedQuote:
     """Owned hardware as the cost model takes it, and the node groups whose power is unknown."""
 
     owned: OwnedHardware
     unknown_power: tuple[str, ...]  # names of node groups without a maximum power
 
 
-def _hardware(ctx: Context, capital: float, groups: list[int], racks: bool) -> Hardware:
+def _hardware(ctx: Context, capital: float, groups: list[int], racks: bool) -> OwnedQuote:
     """Returns the node groups at ``groups`` (indices) with ``capital``; the quote's racks when ``racks``."""
     sustained_w = sustained_w_per_node(ctx)
     nodes, gpu_groups, unknown = [], [], []
@@ -72,7 +72,7 @@ def _hardware(ctx: Context, capital: float, groups: list[int], racks: bool) -> H
     kinds = None
     if racks and ctx.inputs.get(RACKS):
         kinds = tuple(int(ctx.num(f"{RACKS}/{index}/count", 1)) for index in range(len(ctx.inputs.get(RACKS))))
-    return Hardware(OwnedHardware(capital, tuple(nodes), tuple(gpu_groups), kinds), tuple(unknown))
+    return OwnedQuote(OwnedHardware(capital, tuple(nodes), tuple(gpu_groups), kinds), tuple(unknown))
 
 
 def _comparable(ctx: Context, capital: float | None) -> str | None:

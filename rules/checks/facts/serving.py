@@ -12,22 +12,15 @@ from rules.checks.base import Context
 from rules.checks.facts.layout import group_pointer
 from rules.checks.facts.pointers import INFERENCE, INFERENCE_ARCHITECTURE, INFERENCE_MODEL
 from rules.errors import InconsistentInput
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.serving import inference_memory
-from rules.estimates.serving.inference_memory import AttentionShape, Deployment, NodeGroup, ReplicaMemory, ServingEngine
+from rules.estimates.serving.inference_memory import AttentionShape, Deployment, ReplicaMemory, ServingEngine
 from rules.units import bytes_to_gib, gib_to_bytes
 
 SIXTEEN_BIT = ("bf16", "fp16")
 # A KV cache in a precision other than the model's 16-bit dtype needs an explicit choice (vLLM's
 # kv_cache_dtype "auto" keeps the model dtype); quantised and fp32 weights are served with a bf16 cache here.
 DEFAULT_KV_PRECISION = "bf16"
-
-
-@dataclass(frozen=True)
-class Hardware(NodeGroup):
-    """The serving node group: its pointer and GPU model besides its counts and one GPU's memory."""
-
-    group: str = ""  # JSON Pointer of the node group
-    gpu_model: str = "GPU"
 
 
 @dataclass(frozen=True)
@@ -57,7 +50,7 @@ class Attention(AttentionShape):
 class ServingMemory:
     """One replica's memory plan on the serving node group, with what the submission said and left out."""
 
-    hardware: Hardware
+    hardware: NodeSpec  # the serving node group
     engine: ServingEngine
     weight_precision: str
     kv_precision: str
@@ -73,7 +66,7 @@ class ServingMemory:
         if replica is None:
             return {}
         evidence: dict[str, float | int | str | bool] = {
-            "gpu_model": self.hardware.gpu_model,
+            "gpu_model": self.hardware.gpu.model,
             "parameters": replica.parameters,
             "weight_precision": self.weight_precision,
             "weight_bytes_per_param": replica.weight_bytes_per_param,
@@ -81,7 +74,7 @@ class ServingMemory:
             "weights_gib_per_gpu": bytes_to_gib(replica.weight_bytes_per_gpu),
             "reserve_gib": bytes_to_gib(replica.reserve_bytes),
             "weights_and_reserve_gib": bytes_to_gib(replica.weights_and_reserve_bytes),
-            "capacity_gib": bytes_to_gib(self.hardware.capacity_bytes),
+            "capacity_gib": bytes_to_gib(self.hardware.gpu.capacity_bytes),
             "gpu_memory_utilization": self.engine.gpu_memory_utilization,
             "usable_gib": bytes_to_gib(replica.usable_bytes),
             "tensor_parallel": replica.tensor_parallel,
@@ -109,7 +102,7 @@ class ServingMemory:
         return evidence
 
 
-def hardware(ctx: Context) -> Hardware | None:
+def hardware(ctx: Context) -> NodeSpec | None:
     """Returns the serving node group, or None (with the missing inputs noted) when it is not known."""
     group = group_pointer(ctx, "inference")
     if group is None:
@@ -120,8 +113,8 @@ def hardware(ctx: Context) -> Hardware | None:
     capacity_gib = ctx.need(f"{group}/gpu/memory_gib")
     if gpus_per_node is None or nodes is None or capacity_gib is None:
         return None
-    return Hardware(gpus_per_node=int(gpus_per_node), nodes=int(nodes), capacity_bytes=gib_to_bytes(capacity_gib),
-                    group=group, gpu_model=ctx.get(f"{group}/gpu/model", "GPU"))
+    gpu = GpuSpec(model=ctx.get(f"{group}/gpu/model", "GPU"), capacity_bytes=gib_to_bytes(capacity_gib))
+    return NodeSpec(gpu=gpu, gpus_per_node=int(gpus_per_node), nodes=int(nodes), pointer=group)
 
 
 def serving_memory(ctx: Context) -> ServingMemory | None:

@@ -15,9 +15,10 @@ from typing import Any
 from rules.checks.base import Context
 from rules.checks.facts.pointers import SERVING_LATENCY_RUNS
 from rules.checks.facts.serving import ServingMemory
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving import inference, inference_latency, inference_measured, inference_memory
 from rules.estimates.serving.inference import ModelledLatency, Requests, Slo, Traffic
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_latency import Roofline, ServedModel
 from rules.estimates.serving.inference_measured import FloorComparison, MeasuredCapacity, MeasuredPoint
 from rules.units import bytes_to_gb, s_to_ms
 
@@ -127,7 +128,7 @@ def measured_serving(ctx: Context, memory: ServingMemory, served: ServedModel, g
         if capacity.point is not None:
             modelled = inference.modelled_latency(served, gpu, requests, roofline, capacity.point.batch)
     return MeasuredServing(comparisons=comparisons, furthest=furthest, representative=representative,
-                           capacity=capacity, modelled=modelled, gpu_model=memory.hardware.gpu_model,
+                           capacity=capacity, modelled=modelled, gpu_model=memory.hardware.gpu.model,
                            hbm_tbs=gpu.hbm_tbs, peak_tflops=peak_tflops, weight_precision=memory.weight_precision)
 
 

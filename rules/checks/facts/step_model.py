@@ -15,9 +15,10 @@ from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import PRECISION, architecture
 from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, TRAINING
 from rules.errors import InconsistentInput
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.training_time.step_time import Layout as StepLayout
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
-from rules.estimates.training_time.step_time_figures import Hardware, Measured, efficiencies_from_data
+from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data
 from rules.estimates.training_time.transformer_work import work_shape
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
@@ -86,7 +87,7 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
         return None
 
 
-def _hardware(ctx: Context, plan: Placement) -> Hardware | None:
+def _hardware(ctx: Context, plan: Placement) -> NodeSpec | None:
     """Returns the quoted GPU's figures: the quote's (catalogue-filled) values, FP8 and PCIe from the catalogue."""
     group = plan.group
     bf16_tflops = ctx.num(f"{group}/gpu/bf16_tflops")
@@ -98,7 +99,9 @@ def _hardware(ctx: Context, plan: Placement) -> Hardware | None:
     compute = nics(ctx, group, "compute")
     if not compute.gbps_per_gpu:
         return None
-    return Hardware(bf16_tflops=bf16_tflops, fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
-                    nvlink_gbs=ctx.num(f"{group}/gpu/nvlink_gbs", 0) or 0,
+    gpu = GpuSpec(model=ctx.get(f"{group}/gpu/model", "GPU"), bf16_tflops=bf16_tflops,
+                  fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
+                  nvlink_gbs=ctx.num(f"{group}/gpu/nvlink_gbs", 0) or 0, pcie_gen=spec.get("pcie_gen", 5))
+    return NodeSpec(gpu=gpu, gpus_per_node=plan.gpus_per_node,
                     nvlink_domain_gpus=int(server.get("nvlink_domain_gpus", plan.gpus_per_node)),
-                    nic_gbps_per_gpu=compute.gbps_per_gpu, pcie_gen=spec.get("pcie_gen", 5))
+                    nic_gbps_per_gpu=compute.gbps_per_gpu, pointer=group)

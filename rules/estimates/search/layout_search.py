@@ -132,7 +132,7 @@ def _divides(whole: int, part: int) -> bool:
 def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
              space: SearchSpace) -> Iterator[tuple[int, int, int, int, int, int]]:
     """Yield (tensor, pipeline, virtual, context, data, micro_batch) combinations the model can run."""
-    shape, domain = model.shape, model.hardware.nvlink_domain_gpus
+    shape, domain = model.shape, model.hardware.domain_gpus
     groups = shape.groups
     for t in space.tensor:
         if t > domain or not _divides(gpus, t) or not _divides(shape.heads, t) or not _divides(groups, min(t, groups)):
@@ -172,7 +172,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
     space = space or SearchSpace()
     memory = memory or MemoryConvention()
     _check_space(space)
-    precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.fp8_tflops is not None]
+    precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.gpu.fp8_tflops is not None]
     memory_of = _MemoryModel(model.shape, memory, space.flash_attention)
     # Per precision: the precision its model state is sized as, and its activations' element width.
     widths = [(q, _state_precision(q), activation_element_bytes(q)) for q in precisions]

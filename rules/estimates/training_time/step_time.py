@@ -41,14 +41,15 @@ from rules.estimates._args import (
 )
 from rules.estimates.communication.collectives import communication_bytes_per_step, communication_time_s
 from rules.estimates.communication.interconnect import busbw_factor
+from rules.estimates.model.hardware import NodeSpec
 from rules.estimates.training_time.compute import training_flops_per_token
 from rules.estimates.training_time.step_time_figures import (
     TERA,
     Efficiencies,
-    Hardware,
     Measured,
     Rates,
     achievable_rates,
+    require_step_figures,
 )
 from rules.estimates.training_time.transformer_work import (
     ACTIVATION_BYTES,
@@ -199,10 +200,11 @@ class StepTimeModel:
     (``rules.estimates.search.layout_search``) costs little more than the arithmetic that combines them.
     """
 
-    def __init__(self, shape: ModelShape, hardware: Hardware, efficiencies: Efficiencies,
+    def __init__(self, shape: ModelShape, hardware: NodeSpec, efficiencies: Efficiencies,
                  measured: Measured | None = None) -> None:
         self.shape = shape
         self.hardware = hardware
+        require_step_figures(hardware)
         self.efficiencies = efficiencies
         self.measured = measured or Measured()
         self.parameters = shape.parameters()
@@ -318,7 +320,7 @@ class StepTimeModel:
         if shape.layers < layout.pipeline * layout.virtual_stages:
             raise InconsistentInput(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
                              f"layers ({shape.layers})")
-        self.hardware.dense_tflops(layout.precision)
+        self.hardware.gpu.dense_tflops(layout.precision)
 
     def evaluate(self, layout: Layout, stage: StageTime | None = None) -> StepTime:
         """Return the modelled step time of ``layout`` (see ``step_time``).
@@ -344,7 +346,7 @@ class StepTimeModel:
         )
         step = breakdown.total_s
         tokens = layout.global_batch * self.shape.sequence_length
-        peak = self.hardware.dense_tflops(layout.precision)
+        peak = self.hardware.gpu.dense_tflops(layout.precision)
         capacity = layout.gpus * step * peak * TERA
         return StepTime(
             step_s=step,
@@ -359,7 +361,7 @@ class StepTimeModel:
         )
 
 
-def step_time(shape: ModelShape, layout: Layout, hardware: Hardware, efficiencies: Efficiencies,
+def step_time(shape: ModelShape, layout: Layout, hardware: NodeSpec, efficiencies: Efficiencies,
               measured: Measured | None = None) -> StepTime:
     """Return the modelled optimizer-step time of ``layout`` on ``hardware`` and its breakdown.
 
