@@ -15,11 +15,11 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from rules.checks.facts.pointers import RACKS, STORAGE, TRAINING
 from rules.estimates.power_cost.power import pdus_required
 from rules.estimates.search import remedy_sizing as sizing
 from rules.estimates.search.remedy_sizing import RackLoad
 from rules.inputs import GPU_FIELDS, SERVER_FIELDS
+from rules.job.pointers import RACKS, STORAGE, TRAINING
 from rules.remedy_changes import QUOTE, Change, Situation, node_group_pointer
 
 _RACKS_UNPRICED = "racks and PDUs are not priced in the quote"

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rules.best_layout import describe_layout, layout_patch
-from rules.checks.facts.pointers import CHECKPOINT, PARALLELISM, TRAINING
 from rules.estimates.search.remedy_sizing import whole_minutes
+from rules.job.pointers import CHECKPOINT, PARALLELISM, TRAINING
 from rules.remedy_changes import WORKLOAD, Change, Situation, patch_edits
 
 # The checks whose outcome depends on the layout (those rules/best_layout.py shows at the best layout).

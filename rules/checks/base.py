@@ -18,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from rules.inputs import Inputs, Reader
+from rules.job.given import DEFAULT, Given
+from rules.job.parse import parse_job
+from rules.job.spec import Job
 from rules.policy import Policy
 from rules.status import Basis, Status
 
@@ -30,6 +33,8 @@ CAPACITY_PLANNING_GUIDE = "GPU Capacity Planning for AI Training & Serving"
 
 # The statuses a rule may conclude, most severe first: the order in which they decide a check.
 RULE_STATUSES = (Status.FAIL, Status.WARN)
+
+T = TypeVar("T")
 
 
 class Stage(StrEnum):
@@ -235,6 +240,27 @@ class Context:
     @property
     def missing(self) -> list[str]:
         return self.reader.missing
+
+    @property
+    def job(self) -> Job:
+        """Returns the evaluation's job (rules/job), parsed from its inputs once and shared by every check."""
+        job = self._shared.get(Job)
+        if job is None:
+            job = self._shared[Job] = parse_job(self.inputs)
+        return job
+
+    def value(self, given: Given[T]) -> T | None:
+        """Returns a value of the job (a default included) and notes its pointer as read when the submission
+        states it (a default is not an input of the submission)."""
+        if given.value is not None and given.source != DEFAULT:
+            self.reader.mark_read((given.pointer,))
+        return given.value
+
+    def needed(self, given: Given[T]) -> T | None:
+        """Returns ``value(given)``; notes its pointer as missing when the submission does not hold it."""
+        if given.value is None and given.pointer not in self.reader.missing:
+            self.reader.missing.append(given.pointer)
+        return self.value(given)
 
     def threshold(self, name: str) -> Any:
         """Returns the policy value the check names ``name`` in its ``thresholds``."""

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import checkpoint_facts, job_mtbf_h
 from rules.estimates.reliability import checkpoint
+from rules.job.pointers import TRAINING
 from rules.status import Status
 from rules.units import h_to_s, min_to_s, s_to_min
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import cpu_cores_per_node, layout
-from rules.checks.facts.pointers import DATALOADER, MEASURED_READ, TRAINING, TRAINING_DATA
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import spare_fraction
+from rules.job.pointers import DATALOADER, MEASURED_READ, TRAINING, TRAINING_DATA
 from rules.status import Basis, Status
 
 TOKENS_PER_S_PER_CORE = f"{TRAINING_DATA}/tokens_per_s_per_core"

@@ -8,8 +8,8 @@ from typing import Any
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout, nics
 from rules.checks.facts.node_topology import MeasuredTopology, measured_topology
-from rules.checks.facts.pointers import TRAINING
 from rules.estimates.communication import topology
+from rules.job.pointers import TRAINING
 from rules.status import Basis, Status
 
 _NICS = ("{compute_nics_per_node:g} compute NICs ({compute_gbps_per_node:,.0f} Gb/s) for {gpus_per_node} GPUs per "

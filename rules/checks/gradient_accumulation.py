@@ -9,10 +9,10 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import largest_fitting_micro_batch, measured_peak_gib, memory_estimate
-from rules.checks.facts.pointers import TRAINING
 from rules.estimates.memory.step_memory import MeasuredPeak, largest_fitting_given_measurement
 from rules.estimates.model import batch
 from rules.estimates.model.batch import MicroBatchOptions
+from rules.job.pointers import TRAINING
 from rules.status import Basis, Status
 from rules.units import bytes_to_gib
 

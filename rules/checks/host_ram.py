@@ -5,9 +5,9 @@ from __future__ import annotations
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import host_model_state
-from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
 from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates.memory import host_memory
+from rules.job.pointers import DATALOADER, PARALLELISM, TRAINING
 from rules.status import Status
 from rules.units import bytes_to_gib
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.facts.cost import serving_cost, serving_cost_note
-from rules.checks.facts.pointers import INFERENCE, SLO
 from rules.checks.facts.serving import serving_memory
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
@@ -12,6 +11,7 @@ from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving import inference, inference_latency
 from rules.estimates.serving.inference import Requests, Slo, Traffic
 from rules.estimates.serving.inference_latency import Roofline, ServedModel
+from rules.job.pointers import INFERENCE, SLO
 from rules.status import Basis, Status
 from rules.units import s_to_ms
 

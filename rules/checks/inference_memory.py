@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
-from rules.checks.facts.pointers import INFERENCE
 from rules.checks.facts.serving import serving_memory
+from rules.job.pointers import INFERENCE
 from rules.status import Status
 
 _SHAPE = ("{weights_gib_per_gpu:.1f} GiB of {weight_precision} weights per GPU (model {weights_gib:.1f} GiB at "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import scaling
-from rules.checks.facts.pointers import TRAINING
+from rules.job.pointers import TRAINING
 from rules.status import Basis, Status
 
 _REMEDY = ("Quote more or faster compute NICs (one 400 Gb/s NIC per GPU), a non-blocking fabric, or NVLink GPUs; "

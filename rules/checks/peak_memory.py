@@ -6,8 +6,8 @@ from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Pa
 from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import measured_peak, memory_estimate, memory_evidence
-from rules.checks.facts.pointers import PARALLELISM, TRAINING
 from rules.estimates.ratios import fraction_of, spare_fraction
+from rules.job.pointers import PARALLELISM, TRAINING
 from rules.status import Basis, Status
 
 # The capacity-planning guide's rough rule (2 + 2 + 8 bytes/param) that this check corrects.

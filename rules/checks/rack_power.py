@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.pointers import RACKS
 from rules.checks.facts.racks import measured_draw, quoted_site
 from rules.estimates.power_cost.site_power import SitePower, SizedRack, site_power
+from rules.job.pointers import RACKS
 from rules.status import Basis, Status
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.goodput import NEVER_FINISHES, SimulatedRun, simulated_run
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts, restore_test
+from rules.job.pointers import TRAINING
 from rules.status import Basis, Status
 
 _GOODPUT = ("expected goodput {goodput:.1%}: the job fails every {cluster_mtbf_h:,.1f} h ({failures_per_day:.2f} "

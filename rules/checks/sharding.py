@@ -5,9 +5,9 @@ from __future__ import annotations
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import layout
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.sharding import sharding_options
 from rules.estimates.memory.sharding import SHARDING_ORDER, ShardingOption, compare_strategies
+from rules.job.pointers import TRAINING
 from rules.status import Status
 
 _RECOMMENDED = ("{recommended} needs {recommended_total_gib:.1f} GiB ({recommended_spare_fraction:.0%} spare) and "

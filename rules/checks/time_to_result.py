@@ -6,11 +6,11 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.cost import cost_note, rent_note, training_cost
 from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates.reliability.queue import NOT_SHARED
+from rules.job.pointers import TRAINING
 from rules.status import Basis, Status
 
 _RUN = ("{tokens:,.0f} tokens on {gpus} GPUs at {tokens_per_s_per_gpu:,.0f} tokens/s per GPU ({throughput_from}) × "

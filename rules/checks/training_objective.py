@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.model import PARAMETERS, architecture_words, counted_architecture
-from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.model import architecture_words, counted_architecture
 from rules.estimates.model.parameters import parameter_mismatch_fraction, transformer_parameters
+from rules.job.pointers import TRAINING
 from rules.status import Status
 
 # The plan item asks to "document the model, trainable parameter set, optimizer, sequence length,
@@ -98,7 +98,7 @@ def _parameter_count(ctx: Context) -> tuple[dict[str, Any], frozenset[str]]:
         return {}, frozenset({"parameter_mismatch_fraction"})
     counted = transformer_parameters(shape)
     evidence: dict[str, Any] = {"parameters_from_architecture": counted, "architecture": architecture_words(shape)}
-    stated = ctx.num(PARAMETERS)
+    stated = ctx.value(ctx.job.training.model.parameters)
     if stated is None:
         return evidence, frozenset({"parameter_mismatch_fraction"})
     return {**evidence, "parameter_mismatch_fraction": parameter_mismatch_fraction(stated, counted)}, frozenset()

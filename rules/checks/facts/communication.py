@@ -10,9 +10,8 @@ from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import Placement, layout, nics
-from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
+from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
 from rules.checks.facts.nccl_runs import measured_bandwidth_evidence, measured_runs
-from rules.checks.facts.pointers import FABRIC, SCALING_RUNS, THROUGHPUT, TRAINING
 from rules.checks.facts.throughput import throughput_facts
 from rules.errors import InconsistentInput
 from rules.estimates.communication import collectives, interconnect
@@ -25,6 +24,7 @@ from rules.estimates.model.batch import Accumulation
 from rules.estimates.model.layout import NotWholeReplicas, require_whole_replicas, resized
 from rules.estimates.training_time import scaling as scaling_estimates
 from rules.estimates.training_time.scaling import ModelledStep, ScalingPoint
+from rules.job.pointers import FABRIC, SCALING_RUNS, THROUGHPUT, TRAINING
 from rules.status import Basis
 from rules.units import bytes_to_gb
 
@@ -78,7 +78,7 @@ def _step_inputs(ctx: Context, plan: Placement | None, split: Accumulation | Non
     split = split or accumulation(ctx)
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
     return _StepInputs(plan, model, split, ctx.setting("conventions.model_state_bytes"))
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.pointers import CURRENCY, INFERENCE, NODE_GROUPS, RACKS, TRAINING
 from rules.checks.facts.racks import sustained_w_per_node
 from rules.checks.facts.schedule import RunPlan, quote_cost
 from rules.estimates.power_cost import cost, rental
@@ -22,6 +21,7 @@ from rules.estimates.power_cost.power import NodePower
 from rules.estimates.power_cost.rental import RATE_KINDS, RentalRates
 from rules.estimates.reliability.goodput_sim import GoodputInputs
 from rules.estimates.training_time.schedule import NEVER_DAYS
+from rules.job.pointers import CURRENCY, INFERENCE, NODE_GROUPS, RACKS, TRAINING
 
 _KIND_NAMES = {"on_demand": "on-demand", "reserved": "reserved", "spot": "spot"}
 

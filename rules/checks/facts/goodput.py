@@ -17,7 +17,6 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.pointers import RELIABILITY
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quoted_run_plan
 from rules.estimates.reliability.goodput_sim import (
@@ -27,6 +26,7 @@ from rules.estimates.reliability.goodput_sim import (
     finite_or_none,
     simulate_goodput,
 )
+from rules.job.pointers import RELIABILITY
 
 # The simulated days, absent from the evidence (None) when no simulated run finishes, and what a message says then.
 SIMULATED_DAYS = ("days_p50", "days_p90", "days_p99", "days_mean")

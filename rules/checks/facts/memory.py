@@ -17,7 +17,6 @@ from rules.checks.facts.model import (
     model_state_inputs,
     note_missing_formats,
 )
-from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.estimates.memory.activations import ActivationSaving
 from rules.estimates.memory.comm_buffers import CommunicationSettings
 from rules.estimates.memory.model_state import TrainedModel
@@ -31,6 +30,7 @@ from rules.estimates.memory.step_memory import (
 )
 from rules.estimates.memory.training_state import TrainingModelState, host_holds_model_state, training_model_state
 from rules.estimates.model.layout import Layout, resized
+from rules.job.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.units import bytes_to_gb, bytes_to_gib
 
 # The DeepSpeed ZeRO values of the policy (memory.deepspeed), named as DeepSpeed names them.

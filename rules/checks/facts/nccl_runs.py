@@ -8,8 +8,7 @@ from rules.artifacts import NCCL_TESTS
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import Placement
-from rules.checks.facts.model import OPTIMIZER, PARAMETERS, PRECISION, TRAINABLE_PARAMETERS, architecture
-from rules.checks.facts.pointers import ARCHITECTURE, NCCL_TESTS_RUNS
+from rules.checks.facts.model import architecture, trainable_parameters
 from rules.estimates.communication import collectives
 from rules.estimates.communication.interconnect import Bandwidth
 from rules.estimates.communication.nccl_tests import (
@@ -24,6 +23,7 @@ from rules.estimates.communication.nccl_tests import (
 )
 from rules.estimates.memory.comm_buffers import framework_of
 from rules.estimates.memory.model_state import TrainedModel, model_state_bytes_per_param
+from rules.job.pointers import ARCHITECTURE, NCCL_TESTS_RUNS
 
 
 def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:
@@ -49,11 +49,13 @@ def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:
 
 def _gradient_message(ctx: Context, plan: Placement) -> GradientMessage | None:
     """Returns the size of the job's gradient collectives; None, noting nothing missing, without the model."""
-    parameters, precision, optimizer = ctx.num(PARAMETERS), ctx.get(PRECISION), ctx.get(OPTIMIZER)
+    training = ctx.job.training
+    parameters = ctx.value(training.model.parameters)
+    precision, optimizer = ctx.value(training.precision), ctx.value(training.optimizer)
     if parameters is None or precision is None or optimizer is None:
         return None
     convention = ctx.setting("conventions.model_state_bytes")
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
     step = collectives.step_communication(model, plan, 1, convention)
     stated = all(ctx.get(f"{ARCHITECTURE}/{name}") is not None for name in ("layers", "hidden", "heads"))
     buckets = GradientBuckets(framework=framework_of(plan.sharding, convention), gradient_bytes=step.gradient_bytes,

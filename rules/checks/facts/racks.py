@@ -8,10 +8,10 @@ from typing import Any
 from rules.artifacts import POWER_CSV
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
-from rules.checks.facts.pointers import MEASURED_POWER, NODE_GROUPS, RACKS
 from rules.estimates.power_cost.power import NodePower, NodeReadings, PduGroup, sustained_draw
 from rules.estimates.power_cost.site_power import RackKind, Site
 from rules.inputs import escape
+from rules.job.pointers import MEASURED_POWER, NODE_GROUPS, RACKS
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from rules.artifacts import FIO
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import layout, nics
-from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
-from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
+from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
 from rules.estimates.reliability import checkpoint
 from rules.estimates.reliability import failures as reliability
+from rules.job.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
 from rules.status import Basis
 from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 
@@ -34,7 +34,7 @@ def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
         return None
     return checkpoint.training_checkpoint_size(
         parameters, precision, optimizer,
-        trainable_parameters=ctx.num(TRAINABLE_PARAMETERS, parameters),
+        trainable_parameters=trainable_parameters(ctx),
         save_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)),
         # An adapter run saves the adapter and its optimizer state; the frozen base is re-read from its files.
         save_frozen_weights=ctx.get(f"{TRAINING}/objective") != "adapter",

@@ -9,14 +9,6 @@ from rules.checks.base import Context
 from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
-from rules.checks.facts.model import PARAMETERS
-from rules.checks.facts.pointers import (
-    LINE_ITEMS,
-    MEASURED_QUEUE_WAIT,
-    NODE_GROUPS,
-    SHARED_CLUSTER_UTILISATION,
-    TRAINING,
-)
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
 from rules.estimates.power_cost import cost
@@ -24,6 +16,13 @@ from rules.estimates.reliability.queue import SharedCluster
 from rules.estimates.training_time import compute
 from rules.estimates.training_time import schedule as schedules
 from rules.estimates.training_time.schedule import RunRate, Schedule
+from rules.job.pointers import (
+    LINE_ITEMS,
+    MEASURED_QUEUE_WAIT,
+    NODE_GROUPS,
+    SHARED_CLUSTER_UTILISATION,
+    TRAINING,
+)
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def _quoted_run_plan(ctx: Context) -> RunPlan | None:
 
 def _run_flops(ctx: Context, tokens: float) -> tuple[float | None, float | None]:
     """Returns the run's model FLOPs (6·N·D + attention) and hardware FLOPs (with the recompute it plans)."""
-    parameters = ctx.num(PARAMETERS)
+    parameters = ctx.value(ctx.job.training.model.parameters)
     span = attention_span(ctx)
     if parameters is None:
         return None, None

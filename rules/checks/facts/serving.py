@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import group_pointer
-from rules.checks.facts.pointers import INFERENCE, INFERENCE_ARCHITECTURE, INFERENCE_MODEL
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.serving import inference_memory
 from rules.estimates.serving.inference_memory import AttentionShape, Deployment, ReplicaMemory, ServingEngine
+from rules.job.pointers import INFERENCE, INFERENCE_ARCHITECTURE, INFERENCE_MODEL
 from rules.units import bytes_to_gib, gib_to_bytes
 
 SIXTEEN_BIT = ("bf16", "fp16")

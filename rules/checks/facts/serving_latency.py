@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
-from rules.checks.facts.pointers import SERVING_LATENCY_RUNS
 from rules.checks.facts.serving import ServingMemory
 from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving import inference, inference_latency, inference_measured, inference_memory
 from rules.estimates.serving.inference import ModelledLatency, Requests, Slo, Traffic
 from rules.estimates.serving.inference_latency import Roofline, ServedModel
 from rules.estimates.serving.inference_measured import FloorComparison, MeasuredCapacity, MeasuredPoint
+from rules.job.pointers import SERVING_LATENCY_RUNS
 from rules.units import bytes_to_gb, s_to_ms
 
 # Where the plan's latencies came from (evidence ``latency_from``).

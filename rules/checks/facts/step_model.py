@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from rules.checks.base import Context
 from rules.checks.facts.layout import Placement, layout, nics
 from rules.checks.facts.model import PRECISION, architecture
-from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, TRAINING
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.training_time.step_time import Layout as StepLayout
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
 from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data
 from rules.estimates.training_time.transformer_work import work_shape
+from rules.job.pointers import ARCHITECTURE, PARALLELISM, TRAINING
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
 MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")

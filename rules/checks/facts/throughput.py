@@ -14,13 +14,12 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.model import PARAMETERS, PRECISION
-from rules.checks.facts.pointers import ARCHITECTURE, THROUGHPUT, TRAINING
 from rules.checks.facts.step_model import modelled_step
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import fraction_of
 from rules.estimates.training_time import compute
 from rules.estimates.training_time.step_time import StepTime
+from rules.job.pointers import ARCHITECTURE, THROUGHPUT, TRAINING
 
 # Where a rate came from, as time-to-result and data-feed report it in ``throughput_from``.
 MODELLED = "modelled"
@@ -88,7 +87,8 @@ def _throughput(ctx: Context) -> Throughput | None:
         return Throughput(modelled.tokens_per_s_per_gpu,
                           data_feed.cluster_tokens_per_s(modelled.tokens_per_s_per_gpu, plan.gpus), MODELLED,
                           modelled=modelled)
-    parameters = ctx.need(PARAMETERS) if per_gpu is None else ctx.num(PARAMETERS)
+    stated = ctx.job.training.model.parameters
+    parameters = ctx.needed(stated) if per_gpu is None else ctx.value(stated)
     span = attention_span(ctx)
     recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
     hardware_flops = (compute.training_flops_per_token(parameters, recompute, *span)
@@ -115,7 +115,7 @@ def _throughput(ctx: Context) -> Throughput | None:
 
 def _precision_peak_tflops(ctx: Context, group: str, bf16_tflops: float | None) -> float | None:
     """Returns the dense peak the job's GEMMs run against: the FP8 peak for fp8-mixed, else the bf16 peak."""
-    if ctx.get(PRECISION) == "fp8-mixed":
+    if ctx.value(ctx.job.training.precision) == "fp8-mixed":
         spec = ctx.inputs.catalogue.gpu(ctx.get(f"{group}/gpu/model")) or {}
         return spec.get("fp8_tflops") or bf16_tflops
     return bf16_tflops

@@ -1,4 +1,5 @@
-"""JSON Pointers of the submission members the facts read (schemas/submission.schema.json)."""
+"""JSON Pointers of the submission's members (schemas/submission.schema.json): where the job parser reads them, and
+where the evidence of a check names them."""
 
 TRAINING = "/workload/training"
 TRAINING_MODEL = f"{TRAINING}/model"
@@ -32,3 +33,6 @@ MEASURED_WRITE = "/measurements/storage/write_gbs"
 RESTORE_TEST = "/measurements/restore_test"
 MEASURED_POWER = "/measurements/power/sustained_w_per_node"
 SERVING_LATENCY_RUNS = "/measurements/serving_latency"
+
+QUOTE = "/quote"
+MEASUREMENTS = "/measurements"

@@ -1,0 +1,57 @@
+"""The submission parsed once into the typed job (rules/job/spec.py): every value with its pointer and source.
+
+The one walk of the submission's members and the one place where the documented defaults of
+schemas/submission.schema.json are applied (each declared beside its field in spec.py). A value filled in
+by a default has source ``default`` (rules/job/given.py), so a check that reads it names no input; a value
+the catalogue filled in (rules/inputs.py) keeps the catalogue's source and datasheet reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from functools import cache
+from typing import Any
+
+from rules.inputs import Inputs
+from rules.job.given import DEFAULT, Given, absent
+from rules.job.pointers import INFERENCE, MEASUREMENTS, QUOTE, TRAINING
+from rules.job.spec import Cluster, Job, Measurements, Serving, Training
+
+
+def parse_job(inputs: Inputs) -> Job:
+    """Returns the job of the validated submission ``inputs`` holds (resolved numbers, catalogue fills in)."""
+    return Job(training=_section(Training, inputs, TRAINING), serving=_section(Serving, inputs, INFERENCE),
+               cluster=_section(Cluster, inputs, QUOTE), measurements=_section(Measurements, inputs, MEASUREMENTS),
+               trains=inputs.get(TRAINING) is not None, serves=inputs.get(INFERENCE) is not None)
+
+
+@cache
+def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None], ...]:
+    """Returns (field, member, default, section, each) of every declared field of ``cls``, in order."""
+    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"])
+                 for f in fields(cls) if "at" in f.metadata)
+
+
+def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
+    values: dict[str, Any] = {}
+    for name, member, default, section, each in _declared(cls):
+        where = f"{pointer}/{member}"
+        if section is not None:
+            values[name] = _section(section, inputs, where)
+        elif each is not None:
+            items = inputs.get(where)
+            count = len(items) if isinstance(items, list) else 0
+            values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))
+        else:
+            values[name] = _leaf(inputs, where, default, values)
+    return cls(**values, pointer=pointer)
+
+
+def _leaf(inputs: Inputs, pointer: str, default: Any, section: dict[str, Any]) -> Given[Any]:
+    value = inputs.get(pointer)
+    if value is None or isinstance(value, dict | list):
+        filled = default(section) if callable(default) else default
+        return absent(pointer) if filled is None else Given(filled, pointer, DEFAULT)
+    quantity = inputs.quantity(pointer)
+    # Text and flags carry no source of their own in the submission format: their source is None.
+    return Given(value, pointer, quantity.source if quantity is not None else None)
