@@ -234,7 +234,7 @@ class Fabric:
     technology: Given[str] = at("technology")
     topology: Given[str] = at("topology")
     link_gbps: Given[float] = at("link_gbps")
-    oversubscription: Given[float] = at("oversubscription")
+    oversubscription: Given[float] = at("oversubscription", 1.0)  # 1: a non-blocking fabric
     pointer: str = ""
 
 
@@ -297,6 +297,13 @@ class Cluster:
     line_items: tuple[LineItem, ...] = at("line_items", each=LineItem)
     pointer: str = ""
 
+    def group_at(self, pointer: str) -> QuotedNodeGroup:
+        """Returns the node group at JSON Pointer ``pointer`` (one of ``node_groups``); KeyError when none is."""
+        for group in self.node_groups:
+            if group.pointer == pointer:
+                return group
+        raise KeyError(pointer)
+
     def group_named(self, name: str | None) -> QuotedNodeGroup | None:
         """Returns the node group a workload names, else (``name`` None) the first with GPUs; None when none is."""
         for group in self.node_groups:
@@ -336,12 +343,33 @@ class PowerMeasurement:
 
 
 @dataclass(frozen=True)
+class ScalingRun:
+    """One measured training throughput at a GPU count."""
+
+    gpus: Given[int] = at("gpus")
+    tokens_per_s: Given[float] = at("tokens_per_s")
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
+class NcclTestsRun:
+    """One recorded nccl-tests run: its raw output (parsed by the facts), collective and node count."""
+
+    nodes: Given[int] = at("nodes", 1)
+    raw: Given[str] = at("raw")
+    collective: Given[str] = at("collective")
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class Measurements:
-    """What was measured on the quoted system (the arrays of runs are read by the facts that parse them)."""
+    """What was measured on the quoted system (raw tool outputs are parsed by the facts that read them)."""
 
     storage: StorageMeasurement = at("storage", section=StorageMeasurement)
     restore_test: RestoreTest = at("restore_test", section=RestoreTest)
     power: PowerMeasurement = at("power", section=PowerMeasurement)
+    scaling: tuple[ScalingRun, ...] = at("scaling", each=ScalingRun)
+    nccl_tests: tuple[NcclTestsRun, ...] = at("nccl_tests", each=NcclTestsRun)
     pointer: str = ""
 
 
