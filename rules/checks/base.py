@@ -252,7 +252,8 @@ class Context:
     def value(self, given: Given[T]) -> T | None:
         """Returns a value of the job (a default included) and notes its pointer as read when the submission
         states it (a default is not an input of the submission)."""
-        if given.value is not None and given.source != DEFAULT:
+        # An array of texts or numbers (a tuple) is looked into, not named as an input itself, as its items' are not.
+        if given.value is not None and given.source != DEFAULT and type(given.value) is not tuple:
             self.reader.mark_read((given.pointer,))
         return given.value
 

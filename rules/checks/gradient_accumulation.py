@@ -12,7 +12,6 @@ from rules.checks.facts.memory import largest_fitting_micro_batch, measured_peak
 from rules.estimates.memory.step_memory import MeasuredPeak, largest_fitting_given_measurement
 from rules.estimates.model import batch
 from rules.estimates.model.batch import MicroBatchOptions
-from rules.job.pointers import TRAINING
 from rules.status import Basis, Status
 from rules.units import bytes_to_gib
 
@@ -46,7 +45,7 @@ class GradientAccumulation(Check):
                       "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         split = accumulation(ctx)

@@ -26,15 +26,15 @@ def parse_job(inputs: Inputs) -> Job:
 
 
 @cache
-def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None], ...]:
-    """Returns (field, member, default, section, each) of every declared field of ``cls``, in order."""
-    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"])
-                 for f in fields(cls) if "at" in f.metadata)
+def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool], ...]:
+    """Returns (field, member, default, section, each, scalars) of every declared field of ``cls``, in order."""
+    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"],
+                  f.metadata["scalars"]) for f in fields(cls) if "at" in f.metadata)
 
 
 def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
     values: dict[str, Any] = {}
-    for name, member, default, section, each in _declared(cls):
+    for name, member, default, section, each, scalars in _declared(cls):
         where = f"{pointer}/{member}"
         if section is not None:
             values[name] = _section(section, inputs, where)
@@ -42,6 +42,9 @@ def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
             items = inputs.get(where)
             count = len(items) if isinstance(items, list) else 0
             values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))
+        elif scalars:
+            items = inputs.get(where)
+            values[name] = Given(tuple(items), where) if isinstance(items, list) else absent(where)
         else:
             values[name] = _leaf(inputs, where, default, values)
     return cls(**values, pointer=pointer)

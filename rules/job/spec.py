@@ -8,16 +8,23 @@ The estimators' vocabulary (ModelShape, Layout, GpuSpec, NodeSpec) is built from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rules.job.given import Given
 
 
-def at(member: str, default: Any = None, *, section: type | None = None, each: type | None = None) -> Any:
+def at(member: str, default: Any = None, *, section: type | None = None, each: type | None = None,
+       scalars: bool = False) -> Any:
     """Declares a field read from the submission member ``member``: a leaf (with its ``default``), a nested
-    ``section``, or an array whose items are ``each``."""
-    return field(metadata={"at": member, "default": default, "section": section, "each": each})
+    ``section``, an array whose items are sections ``each``, or (``scalars``) an array of texts or numbers held
+    as one leaf, a tuple."""
+    return field(metadata={"at": member, "default": default, "section": section, "each": each, "scalars": scalars})
+
+
+def pointer_of(section: Any, name: str) -> str:
+    """Returns the JSON Pointer of the member behind field ``name`` of ``section`` (e.g. a node group's nics)."""
+    return f"{section.pointer}/{next(f.metadata['at'] for f in fields(section) if f.name == name)}"
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class Parallelism:
     shard_group: Given[int] = at("shard_group")
     sequence_parallel: Given[bool] = at("sequence_parallel", False)
     gradient_as_bucket_view: Given[bool] = at("gradient_as_bucket_view")
-    offload: Given[str] = at("offload")
+    offload: Given[str] = at("offload", "none")
     pointer: str = ""
 
 
@@ -210,6 +217,19 @@ class QuotedNic:
 
 
 @dataclass(frozen=True)
+class PcieEntry:
+    """Where one GPU of a quoted server and its compute NIC sit: NUMA node and PCIe switch of each."""
+
+    gpu: Given[str] = at("gpu")
+    numa_node: Given[int] = at("numa_node")
+    pcie_switch: Given[str] = at("pcie_switch")
+    nic: Given[str] = at("nic")
+    nic_numa_node: Given[int] = at("nic_numa_node")
+    nic_pcie_switch: Given[str] = at("nic_pcie_switch")
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class QuotedNodeGroup:
     """A node group of the quote as submitted (catalogue fills included), each figure with its pointer."""
 
@@ -221,6 +241,7 @@ class QuotedNodeGroup:
     cpu: QuotedCpu = at("cpu", section=QuotedCpu)
     host_memory_gib: Given[float] = at("host_memory_gib")
     nics: tuple[QuotedNic, ...] = at("nics", each=QuotedNic)
+    pcie_topology: tuple[PcieEntry, ...] = at("pcie_topology", each=PcieEntry)
     local_nvme_tb: Given[float] = at("local_nvme_tb")
     max_power_w: Given[float] = at("max_power_w")
     rack_units: Given[float] = at("rack_units")
@@ -362,12 +383,22 @@ class NcclTestsRun:
 
 
 @dataclass(frozen=True)
+class TopologyMeasurement:
+    """A node's measured topology: the ``nvidia-smi topo -m`` output (parsed by the facts) and the compute NICs."""
+
+    nvidia_smi_topo_m: Given[str] = at("nvidia_smi_topo_m")
+    compute_nics: Given[tuple[str, ...]] = at("compute_nics", scalars=True)
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class Measurements:
     """What was measured on the quoted system (raw tool outputs are parsed by the facts that read them)."""
 
     storage: StorageMeasurement = at("storage", section=StorageMeasurement)
     restore_test: RestoreTest = at("restore_test", section=RestoreTest)
     power: PowerMeasurement = at("power", section=PowerMeasurement)
+    topology: TopologyMeasurement = at("topology", section=TopologyMeasurement)
     scaling: tuple[ScalingRun, ...] = at("scaling", each=ScalingRun)
     nccl_tests: tuple[NcclTestsRun, ...] = at("nccl_tests", each=NcclTestsRun)
     pointer: str = ""

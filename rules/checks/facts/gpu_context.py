@@ -27,7 +27,7 @@ def training_cuda_context(ctx: Context, group: str | None) -> ContextFigure:
     plus its local memory and cuBLAS workspace (rules/estimates/memory/gpu_context.py); otherwise the policy's
     whole-context figure memory.cuda_context_gib.
     """
-    model = ctx.get(f"{group}/gpu/model") if group else None
+    model = ctx.value(ctx.job.cluster.group_at(group).gpu.model) if group else None
     spec = ctx.inputs.catalogue.gpu(model) if model else None
     if spec is None or any(name not in spec for name in CONTEXT_FIELDS):
         fallback = ctx.setting("memory.cuda_context_gib")
