@@ -1,6 +1,11 @@
 """JSON Pointers of the submission's members (schemas/submission.schema.json): where the job parser reads them, and
 where the evidence of a check names them."""
 
+from dataclasses import fields
+from functools import cache
+
+from rules.job.spec import Cluster, Measurements, Serving, Training
+
 TRAINING = "/workload/training"
 TRAINING_MODEL = f"{TRAINING}/model"
 ARCHITECTURE = f"{TRAINING_MODEL}/architecture"
@@ -36,3 +41,37 @@ SERVING_LATENCY_RUNS = "/measurements/serving_latency"
 
 QUOTE = "/quote"
 MEASUREMENTS = "/measurements"
+
+# Where each section of the job (rules/job/spec.py) sits in the submission.
+SECTIONS = {"training": TRAINING, "serving": INFERENCE, "cluster": QUOTE, "measurements": MEASUREMENTS}
+
+
+@cache
+def field_pointer(path: str) -> str:
+    """Returns the JSON Pointer of the job's field at dotted ``path`` (``training.model.parameters``,
+    ``cluster.node_groups.0.gpu.count``): the submission member behind it, for evidence and for the record's pages.
+
+    KeyError names a path that is not a field of the job.
+    """
+    head, *rest = path.split(".")
+    section: type | None = {"training": Training, "serving": Serving, "cluster": Cluster,
+                            "measurements": Measurements}.get(head)
+    if section is None:
+        raise KeyError(path)
+    pointer = SECTIONS[head]
+    parts = iter(rest)
+    for name in parts:
+        declared = {f.name: f.metadata for f in fields(section)}.get(name)
+        if declared is None or section is None:
+            raise KeyError(path)
+        pointer += f"/{declared['at']}"
+        section = declared["section"]
+        if declared["each"] is not None:
+            index = next(parts, None)
+            if index is None:
+                break
+            if not index.isdigit():
+                raise KeyError(path)
+            pointer += f"/{index}"
+            section = declared["each"]
+    return pointer
