@@ -214,7 +214,7 @@ class Facts:
 class Context:
     """One check's view of an evaluation: its inputs reader, the policy, and values shared between checks."""
 
-    def __init__(self, inputs: Inputs, policy: Policy, shared: dict[str, Any], check: type[Check]) -> None:
+    def __init__(self, inputs: Inputs, policy: Policy, shared: dict[Any, Any], check: type[Check]) -> None:
         self.inputs = inputs
         self.policy = policy
         self.reader: Reader = inputs.reader()
@@ -271,13 +271,14 @@ class Context:
         """Returns a policy value by dotted path (for estimator parameters that are not thresholds)."""
         return self.policy.value(path)
 
-    def memo(self, key: str, compute: Callable[[Context], Any], *, reads_of_refusal: bool = False) -> Any:
-        """Returns ``compute(self)`` computed once per evaluation; the inputs it read count for every caller.
+    def memo(self, compute: Callable[[Context], Any], *, reads_of_refusal: bool = False) -> Any:
+        """Returns ``compute(self)`` computed once per evaluation (keyed by the function itself); the inputs it read
+        count for every caller.
 
         A raise keeps nothing, and the inputs read before it count for the caller only with ``reads_of_refusal``
         (for a fact that was read directly before it was memoised, so that a refusal still names what it read).
         """
-        memoised = self._shared.get(key)
+        memoised = self._shared.get(compute)
         if memoised is None:
             probe = Context(self.inputs, self.policy, self._shared, self._check)
             try:
@@ -287,7 +288,7 @@ class Context:
                     self._take_reads(probe.reader.pointers, probe.reader.missing)
                 raise
             # The pointers as a dict (in the order read), which every later caller's reader takes at once.
-            memoised = self._shared[key] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
+            memoised = self._shared[compute] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
         value, pointers, missing = memoised
         self._take_reads(pointers, missing)
         return value

@@ -38,7 +38,7 @@ def communication(ctx: Context, sharding: str | None = None, plan: Placement | N
     layout and split the inputs are read once an evaluation, and each strategy's collectives are sized once.
     """
     if plan is None and split is None:
-        submitted = ctx.memo("communication.inputs", _submitted_inputs, reads_of_refusal=True)
+        submitted = ctx.memo(_submitted_inputs, reads_of_refusal=True)
         if submitted is None:
             return None
         strategy = sharding or submitted.plan.sharding
@@ -89,7 +89,7 @@ def bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
     """
     if plan is not None:
         return _bandwidth(ctx, plan)
-    return ctx.memo("communication.bandwidth", _bandwidth)
+    return ctx.memo(_bandwidth)
 
 
 def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
@@ -238,7 +238,7 @@ def _carried(at_quoted: float, at_measured: float, basis: Basis, words: str, evi
 
 def scaling(ctx: Context) -> Scaling | None:
     """Returns the scaling efficiency: measured at the largest measured size (two or more points), else modelled."""
-    return ctx.memo("communication.scaling", _scaling)
+    return ctx.memo(_scaling)
 
 
 def _scaling(ctx: Context) -> Scaling | None:

@@ -71,7 +71,7 @@ class SimulatedRun:
 
 def simulated_run(ctx: Context) -> SimulatedRun | None:
     """Returns the quoted job's simulated days to completion; None when the schedule or the goodput is unknown."""
-    return ctx.memo("goodput.simulated_run", _simulated_run)
+    return ctx.memo(_simulated_run)
 
 
 def _simulated_run(ctx: Context) -> SimulatedRun | None:

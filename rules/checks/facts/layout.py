@@ -38,7 +38,7 @@ def layout(ctx: Context) -> Placement | None:
     InconsistentInput, naming the inputs, when the GPU count is not a whole number of tensor × pipeline ×
     context replicas (Megatron-LM refuses such a world size).
     """
-    return ctx.memo("training.layout", _layout)
+    return ctx.memo(_layout)
 
 
 def _layout(ctx: Context) -> Placement | None:

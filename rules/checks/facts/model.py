@@ -39,7 +39,7 @@ def architecture(ctx: Context) -> ModelShape | None:
     heads, dropout for gelu MLPs (GPT) and none for swiglu (Llama), RMSNorm for swiglu and LayerNorm for gelu,
     untied embeddings.
     """
-    return ctx.memo("training.architecture", _architecture)
+    return ctx.memo(_architecture)
 
 
 def counted_architecture(ctx: Context) -> ModelShape | None:

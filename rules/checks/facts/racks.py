@@ -35,7 +35,7 @@ def measured_draw(ctx: Context) -> MeasuredDraw:
     The CSV's node readings give the highest node's policy statistic (power.sustained_statistic, p95 or mean:
     rules.estimates.power_cost.power.sustained_draw); GPU readings alone do not give a node's draw and are not used.
     """
-    return ctx.memo("racks.measured_draw", _measured_draw)
+    return ctx.memo(_measured_draw)
 
 
 def _measured_draw(ctx: Context) -> MeasuredDraw:

@@ -24,7 +24,7 @@ from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 # ---- checkpoints -----------------------------------------------------------------------------------
 def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
     """Returns the size of one resumable checkpoint of the job (weights, optimizer state, gradients if saved)."""
-    return ctx.memo("reliability.checkpoint_size", _checkpoint_size)
+    return ctx.memo(_checkpoint_size)
 
 
 def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
@@ -102,7 +102,7 @@ class CheckpointFacts:
 
 def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
     """Returns the checkpoint size and save time: bytes / min(storage write × efficiency, nodes × storage NICs)."""
-    return ctx.memo("reliability.checkpoint", _checkpoint)
+    return ctx.memo(_checkpoint)
 
 
 def _checkpoint(ctx: Context) -> CheckpointFacts | None:
@@ -156,7 +156,7 @@ def _measured_write(ctx: Context) -> tuple[float | None, str | None, str]:
 # ---- failures and goodput --------------------------------------------------------------------------
 def job_mtbf_h(ctx: Context) -> float | None:
     """Returns the job's mean time between failures, h: node MTBF ÷ nodes (independent node failures)."""
-    return ctx.memo("reliability.job_mtbf_h", _job_mtbf_h)
+    return ctx.memo(_job_mtbf_h)
 
 
 def _job_mtbf_h(ctx: Context) -> float | None:
@@ -216,7 +216,7 @@ class GoodputFacts:
 
 def goodput_facts(ctx: Context) -> GoodputFacts | None:
     """Returns the job's first-order goodput (Daly 2006) with its MTBF, save, interval and restart times."""
-    return ctx.memo("reliability.goodput", _goodput)
+    return ctx.memo(_goodput)
 
 
 def _goodput(ctx: Context) -> GoodputFacts | None:

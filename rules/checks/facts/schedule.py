@@ -78,7 +78,7 @@ def quoted_run_plan(ctx: Context) -> RunPlan | None:
     None when one of them, the dataset size or the completion window is unknown. Memoised, so that
     time-to-result and the simulated days to completion (rules/checks/facts/goodput.py) read one schedule.
     """
-    return ctx.memo("schedule.quoted_run", _quoted_run_plan)
+    return ctx.memo(_quoted_run_plan)
 
 
 def _quoted_run_plan(ctx: Context) -> RunPlan | None:
@@ -113,7 +113,7 @@ def quote_cost(ctx: Context) -> QuoteCost:
 
     Summed once an evaluation (time-to-result reads it for its evidence and for the cost of the run).
     """
-    return ctx.memo("schedule.quote_cost", _quote_cost, reads_of_refusal=True)
+    return ctx.memo(_quote_cost, reads_of_refusal=True)
 
 
 def _quote_cost(ctx: Context) -> QuoteCost:

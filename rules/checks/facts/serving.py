@@ -123,7 +123,7 @@ def serving_memory(ctx: Context) -> ServingMemory | None:
     The plan may lack the KV cache (``replica.kv`` / ``replica.concurrency`` None) when the architecture or
     the context is missing: those inputs are then noted missing too.
     """
-    return ctx.memo("inference.memory", _serving_memory)
+    return ctx.memo(_serving_memory)
 
 
 def _serving_memory(ctx: Context) -> ServingMemory | None:

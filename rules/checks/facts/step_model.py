@@ -53,7 +53,7 @@ def step_inputs(ctx: Context) -> StepInputs | None:
     """Returns the model, the submitted layout and its modelled step, or None (see ``modelled_step``)."""
     if any(ctx.inputs.get(f"{ARCHITECTURE}/{name}") is None for name in _MODEL_SHAPE):
         return None
-    return ctx.memo("training.modelled_step", _modelled_step)
+    return ctx.memo(_modelled_step)
 
 
 def _modelled_step(ctx: Context) -> StepInputs | None:

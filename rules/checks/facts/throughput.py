@@ -63,7 +63,7 @@ class Throughput:
 
 def throughput_facts(ctx: Context) -> Throughput | None:
     """Returns the job's tokens/s per GPU: stated (tokens/s, MFU or hardware TFLOP/s), else modelled."""
-    return ctx.memo("throughput", _throughput)
+    return ctx.memo(_throughput)
 
 
 def _throughput(ctx: Context) -> Throughput | None:
