@@ -154,18 +154,41 @@ class Slo:
     pointer: str = ""
 
 
+# The weight precisions served in the model's own 16-bit dtype, and the KV-cache precision of the others.
+SIXTEEN_BIT = ("bf16", "fp16")
+KV_CACHE_DEFAULT = "bf16"
+
+
+def _kv_cache_default(weight_precision: Given[str]) -> str | None:
+    """Returns the KV-cache precision of weights in ``weight_precision``: their own 16-bit dtype, else bf16."""
+    if weight_precision.value is None:
+        return None
+    return weight_precision.value if weight_precision.value in SIXTEEN_BIT else KV_CACHE_DEFAULT
+
+
+def _sum(*given: Given[int]) -> int | None:
+    """Returns the sum of the values, or None when one is absent."""
+    if any(g.value is None for g in given):
+        return None
+    return sum(g.value for g in given)  # type: ignore[misc]
+
+
 @dataclass(frozen=True)
 class Serving:
     """The inference workload: the served model, its formats and parallelism, its traffic and SLOs."""
 
     model: Model = at("model", section=Model)
     weight_precision: Given[str] = at("weight_precision")
-    kv_cache_precision: Given[str] = at("kv_cache_precision")
-    tensor_parallel: Given[int] = at("tensor_parallel")
+    # vLLM's kv_cache_dtype "auto" keeps the model's 16-bit dtype; quantised and fp32 weights get a bf16 cache.
+    kv_cache_precision: Given[str] = at("kv_cache_precision",
+                                        lambda given: _kv_cache_default(given["weight_precision"]))
+    tensor_parallel: Given[int] = at("tensor_parallel", 1)
     node_group: Given[str] = at("node_group")
-    context_tokens: Given[int] = at("context_tokens")
     prompt_tokens: Given[int] = at("prompt_tokens")
     output_tokens: Given[int] = at("output_tokens")
+    # A sequence's KV cache holds its prompt and every token it generates (vLLM allocates blocks for both).
+    context_tokens: Given[int] = at("context_tokens",
+                                    lambda given: _sum(given["prompt_tokens"], given["output_tokens"]))
     rps: Given[float] = at("rps")
     peak_factor: Given[float] = at("peak_factor")
     headroom: Given[float] = at("headroom")
