@@ -154,23 +154,19 @@ class Slo:
     pointer: str = ""
 
 
-# The weight precisions served in the model's own 16-bit dtype, and the KV-cache precision of the others.
-SIXTEEN_BIT = ("bf16", "fp16")
-KV_CACHE_DEFAULT = "bf16"
+# The weight precisions whose 16-bit dtype the KV cache keeps, and the KV-cache precision of the others.
+SIXTEEN_BIT, KV_CACHE_DEFAULT = ("bf16", "fp16"), "bf16"
 
 
-def _kv_cache_default(weight_precision: Given[str]) -> str | None:
-    """Returns the KV-cache precision of weights in ``weight_precision``: their own 16-bit dtype, else bf16."""
-    if weight_precision.value is None:
-        return None
-    return weight_precision.value if weight_precision.value in SIXTEEN_BIT else KV_CACHE_DEFAULT
+def _kv_cache_default(weights: Given[str]) -> str | None:
+    """Returns the KV-cache precision of weights in ``weights``: their own 16-bit dtype, else bf16."""
+    return None if weights.value is None else weights.value if weights.value in SIXTEEN_BIT else KV_CACHE_DEFAULT
 
 
 def _sum(*given: Given[int]) -> int | None:
     """Returns the sum of the values, or None when one is absent."""
-    if any(g.value is None for g in given):
-        return None
-    return sum(g.value for g in given)  # type: ignore[misc]
+    values = [g.value for g in given]
+    return None if None in values else sum(values)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -359,12 +355,27 @@ class PowerMeasurement:
 
 
 @dataclass(frozen=True)
+class ServingLatencyRun:
+    """One measured load point of a serving replica: p95 TTFT and TPOT at a concurrency (its prompt_tokens and
+    tensor_parallel default to the serving workload's, which rules/checks/facts/serving_latency.py applies)."""
+
+    batch: Given[int] = at("batch")
+    ttft_ms: Given[float] = at("ttft_ms")
+    tpot_ms: Given[float] = at("tpot_ms")
+    prompt_tokens: Given[int] = at("prompt_tokens")
+    context_tokens: Given[int] = at("context_tokens", lambda given: given["prompt_tokens"].value)
+    tensor_parallel: Given[int] = at("tensor_parallel")
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class Measurements:
     """What was measured on the quoted system (the arrays of runs are read by the facts that parse them)."""
 
     storage: StorageMeasurement = at("storage", section=StorageMeasurement)
     restore_test: RestoreTest = at("restore_test", section=RestoreTest)
     power: PowerMeasurement = at("power", section=PowerMeasurement)
+    serving_latency: tuple[ServingLatencyRun, ...] = at("serving_latency", each=ServingLatencyRun)
     pointer: str = ""
 
 
