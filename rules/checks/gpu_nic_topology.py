@@ -9,8 +9,8 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout, nics
 from rules.checks.facts.node_topology import MeasuredTopology, measured_topology
 from rules.estimates.communication import topology
+from rules.job.fields import pointer_of
 from rules.job.given import absent
-from rules.job.spec import pointer_of
 from rules.status import Basis, Status
 
 _NICS = ("{compute_nics_per_node:g} compute NICs ({compute_gbps_per_node:,.0f} Gb/s) for {gpus_per_node} GPUs per "

@@ -13,9 +13,12 @@ from functools import cache
 from typing import Any
 
 from rules.inputs import Inputs
+from rules.job.cluster import Cluster
 from rules.job.given import DEFAULT, Given, absent
+from rules.job.measured import Measurements
 from rules.job.pointers import INFERENCE, MEASUREMENTS, QUOTE, TRAINING
-from rules.job.spec import Cluster, Job, Measurements, Serving, Training
+from rules.job.spec import Job
+from rules.job.workload import Serving, Training
 
 
 def parse_job(inputs: Inputs) -> Job:

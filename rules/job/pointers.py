@@ -4,7 +4,9 @@ where the evidence of a check names them."""
 from dataclasses import fields
 from functools import cache
 
-from rules.job.spec import Cluster, Measurements, Serving, Training
+from rules.job.cluster import Cluster
+from rules.job.measured import Measurements
+from rules.job.workload import Serving, Training
 
 TRAINING = "/workload/training"
 TRAINING_MODEL = f"{TRAINING}/model"

@@ -24,7 +24,7 @@ from rules.estimates.model.batch import Accumulation
 from rules.estimates.model.layout import NotWholeReplicas, require_whole_replicas, resized
 from rules.estimates.training_time import scaling as scaling_estimates
 from rules.estimates.training_time.scaling import ModelledStep, ScalingPoint
-from rules.job.spec import QuotedGpu
+from rules.job.cluster import QuotedGpu
 from rules.status import Basis
 from rules.units import bytes_to_gb
 

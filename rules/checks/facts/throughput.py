@@ -19,7 +19,7 @@ from rules.estimates.communication import data_feed
 from rules.estimates.ratios import fraction_of
 from rules.estimates.training_time import compute
 from rules.estimates.training_time.step_time import StepTime
-from rules.job.spec import QuotedGpu
+from rules.job.cluster import QuotedGpu
 
 # Where a rate came from, as time-to-result and data-feed report it in ``throughput_from``.
 MODELLED = "modelled"
