@@ -12,7 +12,7 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from rules.inputs import Inputs
+from rules.inputs import Inputs, escape
 from rules.job.given import DEFAULT, Given, absent
 from rules.job.pointers import INFERENCE, MEASUREMENTS, QUOTE, TRAINING
 from rules.job.spec import Cluster, Job, Measurements, Serving, Training
@@ -26,15 +26,15 @@ def parse_job(inputs: Inputs) -> Job:
 
 
 @cache
-def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None], ...]:
-    """Returns (field, member, default, section, each) of every declared field of ``cls``, in order."""
-    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"])
-                 for f in fields(cls) if "at" in f.metadata)
+def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool], ...]:
+    """Returns (field, member, default, section, each, keyed) of every declared field of ``cls``, in order."""
+    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"],
+                  f.metadata["keyed"]) for f in fields(cls) if "at" in f.metadata)
 
 
 def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
     values: dict[str, Any] = {}
-    for name, member, default, section, each in _declared(cls):
+    for name, member, default, section, each, keyed in _declared(cls):
         where = f"{pointer}/{member}"
         if section is not None:
             values[name] = _section(section, inputs, where)
@@ -42,6 +42,10 @@ def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
             items = inputs.get(where)
             count = len(items) if isinstance(items, list) else 0
             values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))
+        elif keyed:
+            members = inputs.get(where)
+            values[name] = tuple((key, _leaf(inputs, f"{where}/{escape(key)}", None, {}))
+                                 for key in (members if isinstance(members, dict) else ()))
         else:
             values[name] = _leaf(inputs, where, default, values)
     return cls(**values, pointer=pointer)

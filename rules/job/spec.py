@@ -8,16 +8,25 @@ The estimators' vocabulary (ModelShape, Layout, GpuSpec, NodeSpec) is built from
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rules.job.given import Given
 
 
-def at(member: str, default: Any = None, *, section: type | None = None, each: type | None = None) -> Any:
+def at(member: str, default: Any = None, *, section: type | None = None, each: type | None = None,
+       keyed: bool = False) -> Any:
     """Declares a field read from the submission member ``member``: a leaf (with its ``default``), a nested
-    ``section``, or an array whose items are ``each``."""
-    return field(metadata={"at": member, "default": default, "section": section, "each": each})
+    ``section``, an array whose items are ``each``, or (``keyed``) an object whose members are leaves, as
+    (name, Given) pairs in the submission's order."""
+    return field(metadata={"at": member, "default": default, "section": section, "each": each, "keyed": keyed})
+
+
+def member_pointer(section: Any, name: str) -> str:
+    """Returns the JSON Pointer of the member that the field ``name`` of ``section`` is read from: how evidence names
+    an array or an object of the submission, which has no Given of its own."""
+    member = next(f.metadata["at"] for f in fields(section) if f.name == name)
+    return f"{section.pointer}/{member}"
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ class Training:
     gpus: Given[int] = at("gpus")
     node_group: Given[str] = at("node_group")
     dataset_tokens: Given[float] = at("dataset_tokens")
-    epochs: Given[float] = at("epochs")
+    epochs: Given[float] = at("epochs", 1)
     completion_window_days: Given[float] = at("completion_window_days")
     shared_cluster_utilisation: Given[float] = at("shared_cluster_utilisation")
     measured_queue_wait_days: Given[float] = at("measured_queue_wait_days")
@@ -268,7 +277,8 @@ class Rack:
     cooling: Given[str] = at("cooling")
     cooling_capacity_kw: Given[float] = at("cooling_capacity_kw")
     pdus: tuple[Pdus, ...] = at("pdus", each=Pdus)
-    redundancy: Given[str] = at("redundancy")
+    redundancy: Given[str] = at("redundancy", "N")
+    node_groups: tuple[tuple[str, Given[int]], ...] = at("node_groups", keyed=True)  # nodes of each group per rack
     pointer: str = ""
 
 
@@ -307,6 +317,11 @@ class Cluster:
                 if group.gpu.count.value:
                     return group
         return None
+
+    def group_at(self, pointer: str | None) -> QuotedNodeGroup | None:
+        """Returns the node group whose JSON Pointer is ``pointer`` (a workload's, as its layout names it); None
+        when none is."""
+        return next((group for group in self.node_groups if group.pointer == pointer), None)
 
 
 @dataclass(frozen=True)
