@@ -29,7 +29,7 @@ def parse_job(inputs: Inputs) -> Job:
 def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool], ...]:
     """Returns (field, member, default, section, each, keyed) of every declared field of ``cls``, in order."""
     return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"],
-                  f.metadata["keyed"]) for f in fields(cls) if "at" in f.metadata)
+                  f.metadata.get("keyed", False)) for f in fields(cls) if "at" in f.metadata)
 
 
 def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
