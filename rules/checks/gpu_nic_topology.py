@@ -9,7 +9,7 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout, nics
 from rules.checks.facts.node_topology import MeasuredTopology, measured_topology
 from rules.estimates.communication import topology
-from rules.job.fields import pointer_of
+from rules.job.fields import member_pointer
 from rules.job.given import absent
 from rules.status import Basis, Status
 
@@ -64,7 +64,7 @@ class GpuNicTopology(Check):
                 "the node and the compute NICs carry no training traffic, so neither their count nor their PCIe "
                 "placement applies")
         if not ctx.job.cluster.group_at(plan.group).nics:
-            ctx.needed(absent(pointer_of(ctx.job.cluster.group_at(plan.group), "nics")))
+            ctx.needed(absent(member_pointer(ctx.job.cluster.group_at(plan.group), "nics")))
             return ctx.insufficient("the quote lists no NICs for the training nodes")
         compute = nics(ctx, plan.group, "compute")
         farthest = ctx.setting("topology.gdr_farthest_path")

@@ -116,7 +116,8 @@ class Rack:
     cooling: Given[str] = at("cooling")
     cooling_capacity_kw: Given[float] = at("cooling_capacity_kw")
     pdus: tuple[Pdus, ...] = at("pdus", each=Pdus)
-    redundancy: Given[str] = at("redundancy")
+    redundancy: Given[str] = at("redundancy", "N")
+    node_groups: tuple[tuple[str, Given[int]], ...] = at("node_groups", keyed=True)  # nodes of each group per rack
     pointer: str = ""
 
 
@@ -145,12 +146,10 @@ class Cluster:
     line_items: tuple[LineItem, ...] = at("line_items", each=LineItem)
     pointer: str = ""
 
-    def group_at(self, pointer: str) -> QuotedNodeGroup:
-        """Returns the node group at JSON Pointer ``pointer`` (one of ``node_groups``); KeyError when none is."""
-        for group in self.node_groups:
-            if group.pointer == pointer:
-                return group
-        raise KeyError(pointer)
+    def group_at(self, pointer: str | None) -> QuotedNodeGroup | None:
+        """Returns the node group whose JSON Pointer is ``pointer`` (a workload's, as its layout names it); None
+        when none is."""
+        return next((group for group in self.node_groups if group.pointer == pointer), None)
 
     def group_named(self, name: str | None) -> QuotedNodeGroup | None:
         """Returns the node group a workload names, else (``name`` None) the first with GPUs; None when none is."""

@@ -12,7 +12,7 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from rules.inputs import Inputs
+from rules.inputs import Inputs, escape
 from rules.job.cluster import Cluster
 from rules.job.given import DEFAULT, Given, absent
 from rules.job.measured import Measurements
@@ -29,15 +29,15 @@ def parse_job(inputs: Inputs) -> Job:
 
 
 @cache
-def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool], ...]:
-    """Returns (field, member, default, section, each, scalars) of every declared field of ``cls``, in order."""
+def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool, bool], ...]:
+    """Returns (field, member, default, section, each, scalars, keyed) of every declared field of ``cls``."""
     return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"],
-                  f.metadata["scalars"]) for f in fields(cls) if "at" in f.metadata)
+                  f.metadata["scalars"], f.metadata["keyed"]) for f in fields(cls) if "at" in f.metadata)
 
 
 def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
     values: dict[str, Any] = {}
-    for name, member, default, section, each, scalars in _declared(cls):
+    for name, member, default, section, each, scalars, keyed in _declared(cls):
         where = f"{pointer}/{member}"
         if section is not None:
             values[name] = _section(section, inputs, where)
@@ -45,6 +45,10 @@ def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
             items = inputs.get(where)
             count = len(items) if isinstance(items, list) else 0
             values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))
+        elif keyed:
+            members = inputs.get(where)
+            values[name] = tuple((key, _leaf(inputs, f"{where}/{escape(key)}", None, {}))
+                                 for key in (members if isinstance(members, dict) else ()))
         elif scalars:
             items = inputs.get(where)
             values[name] = Given(tuple(items), where) if isinstance(items, list) else absent(where)

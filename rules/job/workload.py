@@ -121,7 +121,7 @@ class Training:
     gpus: Given[int] = at("gpus")
     node_group: Given[str] = at("node_group")
     dataset_tokens: Given[float] = at("dataset_tokens")
-    epochs: Given[float] = at("epochs")
+    epochs: Given[float] = at("epochs", 1)
     completion_window_days: Given[float] = at("completion_window_days")
     shared_cluster_utilisation: Given[float] = at("shared_cluster_utilisation")
     measured_queue_wait_days: Given[float] = at("measured_queue_wait_days")

@@ -26,7 +26,6 @@ from rules.estimates.reliability.goodput_sim import (
     finite_or_none,
     simulate_goodput,
 )
-from rules.job.pointers import RELIABILITY
 
 # The simulated days, absent from the evidence (None) when no simulated run finishes, and what a message says then.
 SIMULATED_DAYS = ("days_p50", "days_p90", "days_p99", "days_mean")
@@ -78,7 +77,7 @@ def _simulated_run(ctx: Context) -> SimulatedRun | None:
     run = quoted_run_plan(ctx)
     reliability = goodput_facts(ctx)
     plan = layout(ctx)
-    node_mtbf_h = ctx.need(f"{RELIABILITY}/node_mtbf_h")
+    node_mtbf_h = ctx.needed(ctx.job.training.reliability.node_mtbf_h)
     if run is None or reliability is None or plan is None or node_mtbf_h is None:
         return None
     job = GoodputInputs(compute_s=run.schedule.compute_s, nodes=plan.nodes, node_mtbf_h=node_mtbf_h,
