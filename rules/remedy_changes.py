@@ -196,8 +196,3 @@ def diff_patch(original: Any, changed: Any) -> Any:
         elif original[name] != value:
             patch[name] = diff_patch(original[name], value)
     return patch
-
-
-def node_group_pointer(index: int, member: str = "") -> str:
-    """Returns the pointer of node group ``index`` (or of one of its members)."""
-    return f"/quote/node_groups/{index}" + (f"/{member}" if member else "")
