@@ -181,6 +181,15 @@ def submitted_at(document: Any, pointer: str, default: Any = None) -> Any:
     return node
 
 
+def edit_patch(pointer: str, value: Any) -> dict[str, Any]:
+    """Returns the JSON merge patch (RFC 7396) of one edit: ``value`` (None: removed) at the object member
+    ``pointer`` names, with the objects on the way."""
+    patch: Any = value
+    for token in reversed(_tokens(pointer)):
+        patch = {token: patch}
+    return patch
+
+
 def diff_patch(original: Any, changed: Any) -> Any:
     """Returns the JSON merge patch (RFC 7396) that turns ``original`` into ``changed``.
 
