@@ -18,8 +18,9 @@ from typing import Any
 
 from rules.catalogue import Catalogue
 from rules.inputs import Inputs, escape
+from rules.job.cluster import QuotedNodeGroup
 from rules.job.parse import parse_job
-from rules.job.spec import Job, QuotedNodeGroup
+from rules.job.spec import Job
 from rules.policy import Policy
 
 WORKLOAD, QUOTE = "workload", "quote"

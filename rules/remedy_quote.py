@@ -19,7 +19,8 @@ from rules.estimates.power_cost.power import pdus_required
 from rules.estimates.search import remedy_sizing as sizing
 from rules.estimates.search.remedy_sizing import RackLoad
 from rules.inputs import GPU_FIELDS, SERVER_FIELDS
-from rules.job.spec import Rack, pointer_of
+from rules.job.cluster import Rack
+from rules.job.fields import member_pointer
 from rules.remedy_changes import QUOTE, Change, Situation
 
 _RACKS_UNPRICED = "racks and PDUs are not priced in the quote"
@@ -41,16 +42,16 @@ def _single_group_racks(s: Situation, group: str) -> list[int]:
 def _placed(s: Situation, rack: Rack) -> dict[str, int]:
     """Returns the nodes of each group that one rack of kind ``rack`` holds (its ``node_groups``, resolved).
 
-    The job has no field for this map of group names (rules/job/spec.py declares sections, arrays and leaves):
-    it is read at the member of the rack's pointer.
+    Read as submitted (the patches carry the submission's own form) at the member the job's Rack.node_groups
+    declares.
     """
-    return s.get(f"{rack.pointer}/node_groups", {})
+    return s.get(member_pointer(rack, "node_groups"), {})
 
 
 def _racks_placing(s: Situation, index: int, group: str, kinds: tuple[tuple[int, int], ...],
                    pdus: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Returns the quote's racks with kind ``index`` replaced by ``kinds`` ((racks, nodes of ``group`` each))."""
-    racks = copy.deepcopy(s.submitted(pointer_of(s.job.cluster, "racks")))
+    racks = copy.deepcopy(s.submitted(member_pointer(s.job.cluster, "racks")))
     template = racks[index]
     built = []
     for number, (count, per_rack) in enumerate(kinds):
@@ -82,7 +83,7 @@ def _rack_plans(s: Situation, index: int, group: str, nodes: int, load: RackLoad
             f"place the {nodes} {group} nodes {with_pdus} to a rack in {sizing.racks_needed(nodes, with_pdus)} racks "
             f"like {name} ({sizing.rack_draw_kw(with_pdus, node_kw):.1f} kW each of its "
             f"{load.pdu_derated_kw:.1f} kW PDU limit)",
-            ((pointer_of(s.job.cluster, "racks"), _racks_placing(s, index, group, kinds)),), ("rack-power",), None,
+            ((member_pointer(s.job.cluster, "racks"), _racks_placing(s, index, group, kinds)),), ("rack-power",), None,
             _RACKS_UNPRICED))
     if most > with_pdus and most >= 1:
         pdus = sum(int(p.count.value) for p in rack.pdus)
@@ -95,7 +96,7 @@ def _rack_plans(s: Situation, index: int, group: str, nodes: int, load: RackLoad
             f"place the {nodes} {group} nodes {most} to a rack in {sizing.racks_needed(nodes, most)} racks like "
             f"{name} ({sizing.rack_draw_kw(most, node_kw):.1f} kW each), with {pdus} PDUs of {rating:g} kW "
             f"each per rack ({redundancy}, derated to {derating:.0%} for continuous load)",
-            ((pointer_of(s.job.cluster, "racks"), _racks_placing(s, index, group, kinds,
+            ((member_pointer(s.job.cluster, "racks"), _racks_placing(s, index, group, kinds,
                                                                  [{"count": pdus, "rating_kw": rating}])),),
             ("rack-power",), None, _RACKS_UNPRICED))
     return plans
@@ -118,7 +119,7 @@ def rack_changes(s: Situation) -> list[Change]:
                 changes.append(Change(f"pdus:{rack.name.value}:{required}", QUOTE,
                                       f"{required} PDUs of {rating:g} kW in {rack.name.value}, as "
                                       f"{rack.redundancy.value} needs",
-                                      ((pointer_of(rack, "pdus"), [{"count": required, "rating_kw": rating}]),),
+                                      ((member_pointer(rack, "pdus"), [{"count": required, "rating_kw": rating}]),),
                                       ("rack-power",), None, _RACKS_UNPRICED))
         return changes
     rows = {row["name"]: row for row in s.evidence("rack-power").get("racks", [])}
@@ -157,7 +158,7 @@ def _node_change(s: Situation, index: int, nodes: int, reason: str, targets: tup
     if len(holders) == 1:
         per_rack = int(_placed(s, s.job.cluster.racks[holders[0]])[name])
         kinds = sizing.rack_split(nodes, min(per_rack, nodes))
-        edits.append((pointer_of(s.job.cluster, "racks"), _racks_placing(s, holders[0], name, kinds)))
+        edits.append((member_pointer(s.job.cluster, "racks"), _racks_placing(s, holders[0], name, kinds)))
     price = group.unit_price.value
     text = (f"quote {nodes} nodes of {name} instead of {current} ({sizing.gpus_on(nodes, per_node):,} GPUs): "
             f"{reason}")
@@ -261,7 +262,7 @@ def _models_for(s: Situation, index: int, check_id: str, need_gib: float) -> lis
                 continue
             removed = [name for name in ("gpu", "cpu", "nics", "pcie_topology", "unit_price", *SERVER_FIELDS)
                        if name in raw]
-            edits = ((group.server_model.pointer, model), *((pointer_of(group, name), None) for name in removed))
+            edits = ((group.server_model.pointer, model), *((member_pointer(group, name), None) for name in removed))
             changes.append(Change(f"model:{index}:{model}", QUOTE,
                                   f"quote {model} ({per_node} × {server['gpu_model']}, {spec['memory_gib']:g} GiB "
                                   f"each) instead of {group.server_model.value} for {group.name.value}", edits,
@@ -273,7 +274,7 @@ def _models_for(s: Situation, index: int, check_id: str, need_gib: float) -> lis
             if spec.get("form_factor") != form or (spec.get("memory_gib") or 0) <= memory:
                 continue
             stated = [name for name in GPU_FIELDS if name in (raw.get("gpu") or {})]
-            edits = ((gpu.model.pointer, model), *((pointer_of(gpu, name), None) for name in stated),
+            edits = ((gpu.model.pointer, model), *((member_pointer(gpu, name), None) for name in stated),
                      (group.unit_price.pointer, None))
             changes.append(Change(f"model:{index}:{model}", QUOTE,
                                   f"quote {model} ({spec['memory_gib']:g} GiB) instead of {gpu.model.value} in "
@@ -316,7 +317,7 @@ def nic_change(s: Situation) -> list[Change]:
         return []
     evidence = s.evidence("gpu-nic-topology")
     # The NICs as resolved (catalogue fills included): the other purposes' lines are kept as they are there.
-    nics = s.get(pointer_of(s.group(index), "nics")) or []
+    nics = s.get(member_pointer(s.group(index), "nics")) or []
     compute = [nic for nic in nics if nic.get("purpose") == "compute"]
     count, gbps = sizing.compute_nics(evidence["gpus_per_node"], s.threshold("gpu-nic-topology",
                                                                              "min_compute_nics_per_gpu"),
@@ -328,7 +329,7 @@ def nic_change(s: Situation) -> list[Change]:
     return [Change(f"nics:{index}={count}x{gbps:g}", QUOTE,
                    f"{count} compute NICs of {gbps:g} Gb/s per node instead of "
                    f"{evidence['compute_nics_per_node']:g} ({evidence['compute_gbps_per_node']:,.0f} Gb/s)",
-                   ((pointer_of(s.group(index), "nics"), listed),), ("gpu-nic-topology", "interconnect-scaling"),
+                   ((member_pointer(s.group(index), "nics"), listed),), ("gpu-nic-topology", "interconnect-scaling"),
                    None, "NICs are not priced in the quote")]
 
 
