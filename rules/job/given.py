@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -12,13 +11,13 @@ T = TypeVar("T")
 DEFAULT = "default"
 
 
-@dataclass(frozen=True, slots=True)
-class Given(Generic[T]):
+class Given(NamedTuple, Generic[T]):
     """A value of the job: the value (None when absent), its JSON Pointer, and its source.
 
     ``source`` is the submission's (``assumption`` for a bare number, else the ``source`` it states), the
     catalogue's (``vendor_limit``, for a figure a server or GPU model filled in), ``default`` for a value the
-    job parser filled in, or None when the value is absent.
+    job parser filled in, or None for text and flags (the submission format gives them no source) and for an
+    absent value. Immutable; a named tuple because a submission holds hundreds of them.
     """
 
     value: T | None
