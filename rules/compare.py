@@ -20,6 +20,7 @@ import rfc8785
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest, validate_submission
 from rules.inputs import Inputs
+from rules.job.parse import parse_job
 from rules.policy import Policy, default_policy
 from rules.status import Status
 
@@ -117,12 +118,10 @@ def comparison_key(submission: dict[str, Any], variants: list[dict[str, Any]], e
 
 def gpus_quoted(document: dict[str, Any]) -> int | None:
     """Returns Σ nodes × GPUs per node over the quote's node groups (catalogue fills included); None without GPUs."""
-    inputs = Inputs(document)
     total, found = 0, False
-    for index, group in enumerate(inputs.get("/quote/node_groups", [])):
-        base = f"/quote/node_groups/{index}"
-        count, per_node = inputs.get(f"{base}/count"), inputs.get(f"{base}/gpu/count")
-        if isinstance(count, int | float) and isinstance(per_node, int | float) and group.get("gpu"):
+    for group in parse_job(Inputs(document)).cluster.node_groups:
+        count, per_node = group.count.value, group.gpu.count.value
+        if isinstance(count, int | float) and isinstance(per_node, int | float):
             total += int(count) * int(per_node)
             found = True
     return total if found else None

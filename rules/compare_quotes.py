@@ -29,40 +29,61 @@ from rules.best_layout import TIME_TO_RESULT, layout_patch
 from rules.compare import gpus_quoted, merge_patch
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest
+from rules.inputs import Inputs
+from rules.job.parse import parse_job
+from rules.job.pointers import field_pointer
 from rules.policy import Policy, default_policy
+from rules.remedy_changes import edit_patch, submitted_at
 from rules.search import NothingToSearch, search_submission
 
-# The members of /workload/training and /workload/inference that define the job (not how a quote runs it).
+# The fields of the job's training and serving sections that define the job (not how a quote runs it).
 TRAINING_JOB = ("objective", "model", "dataset_tokens", "epochs", "sequence_length", "global_batch",
                 "completion_window_days")
 INFERENCE_JOB = ("model", "context_tokens", "prompt_tokens", "output_tokens", "rps", "peak_factor", "headroom",
                  "slo")
+_ABSENT = object()  # no member at a pointer
+
+
+def _job_members(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Returns the pointer of each workload the submission holds → the pointer of each of its members that define
+    the job (TRAINING_JOB, INFERENCE_JOB) the submission states → that member as submitted."""
+    members: dict[str, dict[str, Any]] = {}
+    for section, names in (("training", TRAINING_JOB), ("serving", INFERENCE_JOB)):
+        part = field_pointer(section)
+        if submitted_at(document, part, _ABSENT) is _ABSENT:
+            continue
+        pointers = (field_pointer(f"{section}.{name}") for name in names)
+        members[part] = {pointer: value for pointer in pointers
+                         if (value := submitted_at(document, pointer, _ABSENT)) is not _ABSENT}
+    return members
+
+
+def _member(pointer: str) -> str:
+    """Returns the name of the member ``pointer`` names in its object (the last reference token)."""
+    return pointer.rpartition("/")[2]
 
 
 def workload_identity(document: dict[str, Any]) -> dict[str, Any]:
-    """Returns what defines the job of a submission: its training and serving members in TRAINING_JOB/INFERENCE_JOB."""
-    workload = document.get("workload", {})
-    identity: dict[str, Any] = {}
-    for part, names in (("training", TRAINING_JOB), ("inference", INFERENCE_JOB)):
-        if part in workload:
-            identity[part] = {name: workload[part][name] for name in names if name in workload[part]}
-    return identity
+    """Returns what defines the job of a submission: its training and serving members in TRAINING_JOB/INFERENCE_JOB,
+    by workload ("training", "inference") and member name, as submitted."""
+    return {_member(part): {_member(pointer): value for pointer, value in members.items()}
+            for part, members in _job_members(document).items()}
 
 
 def check_same_workload(quotes: list[tuple[str, dict[str, Any]]]) -> None:
     """Raises InvalidSubmission naming each quote whose job differs from the first quote's, and where."""
     first_name, first = quotes[0]
-    expected = workload_identity(first)
+    expected = _job_members(first)
     problems = []
     for index, (name, document) in enumerate(quotes[1:], start=1):
-        found = workload_identity(document)
+        found = _job_members(document)
         differing = []
         for part in sorted(set(expected) | set(found)):
             if part not in expected or part not in found:
-                differing.append(f"/workload/{part}")
+                differing.append(part)
                 continue
             members = sorted(set(expected[part]) | set(found[part]))
-            differing += [f"/workload/{part}/{m}" for m in members if expected[part].get(m) != found[part].get(m)]
+            differing += [m for m in members if expected[part].get(m) != found[part].get(m)]
         problems += [Problem(f"/submissions/{index}", f"submission {name!r} is for another job than {first_name!r}: "
                                                       f"{pointer} differs") for pointer in differing]
     if problems:
@@ -88,8 +109,8 @@ def quote_row(name: str, document: dict[str, Any], policy: Policy, now: datetime
     a quote is compared by all it offers.
     """
     digest = submission_digest(document)
-    if "training" in document.get("workload", {}):
-        document = merge_patch(document, {"workload": {"training": {"gpus": None}}})
+    if submitted_at(document, field_pointer("training"), _ABSENT) is not _ABSENT:
+        document = merge_patch(document, edit_patch(field_pointer("training.gpus"), None))
     evaluated = evaluate(document, policy, now=now)
     best, note = None, "no training workload to lay out"
     try:
@@ -103,12 +124,12 @@ def quote_row(name: str, document: dict[str, Any], policy: Policy, now: datetime
         # Days to result of a job that cannot take one step are what it would take were it to fit: no figure to
         # rank a quote by, so it ranks after every quote whose days are known.
         timing = {name: value for name, value in timing.items() if name not in ("days", "days_p50", "days_p90")}
-    quote = document.get("quote", {})
+    cluster = parse_job(Inputs(document)).cluster
     return {
         "name": name,
         "submission_digest": digest,
-        "vendor": quote.get("vendor"),
-        "quote_id": quote.get("quote_id"),
+        "vendor": cluster.vendor.value,
+        "quote_id": cluster.quote_id.value,
         "layout": "best" if best else "submitted",
         "best_layout": best,
         "submitted_vs_best": note,
@@ -120,7 +141,7 @@ def quote_row(name: str, document: dict[str, Any], policy: Policy, now: datetime
         "days_p90": timing.get("days_p90"),
         "window_days": timing.get("window_days"),
         "gpus_quoted": gpus_quoted(document),
-        "currency": timing.get("currency") or quote.get("currency"),
+        "currency": timing.get("currency") or cluster.currency.value,
         "quote_total": timing.get("quote_total"),
         "cost_per_run_day": timing.get("cost_per_day"),
     }

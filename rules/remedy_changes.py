@@ -2,7 +2,8 @@
 
 A change is proposed from the evidence of a check that fails or warns (rules/remedy_workload.py for the
 workload, rules/remedy_quote.py for the quote) and read from a :class:`Situation`: the submission as changed
-so far, its inputs with the catalogue's fills, and the results of its full evaluation. A change is a list of
+so far, its inputs with the catalogue's fills, its typed job (rules/job: the members a change edits are named
+by the job's pointers), and the results of its full evaluation. A change is a list of
 edits, each setting (or, with ``None``, removing) the value at one JSON Pointer, so that changes to
 different members of one array (the count of node group 0 and its host RAM) combine, while two changes that
 edit the same member conflict. :func:`diff_patch` turns the submission and its changed copy into the JSON
@@ -17,6 +18,9 @@ from typing import Any
 
 from rules.catalogue import Catalogue
 from rules.inputs import Inputs, escape
+from rules.job.cluster import QuotedNodeGroup
+from rules.job.parse import parse_job
+from rules.job.spec import Job
 from rules.policy import Policy
 
 WORKLOAD, QUOTE = "workload", "quote"
@@ -45,10 +49,12 @@ class Change:
 
 @dataclass(frozen=True)
 class Situation:
-    """A submission as changed so far, read for proposing changes: its inputs, its checks, policy and catalogue."""
+    """A submission as changed so far, read for proposing changes: its inputs, its typed job, its checks, policy and
+    catalogue."""
 
     document: dict[str, Any]
     inputs: Inputs
+    job: Job  # parsed once from ``inputs``
     checks: dict[str, dict[str, Any]]  # check id → result of the full evaluation of ``document``
     policy: Policy
     catalogue: Catalogue
@@ -74,18 +80,27 @@ class Situation:
         """Returns the resolved value at ``pointer`` (numbers plain, catalogue fills included)."""
         return self.inputs.get(pointer, default)
 
+    def submitted(self, pointer: str, default: Any = None) -> Any:
+        """Returns the member at ``pointer`` as the submission states it (numbers with their provenance, no
+        catalogue fills): what a change that replaces a member whole starts from."""
+        return submitted_at(self.document, pointer, default)
+
+    def group(self, index: int) -> QuotedNodeGroup:
+        """Returns node group ``index`` of the job's cluster."""
+        return self.job.cluster.node_groups[index]
+
     def training_group(self) -> int | None:
         """Returns the index of the node group that trains: the one the workload names, else the first with GPUs."""
-        return self.group_of(self.get("/workload/training/node_group"))
+        return self.group_of(self.job.training.node_group.value)
 
     def serving_group(self) -> int | None:
         """Returns the index of the node group that serves: the one the workload names, else the first with GPUs."""
-        return self.group_of(self.get("/workload/inference/node_group"))
+        return self.group_of(self.job.serving.node_group.value)
 
     def group_of(self, name: str | None) -> int | None:
         """Returns the index of node group ``name``, or of the first group with GPUs when ``name`` is None."""
-        for index, group in enumerate(self.get("/quote/node_groups") or []):
-            if group.get("name") == name if name is not None else (group.get("gpu") or {}).get("count"):
+        for index, group in enumerate(self.job.cluster.node_groups):
+            if group.name.value == name if name is not None else group.gpu.count.value:
                 return index
         return None
 
@@ -93,7 +108,8 @@ class Situation:
 def situation(document: dict[str, Any], record: dict[str, Any], policy: Policy, catalogue: Catalogue,
               best_layout: dict[str, Any] | None = None) -> Situation:
     """Returns the Situation of ``document``, whose full evaluation is ``record``."""
-    return Situation(document, Inputs(document, catalogue), {c["id"]: c for c in record["checks"]}, policy,
+    inputs = Inputs(document, catalogue)
+    return Situation(document, inputs, parse_job(inputs), {c["id"]: c for c in record["checks"]}, policy,
                      catalogue, best_layout)
 
 
@@ -153,6 +169,28 @@ def apply_edits(document: dict[str, Any], edits: tuple[tuple[str, Any], ...]) ->
     return result
 
 
+def submitted_at(document: Any, pointer: str, default: Any = None) -> Any:
+    """Returns the member of ``document`` at JSON Pointer ``pointer``, or ``default`` when it holds none."""
+    node = document
+    for token in _tokens(pointer):
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return default
+    return node
+
+
+def edit_patch(pointer: str, value: Any) -> dict[str, Any]:
+    """Returns the JSON merge patch (RFC 7396) of one edit: ``value`` (None: removed) at the object member
+    ``pointer`` names, with the objects on the way."""
+    patch: Any = value
+    for token in reversed(_tokens(pointer)):
+        patch = {token: patch}
+    return patch
+
+
 def diff_patch(original: Any, changed: Any) -> Any:
     """Returns the JSON merge patch (RFC 7396) that turns ``original`` into ``changed``.
 
@@ -168,8 +206,3 @@ def diff_patch(original: Any, changed: Any) -> Any:
         elif original[name] != value:
             patch[name] = diff_patch(original[name], value)
     return patch
-
-
-def node_group_pointer(index: int, member: str = "") -> str:
-    """Returns the pointer of node group ``index`` (or of one of its members)."""
-    return f"/quote/node_groups/{index}" + (f"/{member}" if member else "")

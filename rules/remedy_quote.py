@@ -15,12 +15,13 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from rules.checks.facts.pointers import RACKS, STORAGE, TRAINING
 from rules.estimates.power_cost.power import pdus_required
 from rules.estimates.search import remedy_sizing as sizing
 from rules.estimates.search.remedy_sizing import RackLoad
 from rules.inputs import GPU_FIELDS, SERVER_FIELDS
-from rules.remedy_changes import QUOTE, Change, Situation, node_group_pointer
+from rules.job.cluster import Rack
+from rules.job.fields import member_pointer
+from rules.remedy_changes import QUOTE, Change, Situation
 
 _RACKS_UNPRICED = "racks and PDUs are not priced in the quote"
 _PDU_STEP_KW, _RATE_STEP_GBS, _RAM_STEP_GIB = 0.1, 0.1, 1.0
@@ -33,15 +34,24 @@ _MEMORY_RULES: dict[str, tuple[tuple[str, ...], str | None]] = {
 
 def _single_group_racks(s: Situation, group: str) -> list[int]:
     """Returns the indexes of the rack kinds that hold nodes of ``group``, when each holds that group alone."""
-    racks = s.document.get("quote", {}).get("racks") or []
-    holding = [i for i, rack in enumerate(racks) if group in rack.get("node_groups", {})]
-    return holding if all(len(racks[i]["node_groups"]) == 1 for i in holding) else []
+    placed = [_placed(s, rack) for rack in s.job.cluster.racks]
+    holding = [i for i, groups in enumerate(placed) if group in groups]
+    return holding if all(len(placed[i]) == 1 for i in holding) else []
+
+
+def _placed(s: Situation, rack: Rack) -> dict[str, int]:
+    """Returns the nodes of each group that one rack of kind ``rack`` holds (its ``node_groups``, resolved).
+
+    Read as submitted (the patches carry the submission's own form) at the member the job's Rack.node_groups
+    declares.
+    """
+    return s.get(member_pointer(rack, "node_groups"), {})
 
 
 def _racks_placing(s: Situation, index: int, group: str, kinds: tuple[tuple[int, int], ...],
                    pdus: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Returns the quote's racks with kind ``index`` replaced by ``kinds`` ((racks, nodes of ``group`` each))."""
-    racks = copy.deepcopy(s.document["quote"]["racks"])
+    racks = copy.deepcopy(s.submitted(member_pointer(s.job.cluster, "racks")))
     template = racks[index]
     built = []
     for number, (count, per_rack) in enumerate(kinds):
@@ -57,7 +67,8 @@ def _racks_placing(s: Situation, index: int, group: str, kinds: tuple[tuple[int,
 def _rack_plans(s: Situation, index: int, group: str, nodes: int, load: RackLoad) -> list[Change]:
     """Returns the fewest racks like rack kind ``index`` that hold ``nodes`` nodes of ``group`` within their limits:
     with their PDUs as quoted, and (when the facility allows more per rack) fewer racks with larger PDUs."""
-    rack = s.get(f"{RACKS}/{index}")
+    rack = s.job.cluster.racks[index]
+    name = rack.name.value
     warn = s.threshold("rack-power", "warn_fraction")
     derating = s.threshold("rack-power", "continuous_load_fraction")
     node_kw = load.node_kw
@@ -65,26 +76,28 @@ def _rack_plans(s: Situation, index: int, group: str, nodes: int, load: RackLoad
     most = min(nodes, sizing.nodes_per_rack_within(facility, node_kw, warn) if facility else nodes)
     with_pdus = min(most, sizing.nodes_per_rack_within(load.pdu_derated_kw, node_kw, warn))
     plans: list[Change] = []
-    if with_pdus >= 1 and (with_pdus, nodes) != (load.nodes_per_rack, rack.get("count", 1) * load.nodes_per_rack):
+    if with_pdus >= 1 and (with_pdus, nodes) != (load.nodes_per_rack, rack.count.value * load.nodes_per_rack):
         kinds = sizing.rack_split(nodes, with_pdus)
         plans.append(Change(
-            f"racks:{rack['name']}:{nodes}/{with_pdus}", QUOTE,
+            f"racks:{name}:{nodes}/{with_pdus}", QUOTE,
             f"place the {nodes} {group} nodes {with_pdus} to a rack in {sizing.racks_needed(nodes, with_pdus)} racks "
-            f"like {rack['name']} ({sizing.rack_draw_kw(with_pdus, node_kw):.1f} kW each of its "
+            f"like {name} ({sizing.rack_draw_kw(with_pdus, node_kw):.1f} kW each of its "
             f"{load.pdu_derated_kw:.1f} kW PDU limit)",
-            ((RACKS, _racks_placing(s, index, group, kinds)),), ("rack-power",), None, _RACKS_UNPRICED))
+            ((member_pointer(s.job.cluster, "racks"), _racks_placing(s, index, group, kinds)),), ("rack-power",), None,
+            _RACKS_UNPRICED))
     if most > with_pdus and most >= 1:
-        pdus = sum(int(p["count"]) for p in rack.get("pdus", []))
-        redundancy = rack.get("redundancy", "N")
+        pdus = sum(int(p.count.value) for p in rack.pdus)
+        redundancy = rack.redundancy.or_("N")
         rating = sizing.round_up(sizing.pdu_rating_kw(sizing.rack_draw_kw(most, node_kw), pdus, redundancy, derating,
                                                       warn), _PDU_STEP_KW)
         kinds = sizing.rack_split(nodes, most)
         plans.append(Change(
-            f"racks:{rack['name']}:{nodes}/{most}:pdu={rating:g}", QUOTE,
+            f"racks:{name}:{nodes}/{most}:pdu={rating:g}", QUOTE,
             f"place the {nodes} {group} nodes {most} to a rack in {sizing.racks_needed(nodes, most)} racks like "
-            f"{rack['name']} ({sizing.rack_draw_kw(most, node_kw):.1f} kW each), with {pdus} PDUs of {rating:g} kW "
+            f"{name} ({sizing.rack_draw_kw(most, node_kw):.1f} kW each), with {pdus} PDUs of {rating:g} kW "
             f"each per rack ({redundancy}, derated to {derating:.0%} for continuous load)",
-            ((RACKS, _racks_placing(s, index, group, kinds, [{"count": pdus, "rating_kw": rating}])),),
+            ((member_pointer(s.job.cluster, "racks"), _racks_placing(s, index, group, kinds,
+                                                                 [{"count": pdus, "rating_kw": rating}])),),
             ("rack-power",), None, _RACKS_UNPRICED))
     return plans
 
@@ -95,34 +108,35 @@ def rack_changes(s: Situation) -> list[Change]:
     if not s.open("rack-power"):
         return []
     rule = s.checks["rack-power"]["rule"]
-    racks = s.get(RACKS) or []
+    racks = s.job.cluster.racks
     changes: list[Change] = []
     if rule == "redundancy-unmet":
-        for index, rack in enumerate(racks):
-            pdus = rack.get("pdus") or []
-            required = pdus_required(rack.get("redundancy", "N"))
-            if pdus and sum(int(p["count"]) for p in pdus) < required:
-                rating = max(p["rating_kw"] for p in pdus)
-                changes.append(Change(f"pdus:{rack['name']}:{required}", QUOTE,
-                                      f"{required} PDUs of {rating:g} kW in {rack['name']}, as {rack['redundancy']} "
-                                      "needs", ((f"{RACKS}/{index}/pdus", [{"count": required, "rating_kw": rating}]),),
+        for rack in racks:
+            pdus = rack.pdus
+            required = pdus_required(rack.redundancy.or_("N"))
+            if pdus and sum(int(p.count.value) for p in pdus) < required:
+                rating = max(p.rating_kw.value for p in pdus)
+                changes.append(Change(f"pdus:{rack.name.value}:{required}", QUOTE,
+                                      f"{required} PDUs of {rating:g} kW in {rack.name.value}, as "
+                                      f"{rack.redundancy.value} needs",
+                                      ((member_pointer(rack, "pdus"), [{"count": required, "rating_kw": rating}]),),
                                       ("rack-power",), None, _RACKS_UNPRICED))
         return changes
     rows = {row["name"]: row for row in s.evidence("rack-power").get("racks", [])}
     warn = s.threshold("rack-power", "warn_fraction")
     for index, rack in enumerate(racks):
-        groups = rack.get("node_groups", {})
-        row = rows.get(rack.get("name"))
+        groups = _placed(s, rack)
+        row = rows.get(rack.name.value)
         if row is None or len(groups) != 1 or (rule != "nodes-not-placed" and row["utilisation"] <= warn):
             continue
         (group, per_rack), = groups.items()
-        nodes = int(rack.get("count", 1)) * int(per_rack)
+        nodes = int(rack.count.value) * int(per_rack)
         if rule == "nodes-not-placed":
             group_index = s.group_of(group)
             holders = _single_group_racks(s, group)
             if group_index is None or holders != [index]:
                 continue
-            nodes = int(s.get(node_group_pointer(group_index, "count")))
+            nodes = int(s.group(group_index).count.value)
         load = RackLoad(int(per_rack), row["draw_kw"], row["budget_kw"], row["cooling_kw"], row["pdu_derated_kw"])
         changes += _rack_plans(s, index, group, nodes, load)
     return changes
@@ -130,26 +144,28 @@ def rack_changes(s: Situation) -> list[Change]:
 
 def _node_change(s: Situation, index: int, nodes: int, reason: str, targets: tuple[str, ...]) -> list[Change]:
     """Returns the change to ``nodes`` nodes in group ``index``: its count, the job's GPUs, its racks, its price."""
-    group = s.get(node_group_pointer(index))
-    current, per_node = int(group["count"]), int((group.get("gpu") or {}).get("count") or 0)
+    group = s.group(index)
+    name = group.name.value
+    current, per_node = int(group.count.value), int(group.gpu.count.value or 0)
     if nodes < 1 or nodes == current or per_node < 1:
         return []
-    edits: list[tuple[str, Any]] = [(node_group_pointer(index, "count"), nodes)]
-    training_gpus = s.document.get("workload", {}).get("training", {}).get("gpus")
-    if index == s.training_group() and training_gpus == sizing.gpus_on(current, per_node):
-        edits.append((f"{TRAINING}/gpus", sizing.gpus_on(nodes, per_node)))
-    holders = _single_group_racks(s, group["name"])
+    edits: list[tuple[str, Any]] = [(group.count.pointer, nodes)]
+    # The GPUs as submitted: a count stated with its provenance is left as it is.
+    gpus = s.job.training.gpus
+    if index == s.training_group() and s.submitted(gpus.pointer) == sizing.gpus_on(current, per_node):
+        edits.append((gpus.pointer, sizing.gpus_on(nodes, per_node)))
+    holders = _single_group_racks(s, name)
     if len(holders) == 1:
-        per_rack = int(s.get(f"{RACKS}/{holders[0]}/node_groups")[group["name"]])
+        per_rack = int(_placed(s, s.job.cluster.racks[holders[0]])[name])
         kinds = sizing.rack_split(nodes, min(per_rack, nodes))
-        edits.append((RACKS, _racks_placing(s, holders[0], group["name"], kinds)))
-    price = group.get("unit_price")
-    text = (f"quote {nodes} nodes of {group['name']} instead of {current} ({sizing.gpus_on(nodes, per_node):,} GPUs): "
+        edits.append((member_pointer(s.job.cluster, "racks"), _racks_placing(s, holders[0], name, kinds)))
+    price = group.unit_price.value
+    text = (f"quote {nodes} nodes of {name} instead of {current} ({sizing.gpus_on(nodes, per_node):,} GPUs): "
             f"{reason}")
     if price is None:
-        return [Change(f"nodes:{group['name']}={nodes}", QUOTE, text, tuple(edits), targets, None,
-                       f"node group {group['name']} has no unit price")]
-    return [Change(f"nodes:{group['name']}={nodes}", QUOTE, text + f", at its unit price of {price:,.0f}",
+        return [Change(f"nodes:{name}={nodes}", QUOTE, text, tuple(edits), targets, None,
+                       f"node group {name} has no unit price")]
+    return [Change(f"nodes:{name}={nodes}", QUOTE, text + f", at its unit price of {price:,.0f}",
                    tuple(edits), targets, sizing.price_change(nodes - current, price))]
 
 
@@ -157,7 +173,7 @@ def _node_counts(s: Situation, index: int, nodes: int) -> list[int]:
     """Returns ``nodes``, and the fewest nodes above it on which the global batch splits into whole micro-batch
     rounds when it does not split on ``nodes`` (gradient-accumulation would fail there)."""
     split = s.evidence("gradient-accumulation")
-    per_node = s.get(node_group_pointer(index, "gpu/count"))
+    per_node = s.group(index).gpu.count.value
     gpus = s.evidence("time-to-result").get("gpus")
     if not (split.get("data_parallel") and per_node and gpus):
         return [nodes]
@@ -169,8 +185,8 @@ def _node_counts(s: Situation, index: int, nodes: int) -> list[int]:
 def _whole_batch_node_counts(s: Situation, index: int) -> list[Change]:
     """Returns the nearest node counts below and above the quoted one on which the global batch splits whole."""
     split = s.evidence("gradient-accumulation")
-    per_node, current = s.get(node_group_pointer(index, "gpu/count")), s.get(node_group_pointer(index, "count"))
-    gpus = s.get(f"{TRAINING}/gpus") or s.evidence("time-to-result").get("gpus")
+    per_node, current = s.group(index).gpu.count.value, s.group(index).count.value
+    gpus = s.job.training.gpus.value or s.evidence("time-to-result").get("gpus")
     if not (per_node and current and gpus and split.get("data_parallel")):
         return []
     args = (int(per_node), int(gpus), int(split["data_parallel"]), int(split["global_batch"]),
@@ -194,7 +210,7 @@ def node_count_changes(s: Situation) -> list[Change]:
         for nodes in _node_counts(s, index, int(timing["nodes_needed"])):
             changes += _node_change(s, index, nodes, reason, ("time-to-result",))
     if index is not None and s.open("time-to-result", "little-slack"):
-        current = int(s.get(node_group_pointer(index, "count")))
+        current = int(s.group(index).count.value)
         target = s.threshold("time-to-result", "warn_fraction_of_window")
         nodes = sizing.nodes_for_window(current, timing["window_fraction"], target)
         changes += _node_change(s, index, nodes, f"the run takes {timing['window_fraction']:.0%} of its window; "
@@ -205,7 +221,7 @@ def node_count_changes(s: Situation) -> list[Change]:
     index = s.group_of(serving.get("group_name")) if serving.get("group_name") else s.serving_group()
     if index is not None and s.open("inference-capacity", "under-quoted", "thin-margin"):
         spare = s.threshold("inference-capacity", "warn_spare_fraction")
-        per_node = int(s.get(node_group_pointer(index, "gpu/count")) or 0)
+        per_node = int(s.group(index).gpu.count.value or 0)
         if per_node and serving.get("gpus_needed"):
             gpus = sizing.capacity_with_spare(serving["gpus_needed"], spare)
             changes += _node_change(s, index, sizing.nodes_for_gpus(gpus, per_node),
@@ -230,12 +246,14 @@ def model_changes(s: Situation) -> list[Change]:
 
 
 def _models_for(s: Situation, index: int, check_id: str, need_gib: float) -> list[Change]:
-    raw = s.document["quote"]["node_groups"][index]
-    gpu = s.get(node_group_pointer(index, "gpu")) or {}
-    memory, per_node = max(gpu.get("memory_gib") or 0, need_gib), gpu.get("count")
+    group = s.group(index)
+    gpu = group.gpu
+    # The members the submission states (a catalogue fill is not one): what another model's fills replace.
+    raw = s.submitted(group.pointer)
+    memory, per_node = max(gpu.memory_gib.value or 0, need_gib), gpu.count.value
     unpriced = "the other model's price is not in the quote"
     changes = []
-    if raw.get("server_model"):
+    if group.server_model.value:
         for model in s.catalogue.server_models():
             server = s.catalogue.server(model) or {}
             spec = s.catalogue.gpu(server.get("gpu_model")) or {}
@@ -244,25 +262,23 @@ def _models_for(s: Situation, index: int, check_id: str, need_gib: float) -> lis
                 continue
             removed = [name for name in ("gpu", "cpu", "nics", "pcie_topology", "unit_price", *SERVER_FIELDS)
                        if name in raw]
-            edits = ((node_group_pointer(index, "server_model"), model),
-                     *((node_group_pointer(index, name), None) for name in removed))
+            edits = ((group.server_model.pointer, model), *((member_pointer(group, name), None) for name in removed))
             changes.append(Change(f"model:{index}:{model}", QUOTE,
                                   f"quote {model} ({per_node} × {server['gpu_model']}, {spec['memory_gib']:g} GiB "
-                                  f"each) instead of {raw['server_model']} for {raw['name']}", edits, (check_id,), None,
-                                  unpriced))
-    elif gpu.get("model"):
-        form = (s.catalogue.gpu(gpu["model"]) or {}).get("form_factor")
+                                  f"each) instead of {group.server_model.value} for {group.name.value}", edits,
+                                  (check_id,), None, unpriced))
+    elif gpu.model.value:
+        form = (s.catalogue.gpu(gpu.model.value) or {}).get("form_factor")
         for model in s.catalogue.gpu_models():
             spec = s.catalogue.gpu(model) or {}
             if spec.get("form_factor") != form or (spec.get("memory_gib") or 0) <= memory:
                 continue
             stated = [name for name in GPU_FIELDS if name in (raw.get("gpu") or {})]
-            edits = ((node_group_pointer(index, "gpu/model"), model),
-                     *((node_group_pointer(index, f"gpu/{name}"), None) for name in stated),
-                     (node_group_pointer(index, "unit_price"), None))
+            edits = ((gpu.model.pointer, model), *((member_pointer(gpu, name), None) for name in stated),
+                     (group.unit_price.pointer, None))
             changes.append(Change(f"model:{index}:{model}", QUOTE,
-                                  f"quote {model} ({spec['memory_gib']:g} GiB) instead of {gpu['model']} in "
-                                  f"{raw['name']}", edits, (check_id,), None, unpriced))
+                                  f"quote {model} ({spec['memory_gib']:g} GiB) instead of {gpu.model.value} in "
+                                  f"{group.name.value}", edits, (check_id,), None, unpriced))
     return changes
 
 
@@ -278,7 +294,8 @@ def storage_changes(s: Situation) -> list[Change]:
         changes.append(Change(f"storage:write={write:g}", QUOTE,
                               f"storage that writes {write:g} GB/s instead of {saved['storage_write_gbs']:g}: a "
                               f"{saved['checkpoint_gb']:,.0f} GB checkpoint in {saved['max_save_s']:g} s",
-                              ((f"{STORAGE}/write_gbs", write),), ("checkpoint-bandwidth", "restart-behavior"), None,
+                              ((s.job.cluster.storage.write_gbs.pointer, write),),
+                              ("checkpoint-bandwidth", "restart-behavior"), None,
                               "storage bandwidth is not priced in the quote"))
     feed = s.evidence("data-feed")
     if s.open("data-feed", "storage-too-slow", "storage-within-headroom") and \
@@ -288,7 +305,7 @@ def storage_changes(s: Situation) -> list[Change]:
         changes.append(Change(f"storage:read={read:g}", QUOTE,
                               f"storage that reads {read:g} GB/s instead of {feed['storage_read_gbs']:g}: training "
                               f"reads {feed['required_read_gbs']:.2f} GB/s, plus {headroom:.0%} headroom",
-                              ((f"{STORAGE}/read_gbs", read),), ("data-feed",), None,
+                              ((s.job.cluster.storage.read_gbs.pointer, read),), ("data-feed",), None,
                               "storage bandwidth is not priced in the quote"))
     return changes
 
@@ -299,7 +316,8 @@ def nic_change(s: Situation) -> list[Change]:
     if index is None or not s.open("gpu-nic-topology", "too-little-compute-network"):
         return []
     evidence = s.evidence("gpu-nic-topology")
-    nics = s.get(node_group_pointer(index, "nics")) or []
+    # The NICs as resolved (catalogue fills included): the other purposes' lines are kept as they are there.
+    nics = s.get(member_pointer(s.group(index), "nics")) or []
     compute = [nic for nic in nics if nic.get("purpose") == "compute"]
     count, gbps = sizing.compute_nics(evidence["gpus_per_node"], s.threshold("gpu-nic-topology",
                                                                              "min_compute_nics_per_gpu"),
@@ -311,7 +329,7 @@ def nic_change(s: Situation) -> list[Change]:
     return [Change(f"nics:{index}={count}x{gbps:g}", QUOTE,
                    f"{count} compute NICs of {gbps:g} Gb/s per node instead of "
                    f"{evidence['compute_nics_per_node']:g} ({evidence['compute_gbps_per_node']:,.0f} Gb/s)",
-                   ((node_group_pointer(index, "nics"), listed),), ("gpu-nic-topology", "interconnect-scaling"),
+                   ((member_pointer(s.group(index), "nics"), listed),), ("gpu-nic-topology", "interconnect-scaling"),
                    None, "NICs are not priced in the quote")]
 
 
@@ -331,7 +349,7 @@ def host_ram_change(s: Situation) -> list[Change]:
         return []
     return [Change(f"host_ram:{index}={ram:g}", QUOTE,
                    f"at least {ram:,.0f} GiB of host RAM per node instead of {evidence['host_memory_gib']:,.0f}",
-                   ((node_group_pointer(index, "host_memory_gib"), int(ram)),), ("host-ram",), None,
+                   ((s.group(index).host_memory_gib.pointer, int(ram)),), ("host-ram",), None,
                    "host RAM is not priced in the quote")]
 
 

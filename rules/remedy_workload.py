@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rules.best_layout import describe_layout, layout_patch
-from rules.checks.facts.pointers import CHECKPOINT, PARALLELISM, TRAINING
 from rules.estimates.search.remedy_sizing import whole_minutes
 from rules.remedy_changes import WORKLOAD, Change, Situation, patch_edits
 
@@ -37,7 +36,7 @@ def sharding_changes(s: Situation) -> list[Change]:
     return [Change(f"sharding={row['strategy']}", WORKLOAD,
                    f"shard with {row['strategy']} instead of {current}: {row['total_gib']:.1f} GiB per GPU of "
                    f"{evidence['usable_gib']:.1f} GiB usable, {row['comm_gb_per_step']:,.1f} GB per GPU per step",
-                   ((f"{PARALLELISM}/sharding", row["strategy"]),), (*LAYOUT_CHECKS,))
+                   ((s.job.training.parallelism.sharding.pointer, row["strategy"]),), (*LAYOUT_CHECKS,))
             for row in fitting if row["strategy"] != current]
 
 
@@ -68,20 +67,21 @@ def micro_batch_change(s: Situation) -> list[Change]:
     return [Change(f"micro_batch={suggested}", WORKLOAD,
                    f"micro-batch {suggested} instead of {current} ({steps} accumulation step{'' if steps == 1 else 's'}"
                    f", the largest micro-batch that fits and divides the global batch {evidence['global_batch']})",
-                   ((f"{TRAINING}/micro_batch", suggested),), ("gradient-accumulation", "time-to-result"))]
+                   ((s.job.training.micro_batch.pointer, suggested),), ("gradient-accumulation", "time-to-result"))]
 
 
 def recompute_change(s: Situation) -> list[Change]:
     """Returns full activation recompute, when one step does not fit memory without it."""
     memory_short = s.open("peak-memory", "exceeds-usable-memory") or s.open(
         "gradient-accumulation", "micro-batch-does-not-fit")
-    current = s.get(f"{TRAINING}/activation_checkpointing", "none")
+    recompute = s.job.training.activation_checkpointing
+    current = recompute.value  # "none" when the submission leaves it out (its documented default)
     if not memory_short or current == "full":
         return []
     return [Change("recompute=full", WORKLOAD,
                    f"recompute activations in full (activation_checkpointing full instead of {current}): one "
                    "layer's input is kept per layer and the rest recomputed in the backward pass",
-                   ((f"{TRAINING}/activation_checkpointing", "full"),), MEMORY_CHECKS)]
+                   ((recompute.pointer, "full"),), MEMORY_CHECKS)]
 
 
 def interval_change(s: Situation) -> list[Change]:
@@ -93,14 +93,15 @@ def interval_change(s: Situation) -> list[Change]:
     source = "checkpoint-bandwidth" if "young_daly_interval_min" in s.evidence("checkpoint-bandwidth") else \
         "restart-behavior"
     evidence = s.evidence(source)
-    optimum, current = evidence.get("young_daly_interval_min"), s.get(f"{CHECKPOINT}/interval_min")
+    interval = s.job.training.checkpoint.interval_min
+    optimum, current = evidence.get("young_daly_interval_min"), interval.value
     if optimum is None or current is None or whole_minutes(optimum) == current:
         return []
     minutes = whole_minutes(optimum)
     return [Change(f"checkpoint_interval={minutes}", WORKLOAD,
                    f"checkpoint every {minutes:,} min instead of {current:g}: the Young/Daly optimum for a "
                    f"{evidence['save_s']:,.0f} s save and a {evidence['cluster_mtbf_h']:,.1f} h job MTBF",
-                   ((f"{CHECKPOINT}/interval_min", minutes),), INTERVAL_CHECKS)]
+                   ((interval.pointer, minutes),), INTERVAL_CHECKS)]
 
 
 WORKLOAD_CHANGES: tuple[Callable[[Situation], list[Change]], ...] = (

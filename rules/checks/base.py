@@ -18,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from rules.inputs import Inputs, Reader
+from rules.job.given import DEFAULT, Given
+from rules.job.parse import parse_job
+from rules.job.spec import Job
 from rules.policy import Policy
 from rules.status import Basis, Status
 
@@ -30,6 +33,8 @@ CAPACITY_PLANNING_GUIDE = "GPU Capacity Planning for AI Training & Serving"
 
 # The statuses a rule may conclude, most severe first: the order in which they decide a check.
 RULE_STATUSES = (Status.FAIL, Status.WARN)
+
+T = TypeVar("T")
 
 
 class Stage(StrEnum):
@@ -209,7 +214,7 @@ class Facts:
 class Context:
     """One check's view of an evaluation: its inputs reader, the policy, and values shared between checks."""
 
-    def __init__(self, inputs: Inputs, policy: Policy, shared: dict[str, Any], check: type[Check]) -> None:
+    def __init__(self, inputs: Inputs, policy: Policy, shared: dict[Any, Any], check: type[Check]) -> None:
         self.inputs = inputs
         self.policy = policy
         self.reader: Reader = inputs.reader()
@@ -236,6 +241,28 @@ class Context:
     def missing(self) -> list[str]:
         return self.reader.missing
 
+    @property
+    def job(self) -> Job:
+        """Returns the evaluation's job (rules/job), parsed from its inputs once and shared by every check."""
+        job = self._shared.get(Job)
+        if job is None:
+            job = self._shared[Job] = parse_job(self.inputs)
+        return job
+
+    def value(self, given: Given[T]) -> T | None:
+        """Returns a value of the job (a default included) and notes its pointer as read when the submission
+        states it (a default is not an input of the submission)."""
+        # An array of texts or numbers (a tuple) is looked into, not named as an input itself, as its items' are not.
+        if given.value is not None and given.source != DEFAULT and type(given.value) is not tuple:
+            self.reader.mark_read((given.pointer,))
+        return given.value
+
+    def needed(self, given: Given[T]) -> T | None:
+        """Returns ``value(given)``; notes its pointer as missing when the submission does not hold it."""
+        if given.value is None and given.pointer not in self.reader.missing:
+            self.reader.missing.append(given.pointer)
+        return self.value(given)
+
     def threshold(self, name: str) -> Any:
         """Returns the policy value the check names ``name`` in its ``thresholds``."""
         return self.policy.value(self._check.thresholds[name])
@@ -244,13 +271,14 @@ class Context:
         """Returns a policy value by dotted path (for estimator parameters that are not thresholds)."""
         return self.policy.value(path)
 
-    def memo(self, key: str, compute: Callable[[Context], Any], *, reads_of_refusal: bool = False) -> Any:
-        """Returns ``compute(self)`` computed once per evaluation; the inputs it read count for every caller.
+    def memo(self, compute: Callable[[Context], Any], *, reads_of_refusal: bool = False) -> Any:
+        """Returns ``compute(self)`` computed once per evaluation (keyed by the function itself); the inputs it read
+        count for every caller.
 
         A raise keeps nothing, and the inputs read before it count for the caller only with ``reads_of_refusal``
         (for a fact that was read directly before it was memoised, so that a refusal still names what it read).
         """
-        memoised = self._shared.get(key)
+        memoised = self._shared.get(compute)
         if memoised is None:
             probe = Context(self.inputs, self.policy, self._shared, self._check)
             try:
@@ -260,7 +288,7 @@ class Context:
                     self._take_reads(probe.reader.pointers, probe.reader.missing)
                 raise
             # The pointers as a dict (in the order read), which every later caller's reader takes at once.
-            memoised = self._shared[key] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
+            memoised = self._shared[compute] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
         value, pointers, missing = memoised
         self._take_reads(pointers, missing)
         return value

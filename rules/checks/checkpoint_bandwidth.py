@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import checkpoint_facts, job_mtbf_h
 from rules.estimates.reliability import checkpoint
 from rules.status import Status
@@ -50,11 +49,12 @@ class CheckpointBandwidth(Check):
                       + _INTERVAL + " is within {interval_warn_ratio:g}×")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         saved = checkpoint_facts(ctx)
-        max_save_s = ctx.need(f"{TRAINING}/checkpoint/max_save_s")
-        interval_min = ctx.need(f"{TRAINING}/checkpoint/interval_min")
+        stated = ctx.job.training.checkpoint
+        max_save_s = ctx.needed(stated.max_save_s)
+        interval_min = ctx.needed(stated.interval_min)
         mtbf_h = job_mtbf_h(ctx)
         if saved is None or max_save_s is None:
             return ctx.insufficient("the checkpoint save time cannot be judged")

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import cpu_cores_per_node, layout
-from rules.checks.facts.pointers import DATALOADER, MEASURED_READ, TRAINING, TRAINING_DATA
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import spare_fraction
 from rules.status import Basis, Status
-
-TOKENS_PER_S_PER_CORE = f"{TRAINING_DATA}/tokens_per_s_per_core"
 
 _FEED = ("{cluster_tokens_per_s:,.0f} tokens/s ({tokens_per_s_per_gpu:,.0f} per GPU from {throughput_from}) × "
          "{bytes_per_token:g} B/token")
@@ -48,20 +45,22 @@ class DataFeed(Check):
                       "{storage_read_gbs:.2f} GB/s {storage_read_from} storage; " + _CORES)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         rate = throughput_facts(ctx)
-        bytes_per_token = ctx.need(f"{TRAINING_DATA}/bytes_per_token")
-        measured = ctx.num(MEASURED_READ)
-        storage_read = measured if measured is not None else ctx.need("/quote/storage/read_gbs")
-        workers_per_gpu = ctx.need(f"{DATALOADER}/workers_per_gpu")
+        training = ctx.job.training
+        bytes_per_token = ctx.needed(training.data.bytes_per_token)
+        measured = ctx.value(ctx.job.measurements.storage.read_gbs)
+        storage_read = measured if measured is not None else ctx.needed(ctx.job.cluster.storage.read_gbs)
+        workers_per_gpu = ctx.needed(training.dataloader.workers_per_gpu)
         cores = cpu_cores_per_node(ctx, plan.group) if plan else None
         assumed = []
-        per_core = ctx.num(TOKENS_PER_S_PER_CORE)
+        stated_per_core = training.data.tokens_per_s_per_core
+        per_core = ctx.value(stated_per_core)
         if per_core is None:
             per_core = ctx.setting("data_feed.tokens_per_s_per_core")
-            assumed.append(f"{TOKENS_PER_S_PER_CORE} = {per_core:,} (policy data_feed.tokens_per_s_per_core)")
+            assumed.append(f"{stated_per_core.pointer} = {per_core:,} (policy data_feed.tokens_per_s_per_core)")
         if None in (plan, rate, bytes_per_token, storage_read, workers_per_gpu, cores):
             return ctx.insufficient("the input feed cannot be sized")
         required = data_feed.required_read_gbs(rate.cluster_tokens_per_s, bytes_per_token)

@@ -8,8 +8,9 @@ from typing import Any
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout, nics
 from rules.checks.facts.node_topology import MeasuredTopology, measured_topology
-from rules.checks.facts.pointers import TRAINING
 from rules.estimates.communication import topology
+from rules.job.fields import member_pointer
+from rules.job.given import absent
 from rules.status import Basis, Status
 
 _NICS = ("{compute_nics_per_node:g} compute NICs ({compute_gbps_per_node:,.0f} Gb/s) for {gpus_per_node} GPUs per "
@@ -52,7 +53,7 @@ class GpuNicTopology(Check):
     passing = Passing("mapped", _NICS + "; {placement_note}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         if plan is None:
@@ -62,8 +63,8 @@ class GpuNicTopology(Check):
                 f"single-node job ({plan.gpus} GPUs on one node): GPUs exchange gradients over NVLink/PCIe inside "
                 "the node and the compute NICs carry no training traffic, so neither their count nor their PCIe "
                 "placement applies")
-        if not ctx.inputs.get(f"{plan.group}/nics"):
-            ctx.need(f"{plan.group}/nics")
+        if not ctx.job.cluster.group_at(plan.group).nics:
+            ctx.needed(absent(member_pointer(ctx.job.cluster.group_at(plan.group), "nics")))
             return ctx.insufficient("the quote lists no NICs for the training nodes")
         compute = nics(ctx, plan.group, "compute")
         farthest = ctx.setting("topology.gdr_farthest_path")
@@ -108,14 +109,12 @@ class GpuNicTopology(Check):
 def _stated_entries(ctx: Context, group: str) -> list[topology.GpuNicEntry]:
     """Returns the quote's PCIe layout of the node group: where each GPU and its compute NIC sit."""
     entries = []
-    for index in range(len(ctx.inputs.get(f"{group}/pcie_topology") or [])):
-        base = f"{group}/pcie_topology/{index}"
-        gpu, nic = ctx.get(f"{base}/gpu"), ctx.get(f"{base}/nic")
-        entry = topology.GpuNicEntry(gpu, nic, ctx.get(f"{base}/nic_numa_node"))
+    for stated in ctx.job.cluster.group_at(group).pcie_topology:
+        gpu, nic = ctx.value(stated.gpu), ctx.value(stated.nic)
+        entry = topology.GpuNicEntry(gpu, nic, ctx.value(stated.nic_numa_node))
         if entry.located:
-            entry = replace(entry, numa_node=ctx.get(f"{base}/numa_node"),
-                            pcie_switch=ctx.get(f"{base}/pcie_switch"),
-                            nic_pcie_switch=ctx.get(f"{base}/nic_pcie_switch"))
+            entry = replace(entry, numa_node=ctx.value(stated.numa_node), pcie_switch=ctx.value(stated.pcie_switch),
+                            nic_pcie_switch=ctx.value(stated.nic_pcie_switch))
         entries.append(entry)
     return entries
 

@@ -9,7 +9,6 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import largest_fitting_micro_batch, measured_peak_gib, memory_estimate
-from rules.checks.facts.pointers import TRAINING
 from rules.estimates.memory.measured_fit import MeasuredPeak, largest_fitting_given_measurement
 from rules.estimates.model import batch
 from rules.estimates.model.batch import MicroBatchOptions
@@ -46,7 +45,7 @@ class GradientAccumulation(Check):
                       "{largest_fitting_micro_batch} ({largest_fitting_from}){at_largest}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
         split = accumulation(ctx)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import host_model_state
-from rules.checks.facts.pointers import DATALOADER, PARALLELISM, TRAINING
 from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates.memory import host_memory
 from rules.status import Status
@@ -47,14 +46,16 @@ class HostRam(Check):
                       "({spare_fraction:.0%} spare); host RAM is " + _RATIO)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
-        host_gib = ctx.need(f"{plan.group}/host_memory_gib") if plan else None
-        gpu_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
-        workers_per_gpu = ctx.need(f"{DATALOADER}/workers_per_gpu")
-        worker_rss_gib = ctx.need(f"{DATALOADER}/worker_rss_gib")
-        pinned_gib = ctx.need(f"{DATALOADER}/pinned_gib_per_gpu")
+        group = ctx.job.cluster.group_at(plan.group) if plan else None
+        host_gib = ctx.needed(group.host_memory_gib) if group else None
+        gpu_gib = ctx.needed(group.gpu.memory_gib) if group else None
+        dataloader = ctx.job.training.dataloader
+        workers_per_gpu = ctx.needed(dataloader.workers_per_gpu)
+        worker_rss_gib = ctx.needed(dataloader.worker_rss_gib)
+        pinned_gib = ctx.needed(dataloader.pinned_gib_per_gpu)
         held = host_model_state(ctx)
         size = checkpoint_size_facts(ctx)
         if None in (plan, host_gib, gpu_gib, workers_per_gpu, worker_rss_gib, pinned_gib, held, size):
@@ -81,7 +82,7 @@ class HostRam(Check):
             "workers_per_gpu": workers_per_gpu,
             "worker_rss_gib": worker_rss_gib,
             "pinned_gib_per_gpu": pinned_gib,
-            "offload": ctx.get(f"{PARALLELISM}/offload", "none"),
+            "offload": ctx.value(ctx.job.training.parallelism.offload),
             "gpu_memory_per_node_gib": node.gpu_memory_per_node_gib,
             "host_to_gpu_memory_ratio": node.host_to_gpu_memory_ratio,
         }

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.facts.cost import serving_cost, serving_cost_note
-from rules.checks.facts.pointers import INFERENCE, SLO
 from rules.checks.facts.serving import serving_memory
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving import inference, inference_latency
 from rules.estimates.serving.inference import Requests, Slo, Traffic
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_latency import Roofline, ServedModel
 from rules.status import Basis, Status
 from rules.units import s_to_ms
 
@@ -88,20 +88,23 @@ class InferenceCapacity(Check):
                       "({replicas_needed} replicas × tp {tensor_parallel}): " + _DEMAND + _BASIS + _COST)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(INFERENCE) is None:
+        if not ctx.job.serves:
             return ctx.not_applicable("the submission has no inference workload")
+        serving = ctx.job.serving
         memory = serving_memory(ctx)
-        group = memory.hardware.group if memory else None
-        hbm_tbs = ctx.need(f"{group}/gpu/hbm_tbs") if group else None
-        bf16_tflops = ctx.need(f"{group}/gpu/bf16_tflops") if group else None
-        prompt_tokens = ctx.need(f"{INFERENCE}/prompt_tokens")
-        output_tokens = ctx.need(f"{INFERENCE}/output_tokens")
-        rps = ctx.need(f"{INFERENCE}/rps")
-        peak_factor = ctx.need(f"{INFERENCE}/peak_factor")
-        headroom = ctx.num(f"{INFERENCE}/headroom", ctx.setting("inference.default_headroom"))
-        ttft_slo_ms = ctx.need(f"{SLO}/ttft_ms_p95")
-        tpot_slo_ms = ctx.need(f"{SLO}/tpot_ms_p95")
-        if memory is None or ctx.missing:
+        group = memory.group if memory else None
+        hbm_tbs = ctx.needed(group.gpu.hbm_tbs) if group else None
+        bf16_tflops = ctx.needed(group.gpu.bf16_tflops) if group else None
+        prompt_tokens = ctx.needed(serving.prompt_tokens)
+        output_tokens = ctx.needed(serving.output_tokens)
+        rps = ctx.needed(serving.rps)
+        peak_factor = ctx.needed(serving.peak_factor)
+        headroom = ctx.value(serving.headroom)
+        if headroom is None:
+            headroom = ctx.setting("inference.default_headroom")
+        ttft_slo_ms = ctx.needed(serving.slo.ttft_ms_p95)
+        tpot_slo_ms = ctx.needed(serving.slo.tpot_ms_p95)
+        if memory is None or group is None or ctx.missing:
             return ctx.insufficient("the serving plan needs the model, the hardware, the traffic and the SLOs")
         if memory.problem:
             return ctx.insufficient(f"the serving estimate rejects the inputs: {memory.problem}")
@@ -111,25 +114,29 @@ class InferenceCapacity(Check):
         efficiencies = {name: ctx.setting(f"inference.{name}") for name in EFFICIENCIES}
         served = ServedModel(replica.parameters, replica.weight_bytes, replica.kv.per_gpu_bytes,
                              replica.tensor_parallel)
-        gpu = GpuSpec(memory.hardware.capacity_bytes, hbm_tbs, bf16_tflops)
         roofline = Roofline(hbm_efficiency=efficiencies["decode_hbm_efficiency"],
                             flops_efficiency=efficiencies["decode_flops_efficiency"],
                             prefill_flops_efficiency=efficiencies["prefill_flops_efficiency"])
         requests = Requests(int(prompt_tokens), int(output_tokens), memory.context_tokens)
         traffic, slo = Traffic(rps, peak_factor, headroom), Slo(ttft_slo_ms, tpot_slo_ms)
         try:
+            gpu = GpuSpec(memory.hardware.gpu.model, capacity_bytes=memory.hardware.gpu.capacity_bytes, hbm_tbs=hbm_tbs,
+                          bf16_tflops=bf16_tflops)
             plan = inference.serving_plan(served, gpu, memory.engine, requests, traffic, slo, roofline)
             floor_s = inference_latency.decode_floor_s(served, gpu)
             measured = measured_serving(ctx, memory, served, gpu, roofline, requests, traffic, slo)
         except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
             return ctx.insufficient(f"the serving estimate rejects the inputs: {error}")
         gpus_quoted = memory.hardware.gpus
+        group_name = ctx.value(group.name)
+        if group_name is None:
+            group_name = group.pointer
         batch_limit = plan.reason
         if plan.concurrency.max_sequences == 0:
             batch_limit = (f"not one sequence of {memory.context_tokens:,} tokens fits a replica's memory "
                            f"(see inference-memory)")
         evidence = {
-            "gpu_model": memory.hardware.gpu_model, "group_name": ctx.get(f"{group}/name", group),
+            "gpu_model": memory.hardware.gpu.model, "group_name": group_name,
             "hbm_tbs": hbm_tbs, "bf16_tflops": bf16_tflops, "tensor_parallel": replica.tensor_parallel,
             "prompt_tokens": int(prompt_tokens), "output_tokens": int(output_tokens),
             "context_tokens": memory.context_tokens, "rps": rps, "peak_factor": peak_factor, "headroom": headroom,
@@ -138,7 +145,7 @@ class InferenceCapacity(Check):
             "max_num_seqs": memory.engine.max_num_seqs,
             "batch": plan.batch, "batch_limit": batch_limit, "gpus_quoted": gpus_quoted,
             "decode_floor_ms_batch1": s_to_ms(floor_s), **efficiencies, "latency_from": MODELLED,
-            **serving_cost(ctx, group),
+            **serving_cost(ctx, group.pointer),
         }
         evidence["serving_cost_note"] = serving_cost_note(evidence)
         if plan.points:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
-from rules.checks.facts.pointers import INFERENCE
 from rules.checks.facts.serving import serving_memory
 from rules.status import Status
 
@@ -43,7 +42,7 @@ class InferenceMemory(Check):
                       "{kv_cache_gib_per_sequence:.2f} GiB per sequence; {kv_summary}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(INFERENCE) is None:
+        if not ctx.job.serves:
             return ctx.not_applicable("the submission has no inference workload")
         plan = serving_memory(ctx)
         if plan is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import scaling
-from rules.checks.facts.pointers import TRAINING
 from rules.status import Basis, Status
 
 _REMEDY = ("Quote more or faster compute NICs (one 400 Gb/s NIC per GPU), a non-blocking fabric, or NVLink GPUs; "
@@ -33,7 +32,7 @@ class InterconnectScaling(Check):
                       "scaling efficiency {efficiency:.1%} (at least {warn_scaling_efficiency:.0%}); {detail}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         result = scaling(ctx)
         if result is None:

@@ -6,7 +6,6 @@ from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Pa
 from rules.checks.facts.gpu_context import training_cuda_context
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import measured_peak, memory_estimate, memory_evidence
-from rules.checks.facts.pointers import PARALLELISM, TRAINING
 from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
 
@@ -42,7 +41,7 @@ class PeakMemory(Check):
                       "{decided_by} peak {total_gib:.1f} GiB per GPU fits the usable {usable_gib:.1f} GiB; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         estimate = memory_estimate(ctx)
         if estimate is None:
@@ -64,7 +63,7 @@ class PeakMemory(Check):
             evidence["decided_by"] = "model state alone (a lower bound)"
         evidence["seed_note"] = _seed_note(estimate.state.total_bytes_per_param,
                                            estimate.state.master_weights_bytes_per_param)
-        evidence["offload"] = ctx.get(f"{PARALLELISM}/offload", "none")
+        evidence["offload"] = ctx.value(ctx.job.training.parallelism.offload)
         evidence["offload_note"] = _offload_note(evidence["offload"], evidence["host_offload_gib"])
         basis = Basis.ESTIMATED
         measured = measured_peak(ctx, estimate.micro_batch)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.pointers import RACKS
 from rules.checks.facts.racks import measured_draw, quoted_site
 from rules.estimates.power_cost.site_power import SitePower, SizedRack, site_power
+from rules.job.fields import member_pointer
 from rules.status import Basis, Status
 
 
@@ -42,8 +42,9 @@ class RackPower(Check):
                       "({draw_basis}) of its {worst_binding} limit of {worst_limit_kw:.1f} kW; site {site_kw:.1f} kW")
 
     def gather(self, ctx: Context) -> Facts:
-        if not ctx.inputs.get(RACKS):
-            ctx.reader.missing.append(RACKS)
+        cluster = ctx.job.cluster
+        if not cluster.racks:
+            ctx.reader.missing.append(member_pointer(cluster, "racks"))
             return ctx.insufficient("the quote places no nodes in racks")
         facility = quoted_site(ctx)
         if facility is None:

@@ -6,7 +6,6 @@ from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.goodput import NEVER_FINISHES, SimulatedRun, simulated_run
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts, restore_test
 from rules.status import Basis, Status
 
@@ -48,7 +47,7 @@ class RestartBehavior(Check):
     passing = Passing("recovers", _GOODPUT + ", at least {warn_goodput:.0%}; {restore_note}; {simulated_note}")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         outcome = restore_test(ctx)
         facts = goodput_facts(ctx)

@@ -6,7 +6,6 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.cost import cost_note, rent_note, training_cost
 from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
-from rules.checks.facts.pointers import TRAINING
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
 from rules.checks.facts.throughput import throughput_facts
@@ -98,7 +97,7 @@ class TimeToResult(Check):
                       "{window_probability:.0%} of the simulated runs finish inside it; " + _WHY)
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         rate = throughput_facts(ctx)
         scaled = applied_scaling(ctx)
@@ -111,7 +110,7 @@ class TimeToResult(Check):
             return ctx.insufficient("the schedule needs the dataset size and the completion window")
         plan = run.schedule
         price = quote_cost(ctx)
-        currency = ctx.get("/quote/currency", "")
+        currency = ctx.value(ctx.job.cluster.currency)
         evidence = {
             **run.evidence(),
             **rate.evidence(),
@@ -124,7 +123,7 @@ class TimeToResult(Check):
             "memory_need": plan.memory_min_gpus or ("none fits" if plan.gpus_needed is None else "not estimated"),
             "throughput_need": plan.throughput_min_gpus or (
                 "none (the queue wait fills the window)" if plan.run_window_days <= 0 else "none (goodput 0)"),
-            "currency": currency,
+            "currency": "" if currency is None else currency,
             "quote_total": price.total,
             "quote_total_from": price.from_,
             "training_nodes_cost": price.training_nodes,
@@ -132,8 +131,10 @@ class TimeToResult(Check):
         }
         evidence["cost_note"] = _cost_note(evidence, price.unpriced_line_items)
         evidence["queue_note"] = _queue_note(evidence)
-        evidence.update(activation_checkpointing=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
-                        training_precision=ctx.get(f"{TRAINING}/precision", "bf16-mixed"),
+        training = ctx.job.training
+        recompute, precision = ctx.value(training.activation_checkpointing), ctx.value(training.precision)
+        evidence.update(activation_checkpointing=recompute,
+                        training_precision="bf16-mixed" if precision is None else precision,
                         modelled_tokens_per_s_per_gpu_text=_modelled_text(evidence))
         unjudged = {name for name in _THROUGHPUT_FIGURES if evidence.get(name) is None}
         if plan.gpus_needed is None:

@@ -5,22 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.model import PARAMETERS, architecture_words, counted_architecture
-from rules.checks.facts.pointers import TRAINING
+from rules.checks.facts.model import architecture_words, counted_architecture
 from rules.estimates.model.parameters import parameter_mismatch_fraction, transformer_parameters
+from rules.job.given import Given
+from rules.job.workload import Training
 from rules.status import Status
 
-# The plan item asks to "document the model, trainable parameter set, optimizer, sequence length,
-# global batch and desired completion window"; the objective itself decides which of those apply.
-PLAN_INPUTS = (
-    f"{TRAINING}/objective",
-    f"{TRAINING}/model/parameters",
-    f"{TRAINING}/optimizer",
-    f"{TRAINING}/precision",
-    f"{TRAINING}/sequence_length",
-    f"{TRAINING}/global_batch",
-    f"{TRAINING}/completion_window_days",
-)
+
+def plan_inputs(training: Training) -> list[Given[Any]]:
+    """Returns the inputs the plan item asks a training run to document, in order.
+
+    The plan item asks to "document the model, trainable parameter set, optimizer, sequence length, global batch
+    and desired completion window"; the objective itself decides which of those apply.
+    """
+    return [training.objective, training.model.parameters, training.optimizer, training.precision,
+            training.sequence_length, training.global_batch, training.completion_window_days]
+
 
 _DEFINED = ("{objective} of {model_name} ({parameters:,.0f} parameters, {trainable_parameters:,.0f} trainable) "
             "with {optimizer} in {precision}, sequence {sequence_length}, global batch {global_batch}, within "
@@ -55,36 +55,44 @@ class TrainingObjective(Check):
     passing = Passing("objective-defined", _DEFINED + "; no check lacks an input")
 
     def gather(self, ctx: Context) -> Facts:
-        if ctx.get(TRAINING) is None:
+        if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
-        required = list(PLAN_INPUTS)
-        if ctx.get(f"{TRAINING}/objective") == "adapter":
+        training = ctx.job.training
+        required = plan_inputs(training)
+        if ctx.value(training.objective) == "adapter":
             # An adapter run trains a small parameter set; without it optimizer state cannot be sized.
-            required.append(f"{TRAINING}/model/trainable_parameters")
-        missing = [p for p in required if ctx.get(p) is None]
+            required.append(training.model.trainable_parameters)
+        # Stated, not filled by a default (trainable_parameters defaults to parameters).
+        missing = [given.pointer for given in required if ctx.value(given) is None or not given.stated]
         lacking = {check: pointers for check, pointers in ctx.peer_missing.items() if pointers}
-        parameters = ctx.num(f"{TRAINING}/model/parameters", 0)
+        parameters = _shown(ctx, training.model.parameters, 0)
         counted, unjudged = _parameter_count(ctx)
         return Facts(unjudged=unjudged, evidence={
             **counted,
-            "objective": ctx.get(f"{TRAINING}/objective", "unspecified objective"),
-            "model_name": ctx.get(f"{TRAINING}/model/name", "the model"),
+            "objective": _shown(ctx, training.objective, "unspecified objective"),
+            "model_name": _shown(ctx, training.model.name, "the model"),
             "parameters": parameters,
-            "trainable_parameters": ctx.num(f"{TRAINING}/model/trainable_parameters", parameters),
-            "optimizer": ctx.get(f"{TRAINING}/optimizer", "?"),
-            "precision": ctx.get(f"{TRAINING}/precision", "?"),
-            "sequence_length": ctx.num(f"{TRAINING}/sequence_length", 0),
-            "global_batch": ctx.num(f"{TRAINING}/global_batch", 0),
-            "completion_window_days": ctx.num(f"{TRAINING}/completion_window_days", 0),
+            "trainable_parameters": _shown(ctx, training.model.trainable_parameters, parameters),
+            "optimizer": _shown(ctx, training.optimizer, "?"),
+            "precision": _shown(ctx, training.precision, "?"),
+            "sequence_length": _shown(ctx, training.sequence_length, 0),
+            "global_batch": _shown(ctx, training.global_batch, 0),
+            "completion_window_days": _shown(ctx, training.completion_window_days, 0),
             "required_count": len(required),
-            "defined_count": len([p for p in required if p not in missing]),
+            "defined_count": len([given for given in required if given.pointer not in missing]),
             "missing_count": len(missing),
-            "missing_list": ", ".join(p.removeprefix(TRAINING + "/") for p in missing),
+            "missing_list": ", ".join(p.removeprefix(f"{training.pointer}/") for p in missing),
             "missing_inputs": missing,
             "checks_lacking_inputs": len(lacking),
             "lacking_list": "; ".join(f"{check} needs {', '.join(pointers)}" for check, pointers in lacking.items()),
             "missing_by_check": lacking,
         })
+
+
+def _shown(ctx: Context, given: Given[Any], otherwise: Any) -> Any:
+    """Returns ``ctx.value(given)``, or ``otherwise`` (the words of a message) when the job has no value."""
+    value = ctx.value(given)
+    return otherwise if value is None else value
 
 
 def _parameter_count(ctx: Context) -> tuple[dict[str, Any], frozenset[str]]:
@@ -98,7 +106,7 @@ def _parameter_count(ctx: Context) -> tuple[dict[str, Any], frozenset[str]]:
         return {}, frozenset({"parameter_mismatch_fraction"})
     counted = transformer_parameters(shape)
     evidence: dict[str, Any] = {"parameters_from_architecture": counted, "architecture": architecture_words(shape)}
-    stated = ctx.num(PARAMETERS)
+    stated = ctx.value(ctx.job.training.model.parameters)
     if stated is None:
         return evidence, frozenset({"parameter_mismatch_fraction"})
     return {**evidence, "parameter_mismatch_fraction": parameter_mismatch_fraction(stated, counted)}, frozenset()

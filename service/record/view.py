@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from rules.checks import CHECKS
 from rules.evaluate import verdict_of
+from rules.job.pointers import field_pointer
 from schemas.text import visible
 from service.record.canonical import record_digest
 from service.record.charts import chart_for, chart_title
@@ -43,23 +44,23 @@ STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-d
 SOURCE_LABELS = {"measurement": "measured", "vendor_limit": "vendor limit", "facility_design": "facility design",
                  "assumption": "assumption", "missing": "MISSING", "text or absent": "text or absent (no figure)"}
 TEXT_OR_ABSENT = "text or absent"  # the source of an input the record holds no figure of (_unrecorded)
-# Cover page workload figures: (label, input pointer or training-objective evidence name).
+# Cover page workload figures: (label, input pointer of a job field or training-objective evidence name).
 WORKLOAD_FIGURES = (
     ("Objective", "objective"),
     ("Model", "model_name"),
-    ("Parameters", "/workload/training/model/parameters"),
+    ("Parameters", field_pointer("training.model.parameters")),
     ("Trainable parameters", "trainable_parameters"),
     ("Precision", "precision"),
     ("Optimizer", "optimizer"),
-    ("Training GPUs", "/workload/training/gpus"),
-    ("Sequence length", "/workload/training/sequence_length"),
-    ("Global batch", "/workload/training/global_batch"),
-    ("Dataset tokens", "/workload/training/dataset_tokens"),
-    ("Completion window (days)", "/workload/training/completion_window_days"),
-    ("Serving requests/s", "/workload/inference/rps"),
-    ("Serving context tokens", "/workload/inference/context_tokens"),
-    ("Serving TTFT p95 (ms)", "/workload/inference/slo/ttft_ms_p95"),
-    ("Serving TPOT p95 (ms)", "/workload/inference/slo/tpot_ms_p95"),
+    ("Training GPUs", field_pointer("training.gpus")),
+    ("Sequence length", field_pointer("training.sequence_length")),
+    ("Global batch", field_pointer("training.global_batch")),
+    ("Dataset tokens", field_pointer("training.dataset_tokens")),
+    ("Completion window (days)", field_pointer("training.completion_window_days")),
+    ("Serving requests/s", field_pointer("serving.rps")),
+    ("Serving context tokens", field_pointer("serving.context_tokens")),
+    ("Serving TTFT p95 (ms)", field_pointer("serving.slo.ttft_ms_p95")),
+    ("Serving TPOT p95 (ms)", field_pointer("serving.slo.tpot_ms_p95")),
 )
 
 
@@ -122,10 +123,10 @@ def _workload(record: Mapping[str, Any], inputs: Mapping[str, Mapping[str, Any]]
             figures.append((label, objective[name]))
     groups = []
     for index in range(64):
-        nodes = inputs.get(f"/quote/node_groups/{index}/count")
+        nodes = inputs.get(field_pointer(f"cluster.node_groups.{index}.count"))
         if nodes is None:
             break
-        gpus = inputs.get(f"/quote/node_groups/{index}/gpu/count")
+        gpus = inputs.get(field_pointer(f"cluster.node_groups.{index}.gpu.count"))
         groups.append(f"{display_number(nodes['value'])} nodes" + (f" × {display_number(gpus['value'])} GPUs"
                                                                    if gpus else ""))
     if groups:

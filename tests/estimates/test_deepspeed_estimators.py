@@ -11,8 +11,8 @@ Meta-Llama-3-8B 8,030,261,248, largest the 128,256 × 4,096 embedding, 525,336,5
 import pytest
 
 from rules.estimates.memory.deepspeed_estimators import (
-    DeepSpeedHardware,
     DeepSpeedOptions,
+    deepspeed_node,
     largest_layer_memory,
     zero2_model_states_mem_needs,
     zero3_model_states_mem_needs,
@@ -51,7 +51,7 @@ ZERO2 = [
 
 @pytest.mark.parametrize(("total", "per_node", "nodes", "offload", "cpu", "gpu"), ZERO2)
 def test_zero2_estimate_matches_stage_1_and_2_formula_to_the_byte(total, per_node, nodes, offload, cpu, gpu):
-    needs = zero2_model_states_mem_needs(total, DeepSpeedHardware(per_node, nodes), DeepSpeedOptions(offload))
+    needs = zero2_model_states_mem_needs(total, deepspeed_node(per_node, nodes), DeepSpeedOptions(offload))
     assert (needs.cpu_bytes, needs.gpu_bytes) == (cpu, gpu)
 
 
@@ -92,7 +92,7 @@ ZERO3 = [
                           "cpu", "gpu"), ZERO3)
 def test_zero3_estimate_matches_stage3_formula_to_the_byte(total, largest, per_node, nodes, offload, offload_params,
                                                            zero_init, cpu, gpu):
-    needs = zero3_model_states_mem_needs(total, largest, DeepSpeedHardware(per_node, nodes),
+    needs = zero3_model_states_mem_needs(total, largest, deepspeed_node(per_node, nodes),
                                          DeepSpeedOptions(offload, offload_params, zero_init))
     assert (needs.cpu_bytes, needs.gpu_bytes) == (cpu, gpu)
     assert needs.largest_layer_bytes == 4 * largest
@@ -105,7 +105,7 @@ def test_t5_3b_on_one_node_of_8_matches_the_tables_deepspeed_prints_in_memory_rs
     # (commit f4cb866, June 2024: 4Ψ + 16Ψ/N became 2Ψ + 18Ψ/N): by hand 4 × 2851e6 + 16 × 2851e6 / 8 = 17.106e9 B
     # = 15.93 GB then, 2 × 2851e6 + 18 × 2851e6 / 8 = 12.11675e9 B = 11.28 GB now, which is what is reproduced.
     assert round((4 * T5_3B + int(16 * T5_3B / 8)) / GIB, 2) == 15.93
-    hardware = DeepSpeedHardware(8, 1)
+    hardware = deepspeed_node(8, 1)
     zero2 = {True: (127.45, 5.31), False: (127.45, 11.28)}
     for offload, printed in zero2.items():
         needs = zero2_model_states_mem_needs(T5_3B, hardware, DeepSpeedOptions(offload))
@@ -121,7 +121,7 @@ def test_t5_3b_on_one_node_of_8_matches_the_tables_deepspeed_prints_in_memory_rs
 def test_t5_large_gpu_cases_match_memory_rst():
     # memory.rst, Discussion: t5-large (737.67M parameters, largest layer 32.90M = the 32,128 × 1,024 embedding)
     # on 4 GPUs: largest layer memory 125 MB, case 1 3291 MB, case 2 125 MB, case 3 477 MB (>> 20).
-    total, largest, hardware = 737_668_096, 32_899_072, DeepSpeedHardware(4, 1)
+    total, largest, hardware = 737_668_096, 32_899_072, deepspeed_node(4, 1)
     assert int(largest_layer_memory(largest)) >> 20 == 125
     cases = {(False, False): 3291, (True, True): 125, (True, False): 477}
     for (offload, offload_params), megabytes in cases.items():
@@ -130,12 +130,12 @@ def test_t5_large_gpu_cases_match_memory_rst():
 
 
 def test_invalid_inputs_raise():
-    with pytest.raises(ValueError, match="num_nodes"):
-        zero2_model_states_mem_needs(1e9, DeepSpeedHardware(8, 0), DeepSpeedOptions())
+    with pytest.raises(ValueError, match="nodes"):
+        zero2_model_states_mem_needs(1e9, deepspeed_node(8, 0), DeepSpeedOptions())
     with pytest.raises(ValueError, match="total_params"):
-        zero3_model_states_mem_needs(0, 1e6, DeepSpeedHardware(), DeepSpeedOptions())
+        zero3_model_states_mem_needs(0, 1e6, deepspeed_node(), DeepSpeedOptions())
     with pytest.raises(ValueError, match="largest_layer_params"):
-        zero3_model_states_mem_needs(1e9, -1, DeepSpeedHardware(), DeepSpeedOptions())
+        zero3_model_states_mem_needs(1e9, -1, deepspeed_node(), DeepSpeedOptions())
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving.inference import (
     BatchPoint,
     Requests,
@@ -20,7 +21,7 @@ from rules.estimates.serving.inference import (
     requests_per_s_per_replica,
     serving_plan,
 )
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel, prefill_time_s
+from rules.estimates.serving.inference_latency import Roofline, ServedModel, prefill_time_s
 from rules.estimates.serving.inference_memory import (
     WEIGHT_PRECISIONS,
     ServingEngine,
@@ -182,7 +183,8 @@ def test_serving_estimates_never_nan_or_negative_for_valid_inputs(
     assert 0 < kv.per_gpu_bytes <= kv.whole_model_bytes
 
     plan = serving_plan(ServedModel(parameters, weights, kv.per_gpu_bytes, tp),
-                        GpuSpec(capacity_gb * GB, hbm_tbs, bf16_tflops), ServingEngine(utilization, reserve_gb * GB),
+                        GpuSpec(capacity_bytes=capacity_gb * GB, hbm_tbs=hbm_tbs, bf16_tflops=bf16_tflops),
+                        ServingEngine(utilization, reserve_gb * GB),
                         Requests(prompt_tokens, output_tokens), Traffic(rps, peak_factor, headroom),
                         Slo(ttft_ms, tpot_ms), Roofline(hbm_efficiency, flops_efficiency))
     concurrency = plan.concurrency

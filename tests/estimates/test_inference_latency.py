@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving.inference_latency import (
-    GpuSpec,
     Roofline,
     ServedModel,
     decode_floor,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving.inference import Requests, Slo, Traffic, requests_per_s_per_replica, serving_plan
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_latency import Roofline, ServedModel
 from rules.estimates.serving.inference_measured import (
     MeasuredPoint,
     floor_comparison,

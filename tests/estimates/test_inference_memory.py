@@ -6,11 +6,11 @@ import math
 
 import pytest
 
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.serving.inference_memory import (
     WEIGHT_PRECISIONS,
     AttentionShape,
     Deployment,
-    NodeGroup,
     ServingEngine,
     context_tokens,
     default_head_dim,
@@ -166,7 +166,7 @@ def test_max_concurrent_sequences_rejects_utilization_outside_0_1(utilization: f
 def test_replica_memory_seed_004_7b_fp16_on_one_80_gb_gpu() -> None:
     # Given the seed's 7B fp16 model (32 layers, 32 KV heads of 128) on one 80 GB GPU at vLLM's 0.9
     # utilisation with a 2 GiB reserve and sequences of 2048 tokens,
-    group = NodeGroup(gpus_per_node=8, nodes=1, capacity_bytes=80 * GB)
+    group = NodeSpec(GpuSpec(capacity_bytes=80 * GB), gpus_per_node=8, nodes=1)
     engine = ServingEngine(gpu_memory_utilization=0.9, reserve_bytes=2 * GIB, block_size_tokens=16)
     attention = AttentionShape(layers=32, heads=32, kv_heads=32, head_dim=128, hidden=4096)
 
@@ -185,7 +185,7 @@ def test_replica_memory_seed_004_7b_fp16_on_one_80_gb_gpu() -> None:
 
 def test_replica_memory_without_attention_sizes_the_weights_only() -> None:
     # Llama-3-70B in int4 at tp 4: 70e9 × (0.5 + 2.5/128) B = 36.37 GB, 9.09 GB per GPU (AutoGPTQ/AWQ).
-    group = NodeGroup(8, 1, 80 * GB)
+    group = NodeSpec(GpuSpec(capacity_bytes=80 * GB), 8, 1)
     engine = ServingEngine(0.9, 2 * GIB)
 
     replica = replica_memory(Deployment(70e9, "int4", "bf16", 4), group, engine, None, None)

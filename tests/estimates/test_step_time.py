@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 import pytest
 
 from rules.catalogue import load_catalogue
+from rules.estimates.model.hardware import NodeSpec
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.step_time import Layout, step_time
 from rules.estimates.training_time.step_time_figures import (
-    Hardware,
     Measured,
     efficiencies_from_data,
     hardware_from_catalogue,
@@ -73,7 +73,7 @@ def _measured_s(run: Table5Run, mode: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def selene() -> Hardware:
+def selene() -> NodeSpec:
     return hardware_from_catalogue(load_catalogue().document, "DGX-A100")
 
 
@@ -82,7 +82,7 @@ def _efficiencies(**changes: float):
     return replace(base, **changes)
 
 
-def _relative_errors(hardware: Hardware, **changes: float) -> dict[str, float]:
+def _relative_errors(hardware: NodeSpec, **changes: float) -> dict[str, float]:
     efficiencies = _efficiencies(**changes)
     return {f"{run.model} {mode}": step_time(_shape(run), SEQUENCE, _layout(run, mode), hardware, efficiencies).step_s
             / _measured_s(run, mode) - 1
@@ -91,7 +91,7 @@ def _relative_errors(hardware: Hardware, **changes: float) -> dict[str, float]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("run", TABLE_5, ids=[run.model for run in TABLE_5])
-def test_iteration_time_within_10_percent_of_korthikanti_table5(run: Table5Run, mode: str, selene: Hardware):
+def test_iteration_time_within_10_percent_of_korthikanti_table5(run: Table5Run, mode: str, selene: NodeSpec):
     result = step_time(_shape(run), SEQUENCE, _layout(run, mode), selene, _efficiencies())
     measured = _measured_s(run, mode)
     print(f"{run.model} {mode}: modelled {result.step_s:.2f} s, measured {measured:.2f} s, "
@@ -99,7 +99,7 @@ def test_iteration_time_within_10_percent_of_korthikanti_table5(run: Table5Run, 
     assert result.step_s == pytest.approx(measured, rel=0.10)
 
 
-def test_table5_mean_and_worst_error(selene: Hardware):
+def test_table5_mean_and_worst_error(selene: NodeSpec):
     errors = _relative_errors(selene)
     mean = sum(abs(e) for e in errors.values()) / len(errors)
     worst = max(errors.values(), key=abs)
@@ -109,7 +109,7 @@ def test_table5_mean_and_worst_error(selene: Hardware):
     assert abs(worst) <= 0.10
 
 
-def test_catalogue_gemm_fraction_is_the_table5_fit(selene: Hardware):
+def test_catalogue_gemm_fraction_is_the_table5_fit(selene: NodeSpec):
     """gemm_fraction_of_mamf is the value (to 0.001) that minimises the mean absolute Table 5 error."""
     def mean_error(fraction: float) -> float:
         errors = _relative_errors(selene, gemm_fraction_of_mamf=fraction)
@@ -121,7 +121,7 @@ def test_catalogue_gemm_fraction_is_the_table5_fit(selene: Hardware):
     assert stored == pytest.approx(best, abs=0.0011)
 
 
-def test_present_work_speedup_matches_table5(selene: Hardware):
+def test_present_work_speedup_matches_table5(selene: NodeSpec):
     """Table 5's throughput increase of sequence parallelism + selective recompute is 29–32 %."""
     for run in TABLE_5:
         full = step_time(_shape(run), SEQUENCE, _layout(run, "full recompute"), selene, _efficiencies()).step_s
@@ -130,7 +130,7 @@ def test_present_work_speedup_matches_table5(selene: Hardware):
         assert full / present == pytest.approx(measured, rel=0.05), run.model
 
 
-def test_gpt3_175b_on_1024_a100_generalises_to_narayanan_2021(selene: Hardware):
+def test_gpt3_175b_on_1024_a100_generalises_to_narayanan_2021(selene: NodeSpec):
     """OUT OF SAMPLE: nothing was fitted to this run. Narayanan et al. 2021 (arXiv 2104.04473) §5.1: GPT-3
     175B with batch 1536 on 1024 A100s reaches 140 TFLOP/s per GPU, counted as 96·B·s·l·h²·(1 + s/(6h) +
     V/(16·l·h)) per iteration (eq. 3, full recompute). The layout is taken from their Table 1 row for 175B
@@ -150,7 +150,7 @@ def test_gpt3_175b_on_1024_a100_generalises_to_narayanan_2021(selene: Hardware):
 # --- the parts, against the formulas they implement ---------------------------------------------
 
 
-def test_mfu_counts_korthikanti_model_flops(selene: Hardware):
+def test_mfu_counts_korthikanti_model_flops(selene: NodeSpec):
     """Korthikanti et al. 2022 Appendix A: model FLOPs 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) per iteration;
     with full recompute the hardware FLOPs are 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))."""
     run = TABLE_5[1]
@@ -164,7 +164,7 @@ def test_mfu_counts_korthikanti_model_flops(selene: Hardware):
     assert result.mfu_peak_tflops == 312 and result.mfu_precision == "bf16"
 
 
-def test_bubble_is_p_minus_1_over_v_m_of_the_steady_state(selene: Hardware):
+def test_bubble_is_p_minus_1_over_v_m_of_the_steady_state(selene: NodeSpec):
     """Narayanan et al. 2021 §2.2: bubble fraction (p − 1)/m, (p − 1)/(v·m) with interleaving."""
     run = TABLE_5[1]
     for v in (1, 2, 3):
@@ -175,7 +175,7 @@ def test_bubble_is_p_minus_1_over_v_m_of_the_steady_state(selene: Hardware):
         assert parts.pp_bubble_s / steady == pytest.approx((8 - 1) / (v * 64))
 
 
-def test_breakdown_adds_up_and_tokens_per_gpu(selene: Hardware):
+def test_breakdown_adds_up_and_tokens_per_gpu(selene: NodeSpec):
     run = TABLE_5[2]
     result = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies())
     assert result.breakdown.total_s == pytest.approx(result.step_s)
@@ -212,7 +212,7 @@ def test_sequence_parallel_replaces_each_all_reduce_and_gathers_again_in_backwar
     assert kinds.count("reduce-scatter") == 4 and kinds.count("all-gather") == 6
 
 
-def test_flash_attention_and_context_parallel_change_what_they_should(selene: Hardware):
+def test_flash_attention_and_context_parallel_change_what_they_should(selene: NodeSpec):
     """FlashAttention keeps the s×s scores out of HBM; context parallelism splits the tokens and adds a K/V ring."""
     shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=14336, vocab=128256, tied_embeddings=True,
                        kv_heads=8, mlp="swiglu", dropout=False)
@@ -225,7 +225,7 @@ def test_flash_attention_and_context_parallel_change_what_they_should(selene: Ha
     assert ring.dense_flops == pytest.approx(flash.dense_flops * 8 / (4 * 2))
 
 
-def test_measurements_replace_the_modelled_rates(selene: Hardware):
+def test_measurements_replace_the_modelled_rates(selene: NodeSpec):
     run = TABLE_5[1]
     modelled = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies())
     slower_gemm = step_time(_shape(run), SEQUENCE, _layout(run, "present work"), selene, _efficiencies(),
@@ -236,7 +236,7 @@ def test_measurements_replace_the_modelled_rates(selene: Hardware):
     assert faster_links.breakdown.tp_comm_s == pytest.approx(modelled.breakdown.tp_comm_s / 2)
 
 
-def test_fp8_runs_faster_on_h100_and_is_refused_on_a100(selene: Hardware):
+def test_fp8_runs_faster_on_h100_and_is_refused_on_a100(selene: NodeSpec):
     catalogue, policy = load_catalogue().document, default_policy().document
     h100 = hardware_from_catalogue(catalogue, "DGX-H100")
     efficiencies = efficiencies_from_data(catalogue, policy, "H100-SXM5-80GB")
@@ -251,7 +251,7 @@ def test_fp8_runs_faster_on_h100_and_is_refused_on_a100(selene: Hardware):
         step_time(shape, SEQUENCE, replace(layout, precision="fp8-mixed"), selene, _efficiencies())
 
 
-def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: Hardware):
+def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: NodeSpec):
     """ZeRO §7.2: ZeRO-1/2 move the all-reduce volume, ZeRO-3 1.5× (per micro-batch); DDP hides behind the
     last micro-batch at most."""
     shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=51200, tied_embeddings=True)
@@ -268,7 +268,7 @@ def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: Har
 
 
 @pytest.mark.parametrize("bad", [dict(tensor=7), dict(context=3), dict(pipeline=200)])
-def test_layouts_the_model_cannot_run_are_refused(bad: dict, selene: Hardware):
+def test_layouts_the_model_cannot_run_are_refused(bad: dict, selene: NodeSpec):
     run = TABLE_5[1]
     layout = replace(_layout(run, "present work"), **bad)
     with pytest.raises(ValueError):

@@ -1,11 +1,12 @@
-"""The facts the checks read from the submission and hand to the estimators, by concern.
+"""The facts the checks read from the job and hand to the estimators, by concern.
 
-Each module reads inputs through a check's Context (so that every input read counts as that check's
-evidence and every missing one as missing), names the values it read in the estimators' typed inputs,
-and calls rules/estimates for every figure: no arithmetic here, and nothing is decided. The facts that
-several checks use are memoised per evaluation with ``Context.memo``, so that they agree.
+Each module reads the typed job (rules/job, ``Context.job``) through a check's Context (``value`` and
+``needed``, so that every input read counts as that check's evidence and every missing one as missing),
+names the values it read in the estimators' typed inputs, and calls rules/estimates for every figure: no
+arithmetic here, and nothing is decided. The facts that several checks use are memoised per evaluation by
+``Context.memo``, keyed by the fact's function, so that they agree.
 
-Modules, by concern: ``pointers`` (where inputs live), ``layout`` (node groups, the job's layout, NICs),
+Modules, by concern: ``layout`` (node groups, the job's layout, NICs),
 ``model`` (the model and its architecture), ``memory`` (per-GPU training memory), ``communication``
 (collectives, bandwidths, scaling efficiency), ``throughput``, ``reliability`` (checkpoints, failures,
 goodput), ``schedule`` (time to result and cost), ``goodput`` (the simulated days to completion), ``batch``

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.pointers import TRAINING
 from rules.estimates.model import batch
 from rules.estimates.model.batch import Accumulation
 from rules.estimates.model.layout import Layout
+from rules.job.pointers import TRAINING
 
 
 def accumulation(ctx: Context, micro_batch: int | None = None, plan: Layout | None = None,

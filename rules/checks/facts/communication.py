@@ -10,9 +10,8 @@ from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import Placement, layout, nics
-from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
+from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
 from rules.checks.facts.nccl_runs import measured_bandwidth_evidence, measured_runs
-from rules.checks.facts.pointers import FABRIC, SCALING_RUNS, THROUGHPUT, TRAINING
 from rules.checks.facts.throughput import throughput_facts
 from rules.errors import InconsistentInput
 from rules.estimates.communication import collectives, interconnect
@@ -25,6 +24,7 @@ from rules.estimates.model.batch import Accumulation
 from rules.estimates.model.layout import NotWholeReplicas, require_whole_replicas, resized
 from rules.estimates.training_time import scaling as scaling_estimates
 from rules.estimates.training_time.scaling import ModelledStep, ScalingPoint
+from rules.job.cluster import QuotedGpu
 from rules.status import Basis
 from rules.units import bytes_to_gb
 
@@ -38,7 +38,7 @@ def communication(ctx: Context, sharding: str | None = None, plan: Placement | N
     layout and split the inputs are read once an evaluation, and each strategy's collectives are sized once.
     """
     if plan is None and split is None:
-        submitted = ctx.memo("communication.inputs", _submitted_inputs, reads_of_refusal=True)
+        submitted = ctx.memo(_submitted_inputs, reads_of_refusal=True)
         if submitted is None:
             return None
         strategy = sharding or submitted.plan.sharding
@@ -78,7 +78,7 @@ def _step_inputs(ctx: Context, plan: Placement | None, split: Accumulation | Non
     split = split or accumulation(ctx)
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
     return _StepInputs(plan, model, split, ctx.setting("conventions.model_state_bytes"))
 
 
@@ -89,7 +89,7 @@ def bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
     """
     if plan is not None:
         return _bandwidth(ctx, plan)
-    return ctx.memo("communication.bandwidth", _bandwidth)
+    return ctx.memo(_bandwidth)
 
 
 def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
@@ -116,11 +116,11 @@ def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
 
 def _intra_node_link(ctx: Context, plan: Placement, needed: bool) -> IntraNodeLink | None:
     """Returns how the node's GPUs reach each other; None (noted missing when ``needed``) without the NVLink figure."""
-    pointer = f"{plan.group}/gpu/nvlink_gbs"
-    nvlink = ctx.need(pointer) if needed else ctx.num(pointer)
+    gpu = ctx.job.cluster.group_at(plan.group).gpu
+    nvlink = ctx.needed(gpu.nvlink_gbs) if needed else ctx.value(gpu.nvlink_gbs)
     if nvlink is None:
         return None
-    return IntraNodeLink(nvlink) if nvlink > 0 else IntraNodeLink(0.0, *_pcie_generation(ctx, plan.group))
+    return IntraNodeLink(nvlink) if nvlink > 0 else IntraNodeLink(0.0, *_pcie_generation(ctx, gpu))
 
 
 def _compute_network(ctx: Context, plan: Placement, needed: bool) -> ComputeNetwork | None:
@@ -132,8 +132,9 @@ def _compute_network(ctx: Context, plan: Placement, needed: bool) -> ComputeNetw
         if needed:
             ctx.reader.missing.append(f"{plan.group}/nics")
         return None
-    return ComputeNetwork(compute_nics.nics, compute_nics.gbps, ctx.num(f"{FABRIC}/link_gbps"),
-                          ctx.num(f"{FABRIC}/oversubscription", 1.0))
+    fabric = ctx.job.cluster.fabric
+    return ComputeNetwork(compute_nics.nics, compute_nics.gbps, ctx.value(fabric.link_gbps),
+                          ctx.value(fabric.oversubscription))
 
 
 def bandwidth_evidence(links: Bandwidth) -> dict[str, Any]:
@@ -144,9 +145,9 @@ def bandwidth_evidence(links: Bandwidth) -> dict[str, Any]:
     return {**evidence, **measured_bandwidth_evidence(links)}
 
 
-def _pcie_generation(ctx: Context, group: str) -> tuple[int, str]:
+def _pcie_generation(ctx: Context, gpu: QuotedGpu) -> tuple[int, str]:
     """Returns the GPU's PCIe generation from the catalogue, else the default generation, and where it came from."""
-    model = ctx.get(f"{group}/gpu/model")
+    model = ctx.value(gpu.model)
     spec = ctx.inputs.catalogue.gpu(model) if model else None
     if spec and spec.get("pcie_gen"):
         return int(spec["pcie_gen"]), f"catalogue {model}"
@@ -201,7 +202,8 @@ def applied_scaling(ctx: Context) -> Scaling | None:
     try:
         require_whole_replicas(measured_at, plan.tensor, plan.pipeline, plan.context)
     except NotWholeReplicas as error:
-        raise InconsistentInput(f"{THROUGHPUT}/measured_at_gpus: {error}, so the stated rate cannot have been "
+        stated = ctx.job.training.throughput.measured_at_gpus.pointer
+        raise InconsistentInput(f"{stated}: {error}, so the stated rate cannot have been "
                                 f"measured with the submitted layout") from None
     points, unused = _scaling_points(ctx)
     at_scale = {point.gpus: point for point in points or ()}
@@ -236,7 +238,7 @@ def _carried(at_quoted: float, at_measured: float, basis: Basis, words: str, evi
 
 def scaling(ctx: Context) -> Scaling | None:
     """Returns the scaling efficiency: measured at the largest measured size (two or more points), else modelled."""
-    return ctx.memo("communication.scaling", _scaling)
+    return ctx.memo(_scaling)
 
 
 def _scaling(ctx: Context) -> Scaling | None:
@@ -273,7 +275,7 @@ def _modelled(ctx: Context, plan: Placement | None = None, global_batch: int | N
     submitted = plan is None
     plan = plan or layout(ctx)
     rate = throughput_facts(ctx)
-    sequence_length = ctx.need(f"{TRAINING}/sequence_length")
+    sequence_length = ctx.needed(ctx.job.training.sequence_length)
     split = accumulation(ctx, plan=plan, global_batch=global_batch)
     links = bandwidth(ctx) if submitted else bandwidth(ctx, plan)
     # On the submitted layout the split is the submitted one: its collectives are those the sharding check sized.
@@ -313,9 +315,9 @@ def _scaling_points(ctx: Context) -> tuple[list[ScalingPoint] | None, str]:
     if parsed is not None:
         return scaling_estimates.measured_scaling([(p["gpus"], p["tokens_per_s"]) for p in parsed["points"]])
     points = []
-    for index, _run in enumerate(ctx.inputs.get(SCALING_RUNS) or []):
-        gpus = ctx.num(f"{SCALING_RUNS}/{index}/gpus")
-        tokens_per_s = ctx.num(f"{SCALING_RUNS}/{index}/tokens_per_s")
+    for run in ctx.job.measurements.scaling:
+        gpus = ctx.value(run.gpus)
+        tokens_per_s = ctx.value(run.tokens_per_s)
         if gpus and tokens_per_s:
             points.append((int(gpus), tokens_per_s))
     return scaling_estimates.measured_scaling(points)
@@ -349,6 +351,6 @@ def _scaling_source(ctx: Context) -> dict[str, Any]:
     if ctx.get(SCALING_CSV.pointer) is None:
         return {}
     words = {"measurement_source": source(SCALING_CSV)}
-    if ctx.inputs.get(SCALING_RUNS):
+    if ctx.job.measurements.scaling:
         words["measurements_not_used"] = "measurements.scaling: measurements.scaling_csv replaces it"
     return words

@@ -8,12 +8,12 @@ gives them, else each node's nameplate maximum. Arithmetic: rules/estimates/powe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.pointers import CURRENCY, INFERENCE, NODE_GROUPS, RACKS, TRAINING
 from rules.checks.facts.racks import sustained_w_per_node
 from rules.checks.facts.schedule import RunPlan, quote_cost
 from rules.estimates.power_cost import cost, rental
@@ -22,6 +22,7 @@ from rules.estimates.power_cost.power import NodePower
 from rules.estimates.power_cost.rental import RATE_KINDS, RentalRates
 from rules.estimates.reliability.goodput_sim import GoodputInputs
 from rules.estimates.training_time.schedule import NEVER_DAYS
+from rules.job.cluster import QuotedNodeGroup
 
 _KIND_NAMES = {"on_demand": "on-demand", "reserved": "reserved", "spot": "spot"}
 
@@ -46,38 +47,39 @@ def rental_rates(ctx: Context, gpu_model: str | None) -> RentalRates:
 
 
 @dataclass(frozen=True)
-class Hardware:
+class OwnedQuote:
     """Owned hardware as the cost model takes it, and the node groups whose power is unknown."""
 
     owned: OwnedHardware
     unknown_power: tuple[str, ...]  # names of node groups without a maximum power
 
 
-def _hardware(ctx: Context, capital: float, groups: list[int], racks: bool) -> Hardware:
-    """Returns the node groups at ``groups`` (indices) with ``capital``; the quote's racks when ``racks``."""
+def _hardware(ctx: Context, capital: float, groups: Sequence[QuotedNodeGroup], racks: bool) -> OwnedQuote:
+    """Returns the node groups ``groups`` with ``capital``; the quote's racks when ``racks``."""
     sustained_w = sustained_w_per_node(ctx)
     nodes, gpu_groups, unknown = [], [], []
-    for index in groups:
-        base = f"{NODE_GROUPS}/{index}"
-        count, per_node = ctx.num(f"{base}/count"), ctx.num(f"{base}/gpu/count")
-        max_w = ctx.num(f"{base}/max_power_w")
+    for group in groups:
+        count, per_node = ctx.value(group.count), ctx.value(group.gpu.count)
+        max_w = ctx.value(group.max_power_w)
         if not count:
             continue
         if per_node:
             gpu_groups.append((int(count), int(per_node)))
         if max_w is None:
-            unknown.append(ctx.get(f"{base}/name", base))
+            name = ctx.value(group.name)
+            unknown.append(group.pointer if name is None else name)
         else:
             nodes.append(NodePower(int(count), max_w, sustained_w if per_node else None))
     kinds = None
-    if racks and ctx.inputs.get(RACKS):
-        kinds = tuple(int(ctx.num(f"{RACKS}/{index}/count", 1)) for index in range(len(ctx.inputs.get(RACKS))))
-    return Hardware(OwnedHardware(capital, tuple(nodes), tuple(gpu_groups), kinds), tuple(unknown))
+    quoted_racks = ctx.job.cluster.racks
+    if racks and quoted_racks:
+        kinds = tuple(int(ctx.value(rack.count)) for rack in quoted_racks)
+    return OwnedQuote(OwnedHardware(capital, tuple(nodes), tuple(gpu_groups), kinds), tuple(unknown))
 
 
 def _comparable(ctx: Context, capital: float | None) -> str | None:
     """Returns why the quote's cost cannot be set against the policy's rates; None when it can."""
-    policy_currency, quote_currency = ctx.setting("cost.currency"), ctx.get(CURRENCY)
+    policy_currency, quote_currency = ctx.setting("cost.currency"), ctx.value(ctx.job.cluster.currency)
     if capital is None:
         return "the quote carries no prices"
     if quote_currency != policy_currency:
@@ -109,8 +111,9 @@ def training_cost(ctx: Context, run: RunPlan, job: GoodputInputs | None) -> dict
     plan, schedule = layout(ctx), run.schedule
     price = quote_cost(ctx)
     rates = ownership_rates(ctx)
-    hardware = _hardware(ctx, price.total or 0.0, list(range(len(ctx.inputs.get(NODE_GROUPS) or []))), True)
-    gpu_model = ctx.get(f"{plan.group}/gpu/model") if plan is not None else None
+    hardware = _hardware(ctx, price.total or 0.0, ctx.job.cluster.node_groups, True)
+    trains_on = ctx.job.cluster.group_at(plan.group) if plan is not None else None
+    gpu_model = ctx.value(trains_on.gpu.model) if trains_on is not None else None
     finishes = schedule.run_days < NEVER_DAYS
     problem = _comparable(ctx, price.total) if finishes else "the run never finishes as modelled (goodput 0)"
     evidence: dict[str, Any] = {
@@ -190,16 +193,19 @@ def serving_cost(ctx: Context, group: str | None) -> dict[str, Any]:
     node group alone (its nodes × unit price, its power; the facility per kW). Tokens per day: the average
     request rate × output tokens.
     """
-    rps, output_tokens = ctx.num(f"{INFERENCE}/rps"), ctx.num(f"{INFERENCE}/output_tokens")
-    groups = list(range(len(ctx.inputs.get(NODE_GROUPS) or [])))
-    whole_quote = ctx.get(TRAINING) is None
+    serving, cluster = ctx.job.serving, ctx.job.cluster
+    rps, output_tokens = ctx.value(serving.rps), ctx.value(serving.output_tokens)
+    groups: Sequence[QuotedNodeGroup] = cluster.node_groups
+    whole_quote = not ctx.job.trains
     if whole_quote:
         capital = quote_cost(ctx).total
     else:
-        index = next((i for i in groups if f"{NODE_GROUPS}/{i}" == group), None)
-        groups = [index] if index is not None else []
-        count, price = ctx.num(f"{group}/count"), ctx.num(f"{group}/unit_price")
-        capital = cost.priced_total([(count, price)]) if count is not None and price is not None else None
+        serves_on = cluster.group_at(group)
+        groups, capital = [], None
+        if serves_on is not None:
+            groups = [serves_on]
+            count, price = ctx.value(serves_on.count), ctx.value(serves_on.unit_price)
+            capital = cost.priced_total([(count, price)]) if count is not None and price is not None else None
     problem = _comparable(ctx, capital)
     evidence: dict[str, Any] = {"cost_currency": ctx.setting("cost.currency"),
                                 "serving_cost_per_day": None, "cost_per_million_tokens_served": None,

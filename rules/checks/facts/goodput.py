@@ -17,7 +17,6 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.pointers import RELIABILITY
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quoted_run_plan
 from rules.estimates.reliability.goodput_sim import (
@@ -71,14 +70,14 @@ class SimulatedRun:
 
 def simulated_run(ctx: Context) -> SimulatedRun | None:
     """Returns the quoted job's simulated days to completion; None when the schedule or the goodput is unknown."""
-    return ctx.memo("goodput.simulated_run", _simulated_run)
+    return ctx.memo(_simulated_run)
 
 
 def _simulated_run(ctx: Context) -> SimulatedRun | None:
     run = quoted_run_plan(ctx)
     reliability = goodput_facts(ctx)
     plan = layout(ctx)
-    node_mtbf_h = ctx.need(f"{RELIABILITY}/node_mtbf_h")
+    node_mtbf_h = ctx.needed(ctx.job.training.reliability.node_mtbf_h)
     if run is None or reliability is None or plan is None or node_mtbf_h is None:
         return None
     job = GoodputInputs(compute_s=run.schedule.compute_s, nodes=plan.nodes, node_mtbf_h=node_mtbf_h,

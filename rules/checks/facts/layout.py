@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rules.checks.base import Context
-from rules.checks.facts.pointers import NODE_GROUPS, PARALLELISM, TRAINING
 from rules.errors import InconsistentInput
 from rules.estimates.communication import topology
 from rules.estimates.model.layout import Layout, NotWholeReplicas, training_layout
+from rules.job.pointers import NODE_GROUPS, PARALLELISM, TRAINING
 
 
 def group_pointer(ctx: Context, workload: str) -> str | None:
@@ -38,7 +38,7 @@ def layout(ctx: Context) -> Placement | None:
     InconsistentInput, naming the inputs, when the GPU count is not a whole number of tensor × pipeline ×
     context replicas (Megatron-LM refuses such a world size).
     """
-    return ctx.memo("training.layout", _layout)
+    return ctx.memo(_layout)
 
 
 def _layout(ctx: Context) -> Placement | None:

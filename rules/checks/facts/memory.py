@@ -17,7 +17,6 @@ from rules.checks.facts.model import (
     model_state_inputs,
     note_missing_formats,
 )
-from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.estimates.memory.activations import ActivationSaving
 from rules.estimates.memory.comm_buffers import CommunicationSettings
 from rules.estimates.memory.model_state import TrainedModel
@@ -31,6 +30,7 @@ from rules.estimates.memory.step_memory import (
 )
 from rules.estimates.memory.training_state import TrainingModelState, host_holds_model_state, training_model_state
 from rules.estimates.model.layout import Layout, resized
+from rules.job.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.units import bytes_to_gb, bytes_to_gib
 
 # The DeepSpeed ZeRO values of the policy (memory.deepspeed), named as DeepSpeed names them.
@@ -51,7 +51,7 @@ def memory_inputs(ctx: Context) -> MemoryInputs | None:
 
     The job may still lack its activations (no architecture or batch shape): ``job.saving`` is then None.
     """
-    return ctx.memo("memory.inputs", _memory_inputs)
+    return ctx.memo(_memory_inputs)
 
 
 def _memory_inputs(ctx: Context) -> MemoryInputs | None:
@@ -90,7 +90,7 @@ def _memory_inputs(ctx: Context) -> MemoryInputs | None:
 def memory_settings(ctx: Context) -> MemorySettings:
     """Returns the policy's memory parameters, its model-state and activation conventions and the training GPU's
     CUDA context (memoised: every memory estimate of an evaluation uses them)."""
-    return ctx.memo("memory.settings", _memory_settings)
+    return ctx.memo(_memory_settings)
 
 
 def _memory_settings(ctx: Context) -> MemorySettings:
@@ -119,7 +119,7 @@ def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int 
     layout's estimate is made once an evaluation (peak-memory and gradient-accumulation both read it).
     """
     if sharding is None and micro_batch is None and gpus is None:
-        return ctx.memo("memory.estimate", _submitted_estimate, reads_of_refusal=True)
+        return ctx.memo(_submitted_estimate, reads_of_refusal=True)
     return _memory_estimate(ctx, sharding, micro_batch, gpus)
 
 
@@ -145,7 +145,7 @@ def step_memory_model(ctx: Context) -> StepMemoryModel:
 
     For callers that have the memory inputs (:func:`memory_inputs` is not None).
     """
-    return ctx.memo("memory.model", _step_memory_model)
+    return ctx.memo(_step_memory_model)
 
 
 def _step_memory_model(ctx: Context) -> StepMemoryModel:
@@ -161,7 +161,7 @@ def model_state_estimate(ctx: Context) -> TrainingModelState | None:
     model state (the layout, the model's counts and formats, offload, and the architecture where given or where
     the pipeline's first stage rests on it), so host-ram does not depend on the batch shape.
     """
-    return ctx.memo("memory.model_state", _model_state_estimate)
+    return ctx.memo(_model_state_estimate)
 
 
 def _model_state_estimate(ctx: Context) -> TrainingModelState | None:

@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 from rules.checks.base import Context
-from rules.checks.facts.pointers import ARCHITECTURE, TRAINING, TRAINING_MODEL
 from rules.estimates.model.shapes import ModelShape
+from rules.job.pointers import TRAINING, TRAINING_MODEL
 
-PARAMETERS = f"{TRAINING_MODEL}/parameters"
 # The dimensions that size a parameter count and have no default that fits every model family (a 4 × hidden
 # MLP fits GPT, not Llama; the vocabulary has none): only with all of them stated is the count checked.
 COUNTED_DIMENSIONS = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
 TRAINABLE_PARAMETERS = f"{TRAINING_MODEL}/trainable_parameters"
 PRECISION = f"{TRAINING}/precision"
-OPTIMIZER = f"{TRAINING}/optimizer"
 
 
 def model_state_inputs(ctx: Context) -> tuple[float | None, str | None, str | None]:
     """Returns the parameter count (noted missing when absent), the training precision and optimizer."""
-    return ctx.need(PARAMETERS), ctx.get(PRECISION), ctx.get(OPTIMIZER)
+    training = ctx.job.training
+    return ctx.needed(training.model.parameters), ctx.value(training.precision), ctx.value(training.optimizer)
+
+
+def trainable_parameters(ctx: Context) -> float | None:
+    """Returns the parameters the job trains: ``trainable_parameters``, else all of ``parameters``."""
+    return ctx.value(ctx.job.training.model.trainable_parameters)
 
 
 def note_missing_formats(ctx: Context, precision: str | None, optimizer: str | None) -> None:
     """Notes the precision and the optimizer as missing inputs when the submission leaves them out."""
-    for pointer, value in ((PRECISION, precision), (OPTIMIZER, optimizer)):
-        if value is None and pointer not in ctx.missing:
-            ctx.missing.append(pointer)
+    training = ctx.job.training
+    for given, value in ((training.precision, precision), (training.optimizer, optimizer)):
+        if value is None and given.pointer not in ctx.missing:
+            ctx.missing.append(given.pointer)
 
 
 def architecture(ctx: Context) -> ModelShape | None:
@@ -34,7 +39,7 @@ def architecture(ctx: Context) -> ModelShape | None:
     heads, dropout for gelu MLPs (GPT) and none for swiglu (Llama), RMSNorm for swiglu and LayerNorm for gelu,
     untied embeddings.
     """
-    return ctx.memo("training.architecture", _architecture)
+    return ctx.memo(_architecture)
 
 
 def counted_architecture(ctx: Context) -> ModelShape | None:
@@ -43,7 +48,8 @@ def counted_architecture(ctx: Context) -> ModelShape | None:
     The parameter count from the architecture is a cross-check of the stated ``parameters``, not an input a
     check needs, so an architecture left incomplete is not reported as missing here.
     """
-    if any(ctx.get(f"{ARCHITECTURE}/{name}") is None for name in COUNTED_DIMENSIONS):
+    stated = ctx.job.training.model.architecture
+    if any(ctx.value(getattr(stated, name)) is None for name in COUNTED_DIMENSIONS):
         return None
     return architecture(ctx)
 
@@ -58,19 +64,20 @@ def architecture_words(shape: ModelShape) -> str:
 
 
 def _architecture(ctx: Context) -> ModelShape | None:
-    layers = ctx.need(f"{ARCHITECTURE}/layers")
-    hidden = ctx.need(f"{ARCHITECTURE}/hidden")
-    heads = ctx.need(f"{ARCHITECTURE}/heads")
+    architecture = ctx.job.training.model.architecture
+    layers = ctx.needed(architecture.layers)
+    hidden = ctx.needed(architecture.hidden)
+    heads = ctx.needed(architecture.heads)
     if layers is None or hidden is None or heads is None:
         return None
-    mlp = ctx.get(f"{ARCHITECTURE}/mlp", "gelu")
-    kv_heads = ctx.num(f"{ARCHITECTURE}/kv_heads", heads)
-    ffn_hidden = ctx.num(f"{ARCHITECTURE}/ffn_hidden")
-    vocab = ctx.num(f"{ARCHITECTURE}/vocab")
-    head_dim = ctx.num(f"{ARCHITECTURE}/head_dim")
-    dropout = bool(ctx.get(f"{ARCHITECTURE}/dropout", mlp == "gelu"))
-    norm = ctx.get(f"{ARCHITECTURE}/norm", "rmsnorm" if mlp == "swiglu" else "layernorm")
-    tied = bool(ctx.get(f"{ARCHITECTURE}/tied_embeddings", False))
+    mlp = ctx.value(architecture.mlp)
+    kv_heads = ctx.value(architecture.kv_heads)
+    ffn_hidden = ctx.value(architecture.ffn_hidden)
+    vocab = ctx.value(architecture.vocab)
+    head_dim = ctx.value(architecture.head_dim)
+    dropout = bool(ctx.value(architecture.dropout))
+    norm = ctx.value(architecture.norm)
+    tied = bool(ctx.value(architecture.tied_embeddings))
     return ModelShape(layers=int(layers), hidden=int(hidden), heads=int(heads), kv_heads=int(kv_heads),
                       ffn_hidden=int(ffn_hidden) if ffn_hidden is not None else None,
                       vocab=int(vocab) if vocab else None, mlp=mlp, norm=norm, dropout=dropout, tied_embeddings=tied,

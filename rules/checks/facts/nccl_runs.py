@@ -8,8 +8,7 @@ from rules.artifacts import NCCL_TESTS
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import Placement
-from rules.checks.facts.model import OPTIMIZER, PARAMETERS, PRECISION, TRAINABLE_PARAMETERS, architecture
-from rules.checks.facts.pointers import ARCHITECTURE, NCCL_TESTS_RUNS
+from rules.checks.facts.model import architecture, trainable_parameters
 from rules.estimates.communication import collectives
 from rules.estimates.communication.interconnect import Bandwidth
 from rules.estimates.communication.nccl_tests import (
@@ -33,14 +32,14 @@ def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:
     model is known, else at its peak.
     """
     runs = []
-    for index, _run in enumerate(ctx.inputs.get(NCCL_TESTS_RUNS) or []):
-        base = f"{NCCL_TESTS_RUNS}/{index}"
-        parsed = read_artifact(ctx, NCCL_TESTS, f"{base}/raw", ctx.get(f"{base}/collective"))
+    for run in ctx.job.measurements.nccl_tests:
+        collective = ctx.value(run.collective)
+        parsed = read_artifact(ctx, NCCL_TESTS, run.raw.pointer, collective)
         if parsed is None:
             continue
         rows = tuple(NcclTestsRow(row["size_bytes"], row["out_of_place"]["busbw_gbs"], row["in_place"]["busbw_gbs"])
                      for row in parsed["rows"])
-        runs.append(NcclTestsRun(f"{base}/raw", int(ctx.num(f"{base}/nodes", 1)), rows, parsed["collective"],
+        runs.append(NcclTestsRun(run.raw.pointer, int(ctx.value(run.nodes)), rows, parsed["collective"],
                                  parsed["avg_busbw_gbs"]))
     if not runs:
         return NOT_MEASURED
@@ -49,13 +48,17 @@ def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:
 
 def _gradient_message(ctx: Context, plan: Placement) -> GradientMessage | None:
     """Returns the size of the job's gradient collectives; None, noting nothing missing, without the model."""
-    parameters, precision, optimizer = ctx.num(PARAMETERS), ctx.get(PRECISION), ctx.get(OPTIMIZER)
+    training = ctx.job.training
+    parameters = ctx.value(training.model.parameters)
+    precision, optimizer = ctx.value(training.precision), ctx.value(training.optimizer)
     if parameters is None or precision is None or optimizer is None:
         return None
     convention = ctx.setting("conventions.model_state_bytes")
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
+    model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
     step = collectives.step_communication(model, plan, 1, convention)
-    stated = all(ctx.get(f"{ARCHITECTURE}/{name}") is not None for name in ("layers", "hidden", "heads"))
+    stated_shape = training.model.architecture
+    stated = all(ctx.value(given) is not None
+                 for given in (stated_shape.layers, stated_shape.hidden, stated_shape.heads))
     buckets = GradientBuckets(framework=framework_of(plan.sharding, convention), gradient_bytes=step.gradient_bytes,
                               working_bytes_per_param=model_state_bytes_per_param(precision, optimizer,
                                                                                   convention).weights_bytes_per_param,

@@ -10,8 +10,6 @@ from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.estimates.communication.topology_matrix import MatrixNic, MatrixPlacement, TopologyMatrix, matrix_placement
 
-COMPUTE_NICS = "/measurements/topology/compute_nics"
-
 
 @dataclass(frozen=True)
 class MeasuredTopology:
@@ -34,7 +32,7 @@ def measured_topology(ctx: Context, gpus_per_node: int, farthest: str,
     matrix = TopologyMatrix(gpus=tuple(gpu["name"] for gpu in parsed["gpus"]),
                             nics=tuple(MatrixNic(nic["name"], nic["device"]) for nic in parsed["nics"]),
                             links=parsed["links"])
-    named = ctx.get(COMPUTE_NICS)
+    named = ctx.value(ctx.job.measurements.topology.compute_nics)
     placement = matrix_placement(matrix, gpus_per_node, tuple(named) if named is not None else None, farthest,
                                  stated)
     return MeasuredTopology(placement, source(TOPOLOGY), named is not None)

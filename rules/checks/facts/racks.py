@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rules.artifacts import POWER_CSV
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
-from rules.checks.facts.pointers import MEASURED_POWER, NODE_GROUPS, RACKS
 from rules.estimates.power_cost.power import NodePower, NodeReadings, PduGroup, sustained_draw
 from rules.estimates.power_cost.site_power import RackKind, Site
-from rules.inputs import escape
+from rules.job.cluster import QuotedNodeGroup
+from rules.job.fields import member_pointer
 
 
 @dataclass(frozen=True)
@@ -35,12 +34,13 @@ def measured_draw(ctx: Context) -> MeasuredDraw:
     The CSV's node readings give the highest node's policy statistic (power.sustained_statistic, p95 or mean:
     rules.estimates.power_cost.power.sustained_draw); GPU readings alone do not give a node's draw and are not used.
     """
-    return ctx.memo("racks.measured_draw", _measured_draw)
+    return ctx.memo(_measured_draw)
 
 
 def _measured_draw(ctx: Context) -> MeasuredDraw:
     parsed = read_artifact(ctx, POWER_CSV)
-    typed = ctx.num(MEASURED_POWER)
+    stated = ctx.job.measurements.power.sustained_w_per_node
+    typed = ctx.value(stated)
     not_used = ""
     if parsed is not None and parsed["scope"] == "gpu":
         not_used = ("measurements.power_csv: its readings are per GPU, and a node also draws for its CPUs, memory, "
@@ -55,7 +55,7 @@ def _measured_draw(ctx: Context) -> MeasuredDraw:
         replaced = "measurements.power.sustained_w_per_node: measurements.power_csv replaces it"
         return MeasuredDraw(draw.w_per_node, words, replaced if typed is not None else "", draw.statistic)
     if typed is not None:
-        return MeasuredDraw(typed, MEASURED_POWER, not_used)
+        return MeasuredDraw(typed, stated.pointer, not_used)
     return MeasuredDraw(None, None, not_used)
 
 
@@ -67,41 +67,39 @@ def quoted_site(ctx: Context, measured: bool = True) -> Site | None:
     limited by the policy's air-cooling limit when it is air-cooled. The inputs missing (a node's maximum power,
     a rack's PDUs) are noted on ``ctx``; the nodes quoted are read only when none is.
     """
-    groups = {group.get("name"): (index, group) for index, group in enumerate(ctx.inputs.get(NODE_GROUPS, []))}
+    cluster = ctx.job.cluster
+    groups = {group.name.value: group for group in cluster.node_groups}
     sustained_w = sustained_w_per_node(ctx) if measured else None
     racks: list[RackKind] = []
     unknown: list[tuple[str, str]] = []
-    for index, rack in enumerate(ctx.inputs.get(RACKS) or []):
-        base = f"{RACKS}/{index}"
-        count = int(ctx.num(f"{base}/count", 1))
+    for index, rack in enumerate(cluster.racks):
+        count = int(ctx.value(rack.count))
         placed: list[tuple[str, int]] = []
         nodes: list[NodePower] = []
-        for name, per_rack in rack.get("node_groups", {}).items():
+        for name, per_rack in rack.node_groups:
             if name not in groups:
-                unknown.append((rack.get("name"), name))
+                unknown.append((rack.name.value, name))
                 continue
-            group_index, group = groups[name]
-            placed.append((name, int(per_rack)))
-            ctx.num(f"{base}/node_groups/{escape(name)}")
-            max_w = ctx.need(f"{NODE_GROUPS}/{group_index}/max_power_w")
+            group, in_rack = groups[name], int(ctx.value(per_rack))
+            placed.append((name, in_rack))
+            max_w = ctx.needed(group.max_power_w)
             if max_w is not None:
-                nodes.append(NodePower(int(per_rack), max_w, sustained_w if _has_gpus(group) else None))
-        pdus = tuple(PduGroup(int(ctx.num(f"{base}/pdus/{p}/count")), ctx.num(f"{base}/pdus/{p}/rating_kw"))
-                     for p in range(len(rack.get("pdus", []))))
+                nodes.append(NodePower(in_rack, max_w, sustained_w if _has_gpus(group) else None))
+        pdus = tuple(PduGroup(int(ctx.value(pdu.count)), ctx.value(pdu.rating_kw)) for pdu in rack.pdus)
         if not pdus:
-            ctx.reader.missing.append(f"{base}/pdus")
-        redundancy = ctx.get(f"{base}/redundancy", "N")
-        budget_kw = ctx.num(f"{base}/power_budget_kw")
-        cooling_kw = ctx.num(f"{base}/cooling_capacity_kw")
-        if cooling_kw is None and ctx.get(f"{base}/cooling") == "air":
+            ctx.reader.missing.append(member_pointer(rack, "pdus"))
+        redundancy = ctx.value(rack.redundancy)
+        budget_kw = ctx.value(rack.power_budget_kw)
+        cooling_kw = ctx.value(rack.cooling_capacity_kw)
+        if cooling_kw is None and ctx.value(rack.cooling) == "air":
             cooling_kw = ctx.setting("power.air_cooling_limit_kw")
-        racks.append(RackKind(rack.get("name", f"rack {index}"), count, tuple(placed), tuple(nodes), pdus,
+        racks.append(RackKind(rack.name.or_(f"rack {index}"), count, tuple(placed), tuple(nodes), pdus,
                               redundancy, budget_kw, cooling_kw))
     if ctx.missing:
         return None
-    quoted = tuple((name, int(ctx.num(f"{NODE_GROUPS}/{index}/count", 0))) for name, (index, _) in groups.items())
+    quoted = tuple((name, int(ctx.value(group.count) or 0)) for name, group in groups.items())
     return Site(tuple(racks), quoted, tuple(unknown))
 
 
-def _has_gpus(group: dict[str, Any]) -> bool:
-    return bool((group.get("gpu") or {}).get("count"))
+def _has_gpus(group: QuotedNodeGroup) -> bool:
+    return bool(group.gpu.count.value)

@@ -13,10 +13,10 @@ from rules.artifacts import FIO
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.layout import layout, nics
-from rules.checks.facts.model import TRAINABLE_PARAMETERS, model_state_inputs, note_missing_formats
-from rules.checks.facts.pointers import CHECKPOINT, MEASURED_WRITE, RELIABILITY, RESTORE_TEST, STORAGE, TRAINING
+from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
 from rules.estimates.reliability import checkpoint
 from rules.estimates.reliability import failures as reliability
+from rules.job.fields import member_pointer
 from rules.status import Basis
 from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 
@@ -24,7 +24,7 @@ from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 # ---- checkpoints -----------------------------------------------------------------------------------
 def checkpoint_size_facts(ctx: Context) -> checkpoint.CheckpointSize | None:
     """Returns the size of one resumable checkpoint of the job (weights, optimizer state, gradients if saved)."""
-    return ctx.memo("reliability.checkpoint_size", _checkpoint_size)
+    return ctx.memo(_checkpoint_size)
 
 
 def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
@@ -32,12 +32,13 @@ def _checkpoint_size(ctx: Context) -> checkpoint.CheckpointSize | None:
     note_missing_formats(ctx, precision, optimizer)
     if parameters is None or precision is None or optimizer is None:
         return None
+    training = ctx.job.training
     return checkpoint.training_checkpoint_size(
         parameters, precision, optimizer,
-        trainable_parameters=ctx.num(TRAINABLE_PARAMETERS, parameters),
-        save_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)),
+        trainable_parameters=trainable_parameters(ctx),
+        save_gradients=bool(ctx.value(training.checkpoint.include_gradients)),
         # An adapter run saves the adapter and its optimizer state; the frozen base is re-read from its files.
-        save_frozen_weights=ctx.get(f"{TRAINING}/objective") != "adapter",
+        save_frozen_weights=ctx.value(training.objective) != "adapter",
         convention=ctx.setting("conventions.model_state_bytes"))
 
 
@@ -102,14 +103,15 @@ class CheckpointFacts:
 
 def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
     """Returns the checkpoint size and save time: bytes / min(storage write × efficiency, nodes × storage NICs)."""
-    return ctx.memo("reliability.checkpoint", _checkpoint)
+    return ctx.memo(_checkpoint)
 
 
 def _checkpoint(ctx: Context) -> CheckpointFacts | None:
     plan = layout(ctx)
     size = checkpoint_size_facts(ctx)
     measured, measured_from, not_used = _measured_write(ctx)
-    quoted = ctx.num(f"{STORAGE}/write_gbs") if measured is not None else ctx.need(f"{STORAGE}/write_gbs")
+    stated = ctx.job.cluster.storage.write_gbs
+    quoted = ctx.value(stated) if measured is not None else ctx.needed(stated)
     if plan is None or size is None or (measured is None and quoted is None):
         return None
     path = nics(ctx, plan.group, "storage")
@@ -118,7 +120,7 @@ def _checkpoint(ctx: Context) -> CheckpointFacts | None:
         # Without a storage network the checkpoint travels over the compute fabric (a converged network).
         path, storage_path = nics(ctx, plan.group, "compute"), "compute NICs (no storage NIC quoted)"
     if path.gbps <= 0:
-        ctx.reader.missing.append(f"{plan.group}/nics")
+        ctx.reader.missing.append(member_pointer(ctx.job.cluster.group_at(plan.group), "nics"))
         return None
     efficiency = ctx.setting("checkpoint.write_efficiency")
     estimate = None
@@ -132,7 +134,7 @@ def _checkpoint(ctx: Context) -> CheckpointFacts | None:
         save, write, basis, estimate = estimate, quoted, Basis.ESTIMATED, None
     return CheckpointFacts(size=size, save=save, storage_write_gbs=write, write_efficiency=efficiency, basis=basis,
                            storage_path=storage_path, nodes=plan.nodes,
-                           include_gradients=bool(ctx.get(f"{CHECKPOINT}/include_gradients", False)),
+                           include_gradients=bool(ctx.value(ctx.job.training.checkpoint.include_gradients)),
                            measured_from=measured_from, estimate=estimate, quoted_write_gbs=quoted, not_used=not_used)
 
 
@@ -143,7 +145,7 @@ def _measured_write(ctx: Context) -> tuple[float | None, str | None, str]:
     measurements.storage.write_gbs; a fio run that wrote nothing (a read test) gives no write figure.
     """
     fio = read_artifact(ctx, FIO)
-    typed = ctx.num(MEASURED_WRITE)
+    typed = ctx.value(ctx.job.measurements.storage.write_gbs)
     if fio is not None and fio["write_gbs"]:
         not_used = "measurements.storage.write_gbs: measurements.fio replaces it" if typed is not None else ""
         return fio["write_gbs"], f"{source(FIO)}, aggregate write of {len(fio['jobs'])} job(s)", not_used
@@ -156,12 +158,12 @@ def _measured_write(ctx: Context) -> tuple[float | None, str | None, str]:
 # ---- failures and goodput --------------------------------------------------------------------------
 def job_mtbf_h(ctx: Context) -> float | None:
     """Returns the job's mean time between failures, h: node MTBF ÷ nodes (independent node failures)."""
-    return ctx.memo("reliability.job_mtbf_h", _job_mtbf_h)
+    return ctx.memo(_job_mtbf_h)
 
 
 def _job_mtbf_h(ctx: Context) -> float | None:
     plan = layout(ctx)
-    node_mtbf_h = ctx.need(f"{RELIABILITY}/node_mtbf_h")
+    node_mtbf_h = ctx.needed(ctx.job.training.reliability.node_mtbf_h)
     if plan is None or node_mtbf_h is None:
         return None
     return reliability.job_mtbf_h(node_mtbf_h, plan.nodes)
@@ -169,7 +171,7 @@ def _job_mtbf_h(ctx: Context) -> float | None:
 
 def restore_test(ctx: Context) -> str:
     """Returns "passed", "failed" or "not recorded" for /measurements/restore_test."""
-    passed = ctx.get(f"{RESTORE_TEST}/passed")
+    passed = ctx.value(ctx.job.measurements.restore_test.passed)
     if passed is None:
         return "not recorded"
     return "passed" if passed else "failed"
@@ -216,23 +218,25 @@ class GoodputFacts:
 
 def goodput_facts(ctx: Context) -> GoodputFacts | None:
     """Returns the job's first-order goodput (Daly 2006) with its MTBF, save, interval and restart times."""
-    return ctx.memo("reliability.goodput", _goodput)
+    return ctx.memo(_goodput)
 
 
 def _goodput(ctx: Context) -> GoodputFacts | None:
     saved = checkpoint_facts(ctx)
     mtbf_h = job_mtbf_h(ctx)
-    interval_min = ctx.need(f"{CHECKPOINT}/interval_min")
+    training = ctx.job.training
+    interval_min = ctx.needed(training.checkpoint.interval_min)
     outcome = restore_test(ctx)
     restart_min, restart_from, assumed = None, "submission", []
     if outcome == "passed":
-        restart_min = ctx.num(f"{RESTORE_TEST}/restore_min")
+        restart_min = ctx.value(ctx.job.measurements.restore_test.restore_min)
         restart_from = "restore test"
+    stated_restart = training.reliability.restart_min
     if restart_min is None:
-        restart_min, restart_from = ctx.num(f"{RELIABILITY}/restart_min"), "submission"
+        restart_min, restart_from = ctx.value(stated_restart), "submission"
     if restart_min is None:
         restart_min, restart_from = ctx.setting("restart.default_restart_min"), "policy default"
-        assumed.append(f"{RELIABILITY}/restart_min = {restart_min:g} min (policy restart.default_restart_min)")
+        assumed.append(f"{stated_restart.pointer} = {restart_min:g} min (policy restart.default_restart_min)")
     if saved is None or mtbf_h is None or interval_min is None:
         return None
     mtbf_s = h_to_s(mtbf_h)

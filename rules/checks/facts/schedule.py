@@ -9,14 +9,6 @@ from rules.checks.base import Context
 from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.layout import layout
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
-from rules.checks.facts.model import PARAMETERS
-from rules.checks.facts.pointers import (
-    LINE_ITEMS,
-    MEASURED_QUEUE_WAIT,
-    NODE_GROUPS,
-    SHARED_CLUSTER_UTILISATION,
-    TRAINING,
-)
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
 from rules.estimates.power_cost import cost
@@ -54,9 +46,10 @@ def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
     memory, ``gpus_needed`` is None and ``gpus_needed_reason`` says why (rules/estimates/training_time/schedule.py).
     """
     plan = layout(ctx)
-    dataset_tokens = ctx.need(f"{TRAINING}/dataset_tokens")
-    epochs = ctx.num(f"{TRAINING}/epochs", 1)
-    window_days = ctx.need(f"{TRAINING}/completion_window_days")
+    training = ctx.job.training
+    dataset_tokens = ctx.needed(training.dataset_tokens)
+    epochs = ctx.value(training.epochs)
+    window_days = ctx.needed(training.completion_window_days)
     if plan is None or dataset_tokens is None or window_days is None:
         return None
     tokens = schedules.run_tokens(dataset_tokens, epochs)
@@ -70,7 +63,8 @@ def run_plan(ctx: Context, rate: RunRate) -> RunPlan | None:
 
 def shared_cluster(ctx: Context) -> SharedCluster:
     """Returns what the workload says about sharing the cluster (neither field given: not shared)."""
-    return SharedCluster(ctx.num(SHARED_CLUSTER_UTILISATION), ctx.num(MEASURED_QUEUE_WAIT))
+    training = ctx.job.training
+    return SharedCluster(ctx.value(training.shared_cluster_utilisation), ctx.value(training.measured_queue_wait_days))
 
 
 def quoted_run_plan(ctx: Context) -> RunPlan | None:
@@ -79,7 +73,7 @@ def quoted_run_plan(ctx: Context) -> RunPlan | None:
     None when one of them, the dataset size or the completion window is unknown. Memoised, so that
     time-to-result and the simulated days to completion (rules/checks/facts/goodput.py) read one schedule.
     """
-    return ctx.memo("schedule.quoted_run", _quoted_run_plan)
+    return ctx.memo(_quoted_run_plan)
 
 
 def _quoted_run_plan(ctx: Context) -> RunPlan | None:
@@ -91,11 +85,11 @@ def _quoted_run_plan(ctx: Context) -> RunPlan | None:
 
 def _run_flops(ctx: Context, tokens: float) -> tuple[float | None, float | None]:
     """Returns the run's model FLOPs (6·N·D + attention) and hardware FLOPs (with the recompute it plans)."""
-    parameters = ctx.num(PARAMETERS)
+    parameters = ctx.value(ctx.job.training.model.parameters)
     span = attention_span(ctx)
     if parameters is None:
         return None, None
-    recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
+    recompute = ctx.value(ctx.job.training.activation_checkpointing)
     return compute.run_flops(parameters, tokens, recompute, *span)
 
 
@@ -114,27 +108,28 @@ def quote_cost(ctx: Context) -> QuoteCost:
 
     Summed once an evaluation (time-to-result reads it for its evidence and for the cost of the run).
     """
-    return ctx.memo("schedule.quote_cost", _quote_cost, reads_of_refusal=True)
+    return ctx.memo(_quote_cost, reads_of_refusal=True)
 
 
 def _quote_cost(ctx: Context) -> QuoteCost:
-    plan = layout(ctx)
+    plan, cluster = layout(ctx), ctx.job.cluster
     priced, unpriced = [], []
-    for index, _item in enumerate(ctx.inputs.get(LINE_ITEMS) or []):
-        quantity = ctx.num(f"{LINE_ITEMS}/{index}/quantity")
-        price = ctx.num(f"{LINE_ITEMS}/{index}/unit_price")
+    for index, item in enumerate(cluster.line_items):
+        quantity = ctx.value(item.quantity)
+        price = ctx.value(item.unit_price)
         if quantity is not None and price is not None:
             priced.append((quantity, price))
         else:
             unpriced.append(index)
     groups = []
-    for index, _group in enumerate(ctx.inputs.get(NODE_GROUPS) or []):
-        count, price = ctx.num(f"{NODE_GROUPS}/{index}/count"), ctx.num(f"{NODE_GROUPS}/{index}/unit_price")
+    for group in cluster.node_groups:
+        count, price = ctx.value(group.count), ctx.value(group.unit_price)
         if count is not None and price is not None:
             groups.append((count, price))
     training = None
-    if plan is not None:
-        count, price = ctx.num(f"{plan.group}/count"), ctx.num(f"{plan.group}/unit_price")
+    trains_on = cluster.group_at(plan.group) if plan is not None else None
+    if trains_on is not None:
+        count, price = ctx.value(trains_on.count), ctx.value(trains_on.unit_price)
         if count is not None and price is not None:
             training = cost.priced_total([(count, price)])
     if priced:

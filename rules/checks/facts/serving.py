@@ -1,7 +1,8 @@
 """Facts about the serving workload that the inference checks share: where it runs and what one GPU holds.
 
-Reads the inference workload, applies the documented defaults, and calls the estimators in
-rules/estimates/serving/inference_memory.py; the replica's memory plan is memoised per evaluation.
+Reads the inference workload of the job (its documented defaults declared in rules/job/spec.py, the policy's
+applied here), and calls the estimators in rules/estimates/serving/inference_memory.py; the replica's memory
+plan is memoised per evaluation.
 """
 
 from __future__ import annotations
@@ -9,25 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rules.checks.base import Context
-from rules.checks.facts.layout import group_pointer
-from rules.checks.facts.pointers import INFERENCE, INFERENCE_ARCHITECTURE, INFERENCE_MODEL
 from rules.errors import InconsistentInput
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.serving import inference_memory
-from rules.estimates.serving.inference_memory import AttentionShape, Deployment, NodeGroup, ReplicaMemory, ServingEngine
+from rules.estimates.serving.inference_memory import AttentionShape, Deployment, ReplicaMemory, ServingEngine
+from rules.job.cluster import QuotedNodeGroup
+from rules.job.workload import KV_CACHE_DEFAULT, SIXTEEN_BIT, Serving
 from rules.units import bytes_to_gib, gib_to_bytes
-
-SIXTEEN_BIT = ("bf16", "fp16")
-# A KV cache in a precision other than the model's 16-bit dtype needs an explicit choice (vLLM's
-# kv_cache_dtype "auto" keeps the model dtype); quantised and fp32 weights are served with a bf16 cache here.
-DEFAULT_KV_PRECISION = "bf16"
-
-
-@dataclass(frozen=True)
-class Hardware(NodeGroup):
-    """The serving node group: its pointer and GPU model besides its counts and one GPU's memory."""
-
-    group: str = ""  # JSON Pointer of the node group
-    gpu_model: str = "GPU"
 
 
 @dataclass(frozen=True)
@@ -57,7 +46,8 @@ class Attention(AttentionShape):
 class ServingMemory:
     """One replica's memory plan on the serving node group, with what the submission said and left out."""
 
-    hardware: Hardware
+    hardware: NodeSpec  # the serving node group
+    group: QuotedNodeGroup  # the serving node group as quoted
     engine: ServingEngine
     weight_precision: str
     kv_precision: str
@@ -73,7 +63,7 @@ class ServingMemory:
         if replica is None:
             return {}
         evidence: dict[str, float | int | str | bool] = {
-            "gpu_model": self.hardware.gpu_model,
+            "gpu_model": self.hardware.gpu.model,
             "parameters": replica.parameters,
             "weight_precision": self.weight_precision,
             "weight_bytes_per_param": replica.weight_bytes_per_param,
@@ -81,7 +71,7 @@ class ServingMemory:
             "weights_gib_per_gpu": bytes_to_gib(replica.weight_bytes_per_gpu),
             "reserve_gib": bytes_to_gib(replica.reserve_bytes),
             "weights_and_reserve_gib": bytes_to_gib(replica.weights_and_reserve_bytes),
-            "capacity_gib": bytes_to_gib(self.hardware.capacity_bytes),
+            "capacity_gib": bytes_to_gib(self.hardware.gpu.capacity_bytes),
             "gpu_memory_utilization": self.engine.gpu_memory_utilization,
             "usable_gib": bytes_to_gib(replica.usable_bytes),
             "tensor_parallel": replica.tensor_parallel,
@@ -109,19 +99,21 @@ class ServingMemory:
         return evidence
 
 
-def hardware(ctx: Context) -> Hardware | None:
-    """Returns the serving node group, or None (with the missing inputs noted) when it is not known."""
-    group = group_pointer(ctx, "inference")
-    if group is None:
-        ctx.reader.missing.append(f"{INFERENCE}/node_group")
-        return None
-    gpus_per_node = ctx.need(f"{group}/gpu/count")
-    nodes = ctx.need(f"{group}/count")
-    capacity_gib = ctx.need(f"{group}/gpu/memory_gib")
+def serving_group(ctx: Context) -> QuotedNodeGroup | None:
+    """Returns the node group that serves: the one the workload names, else the first with GPUs (None: none is)."""
+    return ctx.job.cluster.group_named(ctx.value(ctx.job.serving.node_group))
+
+
+def hardware(ctx: Context, group: QuotedNodeGroup) -> NodeSpec | None:
+    """Returns the serving node group's hardware, or None (with the missing inputs noted) when it is not known."""
+    gpus_per_node = ctx.needed(group.gpu.count)
+    nodes = ctx.needed(group.count)
+    capacity_gib = ctx.needed(group.gpu.memory_gib)
     if gpus_per_node is None or nodes is None or capacity_gib is None:
         return None
-    return Hardware(gpus_per_node=int(gpus_per_node), nodes=int(nodes), capacity_bytes=gib_to_bytes(capacity_gib),
-                    group=group, gpu_model=ctx.get(f"{group}/gpu/model", "GPU"))
+    model = ctx.value(group.gpu.model)
+    gpu = GpuSpec(model=model if model is not None else "GPU", capacity_bytes=gib_to_bytes(capacity_gib))
+    return NodeSpec(gpu=gpu, gpus_per_node=int(gpus_per_node), nodes=int(nodes), pointer=group.pointer)
 
 
 def serving_memory(ctx: Context) -> ServingMemory | None:
@@ -130,23 +122,28 @@ def serving_memory(ctx: Context) -> ServingMemory | None:
     The plan may lack the KV cache (``replica.kv`` / ``replica.concurrency`` None) when the architecture or
     the context is missing: those inputs are then noted missing too.
     """
-    return ctx.memo("inference.memory", _serving_memory)
+    return ctx.memo(_serving_memory)
 
 
 def _serving_memory(ctx: Context) -> ServingMemory | None:
-    node_group = hardware(ctx)
-    parameters = ctx.need(f"{INFERENCE_MODEL}/parameters")
-    weight_precision = ctx.get(f"{INFERENCE}/weight_precision")
+    serving = ctx.job.serving
+    group = serving_group(ctx)
+    if group is None:
+        ctx.reader.missing.append(serving.node_group.pointer)
+    node_group = hardware(ctx, group) if group is not None else None
+    parameters = ctx.needed(serving.model.parameters)
+    weight_precision = ctx.value(serving.weight_precision)
     if weight_precision is None:
-        ctx.reader.missing.append(f"{INFERENCE}/weight_precision")
-    if node_group is None or parameters is None or weight_precision is None:
+        ctx.reader.missing.append(serving.weight_precision.pointer)
+    if group is None or node_group is None or parameters is None or weight_precision is None:
         return None
-    tensor_parallel = int(ctx.num(f"{INFERENCE}/tensor_parallel", 1))
-    utilization = ctx.num(f"{INFERENCE}/gpu_memory_utilization",
-                          ctx.setting("inference.default_gpu_memory_utilization"))
-    kv_precision, kv_note = _kv_precision(ctx, weight_precision)
-    attention = _attention(ctx)
-    context_tokens = _context_tokens(ctx)
+    tensor_parallel = int(ctx.value(serving.tensor_parallel))
+    utilization = ctx.value(serving.gpu_memory_utilization)
+    if utilization is None:
+        utilization = ctx.setting("inference.default_gpu_memory_utilization")
+    kv_precision, kv_note = _kv_precision(ctx, serving, weight_precision)
+    attention = _attention(ctx, serving)
+    context_tokens = _context_tokens(ctx, serving)
     engine = ServingEngine(gpu_memory_utilization=utilization,
                            reserve_bytes=gib_to_bytes(ctx.setting("inference.activation_reserve_gib")),
                            block_size_tokens=int(ctx.setting("inference.kv_block_tokens")),
@@ -158,48 +155,48 @@ def _serving_memory(ctx: Context) -> ServingMemory | None:
         replica = inference_memory.replica_memory(deployment, node_group, engine, attention, context_tokens)
     except InconsistentInput as error:  # out-of-range inputs the schema cannot rule out (e.g. overflowing sizes)
         problem = str(error)
-    return ServingMemory(hardware=node_group, engine=engine, weight_precision=weight_precision,
+    return ServingMemory(hardware=node_group, group=group, engine=engine, weight_precision=weight_precision,
                          kv_precision=kv_precision, kv_precision_note=kv_note, attention=attention,
                          context_tokens=context_tokens, replica=replica, problem=problem)
 
 
-def _kv_precision(ctx: Context, weight_precision: str) -> tuple[str, str]:
-    """Returns the KV-cache precision and a note saying where it came from."""
-    submitted = ctx.get(f"{INFERENCE}/kv_cache_precision")
-    if submitted is not None:
-        return submitted, "as submitted"
+def _kv_precision(ctx: Context, serving: Serving, weight_precision: str) -> tuple[str, str]:
+    """Returns the KV-cache precision (its default the weights' 16-bit dtype, else bf16) and where it came from."""
+    precision = ctx.value(serving.kv_cache_precision)
+    if serving.kv_cache_precision.stated:
+        return precision, "as submitted"
     if weight_precision in SIXTEEN_BIT:
-        return weight_precision, f"not given: the {weight_precision} weight precision"
-    return DEFAULT_KV_PRECISION, (f"not given: {DEFAULT_KV_PRECISION} by default, since {weight_precision} "
-                                  f"weights are not 16-bit")
+        return precision, f"not given: the {weight_precision} weight precision"
+    return precision, (f"not given: {KV_CACHE_DEFAULT} by default, since {weight_precision} "
+                       f"weights are not 16-bit")
 
 
-def _attention(ctx: Context) -> Attention | None:
-    layers, heads = ctx.need(f"{INFERENCE_ARCHITECTURE}/layers"), ctx.need(f"{INFERENCE_ARCHITECTURE}/heads")
-    hidden = ctx.num(f"{INFERENCE_ARCHITECTURE}/hidden")
-    head_dim = ctx.num(f"{INFERENCE_ARCHITECTURE}/head_dim")
+def _attention(ctx: Context, serving: Serving) -> Attention | None:
+    architecture = serving.model.architecture
+    layers, heads = ctx.needed(architecture.layers), ctx.needed(architecture.heads)
+    hidden = ctx.value(architecture.hidden)
+    head_dim = ctx.value(architecture.head_dim)
     if head_dim is None:
         if hidden is None:
-            ctx.need(f"{INFERENCE_ARCHITECTURE}/hidden")  # head_dim defaults to hidden / heads
+            ctx.needed(architecture.hidden)  # head_dim defaults to hidden / heads
         elif heads is not None:
             head_dim = inference_memory.default_head_dim(int(hidden), int(heads))
         if head_dim is None and hidden is not None:  # fewer hidden units than heads: it must be given
-            ctx.need(f"{INFERENCE_ARCHITECTURE}/head_dim")
+            ctx.needed(architecture.head_dim)
     if layers is None or heads is None or head_dim is None:
         return None
-    kv_heads = ctx.num(f"{INFERENCE_ARCHITECTURE}/kv_heads")
-    return Attention(layers=int(layers), heads=int(heads), kv_heads=int(kv_heads or heads), head_dim=int(head_dim),
-                     hidden=int(hidden) if hidden else None, kv_heads_given=kv_heads is not None,
-                     head_dim_given=ctx.num(f"{INFERENCE_ARCHITECTURE}/head_dim") is not None)
+    kv_heads = ctx.value(architecture.kv_heads)  # default: heads (no GQA)
+    return Attention(layers=int(layers), heads=int(heads), kv_heads=int(kv_heads), head_dim=int(head_dim),
+                     hidden=int(hidden) if hidden else None, kv_heads_given=architecture.kv_heads.stated,
+                     head_dim_given=ctx.value(architecture.head_dim) is not None)
 
 
-def _context_tokens(ctx: Context) -> int | None:
-    """Returns the context each sequence reserves: context_tokens, else prompt + output tokens."""
-    context = ctx.num(f"{INFERENCE}/context_tokens")
-    if context is None:
-        prompt, output = ctx.num(f"{INFERENCE}/prompt_tokens"), ctx.num(f"{INFERENCE}/output_tokens")
+def _context_tokens(ctx: Context, serving: Serving) -> int | None:
+    """Returns the context each sequence reserves: context_tokens, else (its default) prompt + output tokens."""
+    if not serving.context_tokens.stated:
+        # The default rests on the prompt and output lengths: they are read when it is taken.
+        prompt, output = ctx.value(serving.prompt_tokens), ctx.value(serving.output_tokens)
         if prompt is None or output is None:
-            ctx.need(f"{INFERENCE}/context_tokens")
+            ctx.needed(serving.context_tokens)
             return None
-        return inference_memory.context_tokens(int(prompt), int(output))
-    return int(context)
+    return int(ctx.value(serving.context_tokens))

@@ -1,10 +1,11 @@
 """Facts about measured serving latency: the points of ``measurements.serving_latency`` against their floors and SLOs.
 
-Reads the measured points (p95 TTFT and TPOT of the served model on the quoted GPUs at a concurrency, as
-``vllm bench serve`` or TensorRT-LLM's benchmarks report them), applies their documented defaults (the
-workload's prompt length and tensor parallelism; the prompt as the context each sequence holds while it
-decodes), and calls rules/estimates/serving/inference_measured.py for the floors and the capacity they give. Nothing
-is computed or decided here.
+Reads the measured points of the job (p95 TTFT and TPOT of the served model on the quoted GPUs at a
+concurrency, as ``vllm bench serve`` or TensorRT-LLM's benchmarks report them), applies the documented defaults
+that lie in the workload (its prompt length and tensor parallelism; the point's prompt as the context each
+sequence holds while it decodes is declared in rules/job/spec.py), and calls
+rules/estimates/serving/inference_measured.py for the floors and the capacity they give. Nothing is computed or
+decided here.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
-from rules.checks.facts.pointers import SERVING_LATENCY_RUNS
 from rules.checks.facts.serving import ServingMemory
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving import inference, inference_latency, inference_measured, inference_memory
 from rules.estimates.serving.inference import ModelledLatency, Requests, Slo, Traffic
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel
+from rules.estimates.serving.inference_latency import Roofline, ServedModel
 from rules.estimates.serving.inference_measured import FloorComparison, MeasuredCapacity, MeasuredPoint
+from rules.job.measured import ServingLatencyRun
 from rules.units import bytes_to_gb, s_to_ms
 
 # Where the plan's latencies came from (evidence ``latency_from``).
@@ -38,6 +40,7 @@ class MeasuredServing:
     hbm_tbs: float
     peak_tflops: float  # one GPU's fastest dense rate for the weights (the prefill floor's roof)
     weight_precision: str
+    pointers: tuple[str, ...]  # the JSON Pointer of every measured point, in submission order
 
     @property
     def decides(self) -> bool:
@@ -56,7 +59,7 @@ class MeasuredServing:
     def _finding(self, c: FloorComparison) -> str:
         point = c.point
         where = (f"measured p95 {c.figure} {c.measured_ms:.3g} ms at batch {point.batch} (tp {point.tensor_parallel}, "
-                 f"{point.prompt_tokens:,}-token prompts; {SERVING_LATENCY_RUNS}/{point.index}) is "
+                 f"{point.prompt_tokens:,}-token prompts; {self.pointers[point.index]}) is "
                  f"{'below' if c.below_floor else 'above'} the {c.floor_ms:.3g} ms")
         shard = f"each GPU's {bytes_to_gb(c.decode.weight_bytes_per_gpu):.1f} GB weight shard"
         if c.figure == "TPOT":
@@ -110,11 +113,11 @@ def measured_serving(ctx: Context, memory: ServingMemory, served: ServedModel, g
     ``served`` is the planned replica (its KV bytes per token per GPU at the workload's tensor parallelism); a point
     at another tensor parallelism is judged against its own replica's floors.
     """
-    runs = ctx.get(SERVING_LATENCY_RUNS) or []
+    runs = ctx.job.measurements.serving_latency
     if not runs:
         return None
     peak_tflops = inference_latency.floor_peak_tflops(gpu.bf16_tflops, memory.weight_precision)
-    points = tuple(_point(ctx, memory, served, index, requests.prompt_tokens) for index in range(len(runs)))
+    points = tuple(_point(ctx, memory, served, run, index, requests.prompt_tokens) for index, run in enumerate(runs))
     comparisons = tuple(inference_measured.floor_comparison(p, gpu, peak_tflops) for p in points)
     furthest = inference_measured.furthest_below_floor(comparisons)
     if furthest is None:  # pragma: no cover - there is at least one point
@@ -127,14 +130,17 @@ def measured_serving(ctx: Context, memory: ServingMemory, served: ServedModel, g
         if capacity.point is not None:
             modelled = inference.modelled_latency(served, gpu, requests, roofline, capacity.point.batch)
     return MeasuredServing(comparisons=comparisons, furthest=furthest, representative=representative,
-                           capacity=capacity, modelled=modelled, gpu_model=memory.hardware.gpu_model,
-                           hbm_tbs=gpu.hbm_tbs, peak_tflops=peak_tflops, weight_precision=memory.weight_precision)
+                           capacity=capacity, modelled=modelled, gpu_model=memory.hardware.gpu.model,
+                           hbm_tbs=gpu.hbm_tbs, peak_tflops=peak_tflops, weight_precision=memory.weight_precision,
+                           pointers=tuple(run.pointer for run in runs))
 
 
-def _point(ctx: Context, memory: ServingMemory, served: ServedModel, index: int, prompt_default: int) -> MeasuredPoint:
-    base = f"{SERVING_LATENCY_RUNS}/{index}"
-    prompt_tokens = int(ctx.num(f"{base}/prompt_tokens", prompt_default))
-    tensor_parallel = int(ctx.num(f"{base}/tensor_parallel", served.tensor_parallel))
+def _point(ctx: Context, memory: ServingMemory, served: ServedModel, run: ServingLatencyRun, index: int,
+           prompt_default: int) -> MeasuredPoint:
+    prompt_tokens = ctx.value(run.prompt_tokens)
+    prompt_tokens = int(prompt_tokens if prompt_tokens is not None else prompt_default)
+    tensor_parallel = ctx.value(run.tensor_parallel)
+    tensor_parallel = int(tensor_parallel if tensor_parallel is not None else served.tensor_parallel)
     model, attention = served, memory.attention
     if tensor_parallel != served.tensor_parallel:
         kv_per_gpu = served.kv_bytes_per_token_per_gpu
@@ -143,7 +149,8 @@ def _point(ctx: Context, memory: ServingMemory, served: ServedModel, index: int,
                 attention.layers, attention.kv_heads, attention.head_dim, memory.kv_precision,
                 tensor_parallel).per_gpu_bytes
         model = ServedModel(served.parameters, served.weight_bytes, kv_per_gpu, tensor_parallel)
-    return MeasuredPoint(batch=int(ctx.num(f"{base}/batch")), ttft_ms=ctx.num(f"{base}/ttft_ms"),
-                         tpot_ms=ctx.num(f"{base}/tpot_ms"), prompt_tokens=prompt_tokens,
-                         context_tokens=int(ctx.num(f"{base}/context_tokens", prompt_tokens)), model=model,
-                         index=index)
+    batch, ttft_ms, tpot_ms = ctx.value(run.batch), ctx.value(run.ttft_ms), ctx.value(run.tpot_ms)
+    context_tokens = ctx.value(run.context_tokens)  # default: the point's prompt, when it states one
+    return MeasuredPoint(batch=int(batch), ttft_ms=ttft_ms, tpot_ms=tpot_ms, prompt_tokens=prompt_tokens,
+                         context_tokens=int(context_tokens if context_tokens is not None else prompt_tokens),
+                         model=model, index=index)

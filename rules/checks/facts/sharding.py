@@ -5,10 +5,10 @@ from __future__ import annotations
 from rules.checks.base import Context
 from rules.checks.facts.communication import bandwidth, communication
 from rules.checks.facts.memory import memory_estimate
-from rules.checks.facts.pointers import TRAINING
 from rules.errors import InconsistentInput
 from rules.estimates.memory import sharding
 from rules.estimates.memory.sharding import SHARDING_ORDER, ShardingOption
+from rules.job.pointers import TRAINING
 
 
 def sharding_options(ctx: Context) -> list[ShardingOption] | None:

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import Placement, layout, nics
-from rules.checks.facts.model import PRECISION, architecture
-from rules.checks.facts.pointers import ARCHITECTURE, PARALLELISM, TRAINING
+from rules.checks.facts.model import architecture
 from rules.errors import InconsistentInput
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.training_time.step_time import Layout as StepLayout
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
-from rules.estimates.training_time.step_time_figures import Hardware, Measured, efficiencies_from_data
+from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
 MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
+# The precision a job that states none is modelled at (the step model only; the memory checks need it stated).
+ASSUMED_PRECISION = "bf16-mixed"
 
 
 # The architecture the model needs beyond what the memory estimate reads.
@@ -49,17 +51,20 @@ def modelled_step(ctx: Context) -> StepTime | None:
 
 def step_inputs(ctx: Context) -> StepInputs | None:
     """Returns the model, the submitted layout and its modelled step, or None (see ``modelled_step``)."""
-    if any(ctx.inputs.get(f"{ARCHITECTURE}/{name}") is None for name in _MODEL_SHAPE):
+    stated = ctx.job.training.model.architecture
+    if any(getattr(stated, name).value is None for name in _MODEL_SHAPE):
         return None
-    return ctx.memo("training.modelled_step", _modelled_step)
+    return ctx.memo(_modelled_step)
 
 
 def _modelled_step(ctx: Context) -> StepInputs | None:
     plan = layout(ctx)
     shape = architecture(ctx)
-    sequence_length = ctx.num(f"{TRAINING}/sequence_length")
-    global_batch = ctx.num(f"{TRAINING}/global_batch")
-    precision = ctx.get(PRECISION, "bf16-mixed")
+    training = ctx.job.training
+    parallelism = training.parallelism
+    sequence_length = ctx.value(training.sequence_length)
+    global_batch = ctx.value(training.global_batch)
+    precision = ctx.value(training.precision) or ASSUMED_PRECISION
     if plan is None or shape is None or not sequence_length or not global_batch or precision not in MODELLED_PRECISIONS:
         return None
     hardware = _hardware(ctx, plan)
@@ -69,13 +74,13 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
     efficiencies = efficiencies_from_data(ctx.inputs.catalogue.document, ctx.policy.document, gpu_model)
     try:
         step_layout = StepLayout(
-            micro_batch=int(ctx.num(f"{TRAINING}/micro_batch", 1)), global_batch=int(global_batch),
+            micro_batch=int(ctx.value(training.micro_batch) or 1), global_batch=int(global_batch),
             tensor=plan.tensor, pipeline=plan.pipeline,
-            virtual_stages=int(ctx.num(f"{PARALLELISM}/virtual_stages", 1)) if plan.pipeline > 1 else 1,
+            virtual_stages=int(ctx.value(parallelism.virtual_stages)) if plan.pipeline > 1 else 1,
             context=plan.context, data=plan.data_parallel,
-            recompute=ctx.get(f"{TRAINING}/activation_checkpointing", "none"),
-            sequence_parallel=bool(ctx.get(f"{PARALLELISM}/sequence_parallel", False)),
-            flash_attention=bool(ctx.get(f"{TRAINING}/flash_attention", False)),
+            recompute=ctx.value(training.activation_checkpointing),
+            sequence_parallel=bool(ctx.value(parallelism.sequence_parallel)),
+            flash_attention=bool(ctx.value(training.flash_attention)),
             sharding=plan.sharding, precision=precision)
         model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured())
         return StepInputs(model, step_layout, plan.gpus, model.evaluate(step_layout))
@@ -85,7 +90,7 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
         return None
 
 
-def _hardware(ctx: Context, plan: Placement) -> Hardware | None:
+def _hardware(ctx: Context, plan: Placement) -> NodeSpec | None:
     """Returns the quoted GPU's figures: the quote's (catalogue-filled) values, FP8 and PCIe from the catalogue."""
     group = plan.group
     bf16_tflops = ctx.num(f"{group}/gpu/bf16_tflops")
@@ -97,7 +102,9 @@ def _hardware(ctx: Context, plan: Placement) -> Hardware | None:
     compute = nics(ctx, group, "compute")
     if not compute.gbps_per_gpu:
         return None
-    return Hardware(bf16_tflops=bf16_tflops, fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
-                    nvlink_gbs=ctx.num(f"{group}/gpu/nvlink_gbs", 0) or 0,
+    gpu = GpuSpec(model=ctx.get(f"{group}/gpu/model", "GPU"), bf16_tflops=bf16_tflops,
+                  fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
+                  nvlink_gbs=ctx.num(f"{group}/gpu/nvlink_gbs", 0) or 0, pcie_gen=spec.get("pcie_gen", 5))
+    return NodeSpec(gpu=gpu, gpus_per_node=plan.gpus_per_node,
                     nvlink_domain_gpus=int(server.get("nvlink_domain_gpus", plan.gpus_per_node)),
-                    nic_gbps_per_gpu=compute.gbps_per_gpu, pcie_gen=spec.get("pcie_gen", 5))
+                    nic_gbps_per_gpu=compute.gbps_per_gpu, pointer=group)

@@ -14,13 +14,12 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout
-from rules.checks.facts.model import PARAMETERS, PRECISION
-from rules.checks.facts.pointers import ARCHITECTURE, THROUGHPUT, TRAINING
 from rules.checks.facts.step_model import modelled_step
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import fraction_of
 from rules.estimates.training_time import compute
 from rules.estimates.training_time.step_time import StepTime
+from rules.job.cluster import QuotedGpu
 
 # Where a rate came from, as time-to-result and data-feed report it in ``throughput_from``.
 MODELLED = "modelled"
@@ -64,7 +63,7 @@ class Throughput:
 
 def throughput_facts(ctx: Context) -> Throughput | None:
     """Returns the job's tokens/s per GPU: stated (tokens/s, MFU or hardware TFLOP/s), else modelled."""
-    return ctx.memo("throughput", _throughput)
+    return ctx.memo(_throughput)
 
 
 def _throughput(ctx: Context) -> Throughput | None:
@@ -72,33 +71,37 @@ def _throughput(ctx: Context) -> Throughput | None:
     if plan is None:
         return None
     modelled = modelled_step(ctx)
-    per_gpu = ctx.num(f"{THROUGHPUT}/tokens_per_s_per_gpu")
-    mfu = ctx.num(f"{THROUGHPUT}/mfu")
-    hardware_tflops = ctx.num(f"{THROUGHPUT}/hardware_tflops_per_gpu")
-    measured_at = ctx.num(f"{THROUGHPUT}/measured_at_gpus")
+    training = ctx.job.training
+    stated_rate, gpu = training.throughput, ctx.job.cluster.group_at(plan.group).gpu
+    per_gpu = ctx.value(stated_rate.tokens_per_s_per_gpu)
+    mfu = ctx.value(stated_rate.mfu)
+    hardware_tflops = ctx.value(stated_rate.hardware_tflops_per_gpu)
+    measured_at = ctx.value(stated_rate.measured_at_gpus)
     measured_at_gpus = int(measured_at) if measured_at is not None else None
-    peak_tflops = ctx.num(f"{plan.group}/gpu/bf16_tflops")
-    gpu_peak = _precision_peak_tflops(ctx, plan.group, peak_tflops)
+    peak_tflops = ctx.value(gpu.bf16_tflops)
+    gpu_peak = _precision_peak_tflops(ctx, gpu, peak_tflops)
     if per_gpu is None and mfu is None and hardware_tflops is None:
         if modelled is None:
             # Either a stated rate or the inputs of the step-time model will do: name the object to fill.
-            if THROUGHPUT not in ctx.missing:
-                ctx.missing.append(THROUGHPUT)
+            if stated_rate.pointer not in ctx.missing:
+                ctx.missing.append(stated_rate.pointer)
             return None
         return Throughput(modelled.tokens_per_s_per_gpu,
                           data_feed.cluster_tokens_per_s(modelled.tokens_per_s_per_gpu, plan.gpus), MODELLED,
                           modelled=modelled)
-    parameters = ctx.need(PARAMETERS) if per_gpu is None else ctx.num(PARAMETERS)
+    stated = training.model.parameters
+    parameters = ctx.needed(stated) if per_gpu is None else ctx.value(stated)
     span = attention_span(ctx)
-    recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
+    recompute = ctx.value(training.activation_checkpointing)
     hardware_flops = (compute.training_flops_per_token(parameters, recompute, *span)
                       if parameters is not None else None)
     source, model_flops, mfu_peak = "tokens_per_s_per_gpu", None, None
     if per_gpu is None and mfu is not None:
-        mfu_peak = ctx.num(f"{THROUGHPUT}/mfu_peak_tflops", peak_tflops)
+        mfu_peak = ctx.value(stated_rate.mfu_peak_tflops)
+        mfu_peak = peak_tflops if mfu_peak is None else mfu_peak
         if parameters is None or mfu_peak is None:
             if mfu_peak is None:
-                ctx.need(f"{plan.group}/gpu/bf16_tflops")
+                ctx.needed(gpu.bf16_tflops)
             return None
         # MFU counts model FLOPs; the attention term joins when the shape is known (PaLM App. B).
         rate = compute.throughput_from_mfu(mfu, mfu_peak, parameters, *span)
@@ -113,18 +116,20 @@ def _throughput(ctx: Context) -> Throughput | None:
                       mfu_peak, implied, gpu_peak if implied is not None else None, measured_at_gpus, modelled)
 
 
-def _precision_peak_tflops(ctx: Context, group: str, bf16_tflops: float | None) -> float | None:
+def _precision_peak_tflops(ctx: Context, gpu: QuotedGpu, bf16_tflops: float | None) -> float | None:
     """Returns the dense peak the job's GEMMs run against: the FP8 peak for fp8-mixed, else the bf16 peak."""
-    if ctx.get(PRECISION) == "fp8-mixed":
-        spec = ctx.inputs.catalogue.gpu(ctx.get(f"{group}/gpu/model")) or {}
+    if ctx.value(ctx.job.training.precision) == "fp8-mixed":
+        spec = ctx.inputs.catalogue.gpu(ctx.value(gpu.model)) or {}
         return spec.get("fp8_tflops") or bf16_tflops
     return bf16_tflops
 
 
 def attention_span(ctx: Context) -> tuple[int, int, int] | tuple[None, None, None]:
     """Returns (layers, sequence length, hidden) for the attention FLOPs, or three Nones when one is missing."""
-    layers, hidden = ctx.num(f"{ARCHITECTURE}/layers"), ctx.num(f"{ARCHITECTURE}/hidden")
-    sequence_length = ctx.num(f"{TRAINING}/sequence_length")
+    training = ctx.job.training
+    layers = ctx.value(training.model.architecture.layers)
+    hidden = ctx.value(training.model.architecture.hidden)
+    sequence_length = ctx.value(training.sequence_length)
     if layers and hidden and sequence_length:
         return int(layers), int(sequence_length), int(hidden)
     return None, None, None

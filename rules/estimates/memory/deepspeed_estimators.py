@@ -16,6 +16,9 @@ per parameter of the fp32 model each process builds on the CPU before it is move
 (``4 * num_gpus_per_node``; ZeRO-2 with offload multiplies by all GPUs, ``4 * total_gpus``, as the code has it).
 The ZeRO-2 GPU figure without offload is the one since DeepSpeed PR #5099 (commit f4cb866, June 2024:
 2Ψ + 18Ψ/N, was 4Ψ + 16Ψ/N); memory.rst's printed ZeRO-2 table still shows the earlier figure.
+
+The estimators' hardware arguments ``num_gpus_per_node`` and ``num_nodes`` are a NodeSpec's ``gpus_per_node``
+and ``nodes`` (rules/estimates/model/hardware.py; only the counts are read).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from rules.estimates._args import require_bool, require_non_negative, require_positive, require_positive_int
+from rules.estimates._args import require_bool, require_non_negative, require_positive
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 
 # Bytes per parameter the estimators use (memory.rst, "Discussion").
 PARAM_16BIT_BYTES: Final = 2  # a 16-bit (fp16/bf16) parameter
@@ -33,18 +37,6 @@ ZERO3_SHARDED_GPU_BYTES: Final = 18  # 16-bit parameters + fp32 parameters, grad
 FP32_STATE_BYTES: Final = 16  # fp32 parameters, gradients, momentum, variance (the host side of offload)
 ZERO3_OFFLOAD_ALL_BYTES: Final = 18  # the same plus the 16-bit parameters (offload_param)
 GATHERED_LAYER_BYTES: Final = 4  # 16-bit parameters and gradients of the largest layer
-
-
-@dataclass(frozen=True)
-class DeepSpeedHardware:
-    """The estimators' hardware: ``num_gpus_per_node`` and ``num_nodes`` (both default to 1 in DeepSpeed)."""
-
-    num_gpus_per_node: int = 1
-    num_nodes: int = 1
-
-    @property
-    def total_gpus(self) -> int:
-        return self.num_gpus_per_node * self.num_nodes
 
 
 @dataclass(frozen=True)
@@ -75,16 +67,20 @@ def largest_layer_memory(largest_layer_params: float) -> float:
     return GATHERED_LAYER_BYTES * largest_layer_params
 
 
-def _check(total_params: float, hardware: DeepSpeedHardware, options: DeepSpeedOptions) -> None:
+def deepspeed_node(num_gpus_per_node: int = 1, num_nodes: int = 1) -> NodeSpec:
+    """Returns the estimators' hardware as a NodeSpec: DeepSpeed's ``num_gpus_per_node`` and ``num_nodes`` (both
+    default to 1 in DeepSpeed); the GPU's figures do not enter these estimators."""
+    return NodeSpec(GpuSpec(), gpus_per_node=num_gpus_per_node, nodes=num_nodes)
+
+
+def _check(total_params: float, hardware: NodeSpec, options: DeepSpeedOptions) -> None:
     require_positive("total_params", total_params)
-    require_positive_int("num_gpus_per_node", hardware.num_gpus_per_node)
-    require_positive_int("num_nodes", hardware.num_nodes)
     for name in ("cpu_offload", "cpu_offload_params", "zero_init"):
         require_bool(name, getattr(options, name))
     require_positive("additional_buffer_factor", options.additional_buffer_factor)
 
 
-def zero2_model_states_mem_needs(total_params: float, hardware: DeepSpeedHardware,
+def zero2_model_states_mem_needs(total_params: float, hardware: NodeSpec,
                                  options: DeepSpeedOptions) -> ModelStatesMemNeeds:
     """Returns DeepSpeed's ZeRO-2 estimate (stage_1_and_2.py, estimate_zero2_model_states_mem_needs).
 
@@ -94,17 +90,17 @@ def zero2_model_states_mem_needs(total_params: float, hardware: DeepSpeedHardwar
     and ``zero_init`` do not apply to ZeRO-2. Both results are truncated to whole bytes, as DeepSpeed does.
     """
     _check(total_params, hardware, options)
-    factor, total_gpus = options.additional_buffer_factor, hardware.total_gpus
+    factor, total_gpus = options.additional_buffer_factor, hardware.gpus
     if options.cpu_offload:
         gpu = PARAM_16BIT_BYTES * total_params
         cpu = total_params * max(FP32_MODEL_BYTES * total_gpus, FP32_STATE_BYTES) * factor
     else:
         gpu = PARAM_16BIT_BYTES * total_params + int(ZERO2_SHARDED_GPU_BYTES * total_params / total_gpus)
-        cpu = total_params * FP32_MODEL_BYTES * hardware.num_gpus_per_node * factor
+        cpu = total_params * FP32_MODEL_BYTES * hardware.gpus_per_node * factor
     return ModelStatesMemNeeds(cpu_bytes=int(cpu), gpu_bytes=int(gpu))
 
 
-def zero3_model_states_mem_needs(total_params: float, largest_layer_params: float, hardware: DeepSpeedHardware,
+def zero3_model_states_mem_needs(total_params: float, largest_layer_params: float, hardware: NodeSpec,
                                  options: DeepSpeedOptions) -> ModelStatesMemNeeds:
     """Returns DeepSpeed's ZeRO-3 estimate (stage3.py, estimate_zero3_model_states_mem_needs).
 
@@ -119,11 +115,11 @@ def zero3_model_states_mem_needs(total_params: float, largest_layer_params: floa
     """
     _check(total_params, hardware, options)
     require_non_negative("largest_layer_params", largest_layer_params)
-    factor, per_node = options.additional_buffer_factor, hardware.num_gpus_per_node
-    node_share = 1 / hardware.num_nodes  # DeepSpeed's gpus_factor
+    factor, per_node = options.additional_buffer_factor, hardware.gpus_per_node
+    node_share = 1 / hardware.nodes  # DeepSpeed's gpus_factor
     gathered = largest_layer_memory(largest_layer_params)
     if not options.cpu_offload:
-        gpu = gathered + int(ZERO3_SHARDED_GPU_BYTES * total_params / hardware.total_gpus)
+        gpu = gathered + int(ZERO3_SHARDED_GPU_BYTES * total_params / hardware.gpus)
         built = largest_layer_params if options.zero_init else total_params
         cpu = built * FP32_MODEL_BYTES * per_node * factor
         return ModelStatesMemNeeds(cpu_bytes=int(cpu), gpu_bytes=int(gpu), largest_layer_bytes=int(gathered))
@@ -131,7 +127,7 @@ def zero3_model_states_mem_needs(total_params: float, largest_layer_params: floa
         host_bytes, gpu = ZERO3_OFFLOAD_ALL_BYTES, gathered
     else:
         host_bytes = FP32_STATE_BYTES
-        gpu = gathered + int(PARAM_16BIT_BYTES * total_params / hardware.total_gpus)
+        gpu = gathered + int(PARAM_16BIT_BYTES * total_params / hardware.gpus)
     if options.zero_init:
         cpu = total_params * host_bytes * node_share * factor
     else:

@@ -24,19 +24,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from rules.estimates._args import require_non_negative, require_positive, require_positive_int
+from rules.estimates.model.hardware import GpuSpec
 from rules.units import GIB
 
 DEFAULT_STACK_BYTES_PER_THREAD: Final = 1024  # cudaLimitStackSize before any kernel asks for more
 MIB: Final = 2**20
-
-
-@dataclass(frozen=True)
-class GpuContextSpec:
-    """What sizes the GPU-dependent part of a CUDA context (rules/data/catalogue.json, convention 13)."""
-
-    sm_count: int
-    max_threads_per_sm: int
-    blas_workspace_mib: float
 
 
 @dataclass(frozen=True)
@@ -56,7 +48,7 @@ class CudaContext:
         return self.total_bytes / GIB
 
 
-def local_memory_bytes(spec: GpuContextSpec, stack_bytes_per_thread: int = DEFAULT_STACK_BYTES_PER_THREAD) -> int:
+def local_memory_bytes(spec: GpuSpec, stack_bytes_per_thread: int = DEFAULT_STACK_BYTES_PER_THREAD) -> int:
     """Returns the context's local-memory allocation: max resident threads per SM × SMs × stack per thread."""
     require_positive_int("sm_count", spec.sm_count)
     require_positive_int("max_threads_per_sm", spec.max_threads_per_sm)
@@ -64,7 +56,7 @@ def local_memory_bytes(spec: GpuContextSpec, stack_bytes_per_thread: int = DEFAU
     return spec.max_threads_per_sm * spec.sm_count * stack_bytes_per_thread
 
 
-def cuda_context(spec: GpuContextSpec, driver_gib: float) -> CudaContext:
+def cuda_context(spec: GpuSpec, driver_gib: float) -> CudaContext:
     """Returns the CUDA context on a GPU of ``spec``: the driver's ``driver_gib`` + local memory + cuBLAS workspace."""
     require_non_negative("driver_gib", driver_gib)
     require_positive("blas_workspace_mib", spec.blas_workspace_mib)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from rules.estimates.memory.deepspeed_estimators import (
-    DeepSpeedHardware,
     DeepSpeedOptions,
+    deepspeed_node,
     largest_layer_memory,
     zero2_model_states_mem_needs,
     zero3_model_states_mem_needs,
@@ -157,7 +157,7 @@ def _deepspeed_host(model: TrainedModel, shape: ModelShape | None, offload: str,
     estimators assume 16-bit mixed precision and Adam, whatever the job's precision and optimizer.
     """
     ranks_per_node = layout.dp_ranks_per_node
-    hardware = DeepSpeedHardware(ranks_per_node, math.ceil(layout.shard_ranks / ranks_per_node))
+    hardware = deepspeed_node(ranks_per_node, math.ceil(layout.shard_ranks / ranks_per_node))
     options = DeepSpeedOptions(cpu_offload=offload != "none", cpu_offload_params=offload == "optimizer+parameters",
                                zero_init=zero.zero_init, additional_buffer_factor=zero.additional_buffer_factor)
     slice_parameters = model.parameters * stage_factor / layout.model_parallel

@@ -102,7 +102,7 @@ def _divides(whole: int, part: int) -> bool:
 def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
              space: SearchSpace) -> Iterator[tuple[int, int, int, int, int, int]]:
     """Yield (tensor, pipeline, virtual, context, data, micro_batch) combinations the model can run."""
-    shape, domain = model.shape, model.hardware.nvlink_domain_gpus
+    shape, domain = model.shape, model.hardware.domain_gpus
     groups = shape.kv_head_count
     for t in space.tensor:
         if t > domain or not _divides(gpus, t) or not _divides(shape.heads, t) or not _divides(groups, min(t, groups)):
@@ -141,7 +141,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     require_positive_int("top_n", top_n)
     space = space or SearchSpace()
     _check_space(space)
-    precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.fp8_tflops is not None]
+    precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.gpu.fp8_tflops is not None]
     memory_of = _CandidateMemory(memory, gpus, global_batch, space.flash_attention)
     searched = fitting = 0
     skipped: Counter[str] = Counter()

@@ -23,8 +23,9 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.ratios import spare_fraction
-from rules.estimates.serving.inference_latency import GpuSpec, Roofline, ServedModel, decode_step, prefill_time_s
+from rules.estimates.serving.inference_latency import Roofline, ServedModel, decode_step, prefill_time_s
 from rules.estimates.serving.inference_memory import ConcurrencyBudget, ServingEngine, max_concurrent_sequences
 from rules.units import TB, TFLOPS
 

@@ -29,6 +29,7 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
+from rules.estimates.model.hardware import GpuSpec
 from rules.units import TB, TFLOPS
 
 
@@ -40,15 +41,6 @@ class ServedModel:
     weight_bytes: float  # whole model, quantisation metadata included
     kv_bytes_per_token_per_gpu: float
     tensor_parallel: int
-
-
-@dataclass(frozen=True)
-class GpuSpec:
-    """One GPU's datasheet figures."""
-
-    capacity_bytes: float
-    hbm_tbs: float  # HBM bandwidth
-    bf16_tflops: float  # dense BF16 peak
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rules.estimates._args import require_positive, require_positive_int
+from rules.estimates.model.hardware import GpuSpec
 from rules.estimates.serving.inference import ReplicaCount, Slo, Traffic, replicas_needed, requests_per_s_per_replica
 from rules.estimates.serving.inference_latency import (
     DecodeFloor,
-    GpuSpec,
     PrefillFloor,
     ServedModel,
     decode_floor,

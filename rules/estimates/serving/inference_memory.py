@@ -25,6 +25,7 @@ from rules.estimates._args import (
     require_positive,
     require_positive_int,
 )
+from rules.estimates.model.hardware import NodeSpec
 
 # Bytes per weight before any quantisation metadata.
 _WEIGHT_ELEMENT_BYTES: dict[str, float] = {
@@ -189,19 +190,6 @@ DEFAULT_INT8_CHANNEL_SIZE = 4096
 
 
 @dataclass(frozen=True)
-class NodeGroup:
-    """Identical servers of a quote: their count, GPUs each, and one GPU's memory."""
-
-    gpus_per_node: int
-    nodes: int
-    capacity_bytes: float  # one GPU's memory, as the driver reports it
-
-    @property
-    def gpus(self) -> int:
-        return self.gpus_per_node * self.nodes
-
-
-@dataclass(frozen=True)
 class AttentionShape:
     """The attention shape that sizes the KV cache (Hugging Face config.json names)."""
 
@@ -280,7 +268,7 @@ class Deployment:
     int4_group_size: int = 128  # weights per fp16 scale of an int4 (GPTQ/AWQ) checkpoint
 
 
-def replica_memory(deployment: Deployment, group: NodeGroup, engine: ServingEngine, attention: AttentionShape | None,
+def replica_memory(deployment: Deployment, group: NodeSpec, engine: ServingEngine, attention: AttentionShape | None,
                    context: int | None) -> ReplicaMemory:
     """Returns one replica's weights, KV bytes per token and the full-context sequences one of its GPUs holds.
 
@@ -297,8 +285,8 @@ def replica_memory(deployment: Deployment, group: NodeGroup, engine: ServingEngi
         kv = kv_cache_bytes_per_token(attention.layers, attention.kv_heads, attention.head_dim,
                                       deployment.kv_precision, tensor_parallel)
         concurrency = max_concurrent_sequences(
-            group.capacity_bytes, engine.gpu_memory_utilization, weights / tensor_parallel, engine.reserve_bytes,
+            group.gpu.capacity_bytes, engine.gpu_memory_utilization, weights / tensor_parallel, engine.reserve_bytes,
             kv.per_gpu_bytes, context, block_size_tokens=engine.block_size_tokens)
     return ReplicaMemory(parameters=parameters, weight_bytes=weights, tensor_parallel=tensor_parallel,
-                         usable_bytes=group.capacity_bytes * engine.gpu_memory_utilization,
+                         usable_bytes=group.gpu.capacity_bytes * engine.gpu_memory_utilization,
                          reserve_bytes=engine.reserve_bytes, kv=kv, concurrency=concurrency)

@@ -41,15 +41,16 @@ from rules.estimates._args import (
 )
 from rules.estimates.communication.collectives import communication_bytes_per_step, communication_time_s
 from rules.estimates.communication.interconnect import busbw_factor
+from rules.estimates.model.hardware import NodeSpec
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.compute import training_flops_per_token
 from rules.estimates.training_time.step_time_figures import (
     TERA,
     Efficiencies,
-    Hardware,
     Measured,
     Rates,
     achievable_rates,
+    require_step_figures,
 )
 from rules.estimates.training_time.transformer_work import (
     ACTIVATION_BYTES,
@@ -202,12 +203,13 @@ class StepTimeModel:
     (``rules.estimates.search.layout_search``) costs little more than the arithmetic that combines them.
     """
 
-    def __init__(self, shape: ModelShape, sequence_length: int, hardware: Hardware, efficiencies: Efficiencies,
+    def __init__(self, shape: ModelShape, sequence_length: int, hardware: NodeSpec, efficiencies: Efficiencies,
                  measured: Measured | None = None) -> None:
         check_shape(shape)
         require_positive_int("sequence_length", sequence_length)
         self.shape, self.sequence_length = shape, sequence_length
         self.hardware = hardware
+        require_step_figures(hardware)
         self.efficiencies = efficiencies
         self.measured = measured or Measured()
         self.parameters = matrix_parameters(shape)
@@ -324,7 +326,7 @@ class StepTimeModel:
         if shape.layers < layout.pipeline * layout.virtual_stages:
             raise InconsistentInput(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
                              f"layers ({shape.layers})")
-        self.hardware.dense_tflops(layout.precision)
+        self.hardware.gpu.dense_tflops(layout.precision)
 
     def evaluate(self, layout: Layout, stage: StageTime | None = None) -> StepTime:
         """Return the modelled step time of ``layout`` (see ``step_time``).
@@ -350,7 +352,7 @@ class StepTimeModel:
         )
         step = breakdown.total_s
         tokens = layout.global_batch * self.sequence_length
-        peak = self.hardware.dense_tflops(layout.precision)
+        peak = self.hardware.gpu.dense_tflops(layout.precision)
         capacity = layout.gpus * step * peak * TERA
         return StepTime(
             step_s=step,
@@ -365,7 +367,7 @@ class StepTimeModel:
         )
 
 
-def step_time(shape: ModelShape, sequence_length: int, layout: Layout, hardware: Hardware, efficiencies: Efficiencies,
+def step_time(shape: ModelShape, sequence_length: int, layout: Layout, hardware: NodeSpec, efficiencies: Efficiencies,
               measured: Measured | None = None) -> StepTime:
     """Return the modelled optimizer-step time of ``layout`` on ``hardware`` and its breakdown, sequences of
     ``sequence_length`` tokens.

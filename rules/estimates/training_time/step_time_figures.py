@@ -1,6 +1,7 @@
 """The figures the step-time model runs on: a GPU's nameplate, achievable efficiencies, measurements.
 
-``Hardware`` holds datasheet figures (the catalogue, rules/data/catalogue.json), ``Efficiencies`` the
+``NodeSpec`` (rules/estimates/model/hardware.py) holds datasheet figures (the catalogue,
+rules/data/catalogue.json), ``Efficiencies`` the
 achievable shares of them, each from data: the catalogue's per-GPU maximum achievable matmul rates
 (mamf-finder measurements) and its ``step_time`` section (HBM fraction from BabelStream, collective latency
 from all_reduce_perf sweeps, the GEMM share fitted to Korthikanti et al. 2022 Table 5), and the policy's
@@ -21,43 +22,13 @@ from rules.estimates._args import (
     require_fraction,
     require_non_negative,
     require_positive,
-    require_positive_int,
     require_unit_interval,
 )
 from rules.estimates.communication.interconnect import nvlink_busbw_gbs, pcie_x16_gbs
+from rules.estimates.model.hardware import GpuSpec, NodeSpec
 
 TERA: Final = 1e12
 MIB: Final = 2**20
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """Nameplate figures of one GPU and its node (catalogue units: TFLOP/s, TB/s, GB/s, Gb/s)."""
-
-    bf16_tflops: float  # dense
-    fp8_tflops: float | None  # dense; None where the GPU has no FP8 Tensor Cores
-    hbm_tbs: float
-    nvlink_gbs: float  # bidirectional per GPU; 0 without NVLink (PCIe only)
-    nvlink_domain_gpus: int  # GPUs that reach each other over NVLink (8 in a DGX, 72 in an NVL72)
-    nic_gbps_per_gpu: float  # compute-fabric line rate per GPU
-    pcie_gen: int = 5
-
-    def __post_init__(self) -> None:
-        require_positive("bf16_tflops", self.bf16_tflops)
-        if self.fp8_tflops is not None:
-            require_positive("fp8_tflops", self.fp8_tflops)
-        require_positive("hbm_tbs", self.hbm_tbs)
-        require_non_negative("nvlink_gbs", self.nvlink_gbs)
-        require_positive_int("nvlink_domain_gpus", self.nvlink_domain_gpus)
-        require_positive("nic_gbps_per_gpu", self.nic_gbps_per_gpu)
-
-    def dense_tflops(self, precision: str) -> float:
-        """Return the dense peak the layout's GEMMs run against; ValueError for fp8 on a GPU without it."""
-        if precision != "fp8-mixed":
-            return self.bf16_tflops
-        if self.fp8_tflops is None:
-            raise InconsistentInput("precision fp8-mixed needs a GPU with FP8 Tensor Cores (fp8_tflops is None)")
-        return self.fp8_tflops
 
 
 @dataclass(frozen=True)
@@ -100,8 +71,8 @@ class Measured:
                 require_positive(name, value)
 
 
-def hardware_from_catalogue(catalogue: Mapping[str, Any], server_model: str) -> Hardware:
-    """Return the Hardware of one catalogued server's GPU: peaks, HBM, NVLink domain, compute NIC rate per GPU.
+def hardware_from_catalogue(catalogue: Mapping[str, Any], server_model: str) -> NodeSpec:
+    """Return one catalogued server as a NodeSpec of one node: peaks, HBM, NVLink domain, compute NIC rate per GPU.
 
     The NVLink domain is the server's ``nvlink_domain_gpus`` (72 on an NVL72 rack), else its GPU count;
     the NIC rate per GPU is the sum of the compute NICs' line rates over the GPUs (one 200 Gb/s HDR NIC per
@@ -110,14 +81,12 @@ def hardware_from_catalogue(catalogue: Mapping[str, Any], server_model: str) -> 
     server = catalogue["servers"][server_model]
     gpu = catalogue["gpus"][server["gpu_model"]]
     compute_gbps = sum(nic["count"] * nic["gbps"] for nic in server["nics"] if nic["purpose"] == "compute")
-    return Hardware(
-        bf16_tflops=gpu["bf16_tflops"],
-        fp8_tflops=gpu["fp8_tflops"],
-        hbm_tbs=gpu["hbm_tbs"],
-        nvlink_gbs=gpu["nvlink_gbs"],
+    return NodeSpec(
+        gpu=GpuSpec(model=server["gpu_model"], bf16_tflops=gpu["bf16_tflops"], fp8_tflops=gpu["fp8_tflops"],
+                    hbm_tbs=gpu["hbm_tbs"], nvlink_gbs=gpu["nvlink_gbs"], pcie_gen=gpu["pcie_gen"]),
+        gpus_per_node=server["gpu_count"],
         nvlink_domain_gpus=server.get("nvlink_domain_gpus", server["gpu_count"]),
         nic_gbps_per_gpu=compute_gbps / server["gpu_count"],
-        pcie_gen=gpu["pcie_gen"],
     )
 
 
@@ -163,36 +132,46 @@ class Rates:
     nic_busbw_gbs: float  # per GPU, across domains
 
 
-def achievable_rates(hardware: Hardware, eff: Efficiencies, measured: Measured, precision: str) -> Rates:
+def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, precision: str) -> Rates:
     """Return the GEMM, attention, HBM and link rates: nameplate × efficiency, or the measurement where given.
 
     GEMMs run at peak(precision) × MAMF fraction × gemm_fraction_of_mamf; attention and the output layer
     stay in 16-bit (Transformer Engine runs FP8 only in the linear layers). NVLink busbw is the
     per-direction rate × fraction (``interconnect.nvlink_busbw_gbs``); GPUs without NVLink use PCIe x16.
+    The node must know its GPU's BF16 peak and HBM bandwidth and its compute NICs (``require_step_figures``).
     """
-    bf16_best = hardware.bf16_tflops * eff.mamf_bf16_fraction
+    require_step_figures(node)
+    gpu = node.gpu
+    bf16_best = gpu.dense_tflops("bf16-mixed") * eff.mamf_bf16_fraction
     best = bf16_best
     if precision == "fp8-mixed":
         fraction = eff.mamf_fp8_fraction if eff.mamf_fp8_fraction is not None else eff.mamf_bf16_fraction
-        best = hardware.dense_tflops(precision) * fraction
+        best = gpu.dense_tflops(precision) * fraction
     if measured.gemm_tflops is not None:
         best = measured.gemm_tflops
         if precision != "fp8-mixed":
             bf16_best = best
-    if hardware.nvlink_gbs > 0:
-        link = hardware.nvlink_gbs / 2 * eff.nvlink_busbw_fraction
-        domain = nvlink_busbw_gbs(hardware.nvlink_gbs, eff.nvlink_busbw_fraction)
+    if gpu.nvlink_gbs > 0:
+        link = gpu.nvlink_gbs / 2 * eff.nvlink_busbw_fraction
+        domain = nvlink_busbw_gbs(gpu.nvlink_gbs, eff.nvlink_busbw_fraction)
     else:
-        link = domain = pcie_x16_gbs(hardware.pcie_gen) * eff.pcie_busbw_fraction
+        link = domain = pcie_x16_gbs(gpu.pcie_gen) * eff.pcie_busbw_fraction
     if measured.nvlink_busbw_gbs is not None:
         domain = measured.nvlink_busbw_gbs
-    nic = hardware.nic_gbps_per_gpu / 8 * eff.nic_busbw_fraction
+    nic = node.nic_gbps_per_gpu / 8 * eff.nic_busbw_fraction
     if measured.nic_busbw_gbs is not None:
         nic = measured.nic_busbw_gbs
-    hbm_tbs = measured.hbm_tbs if measured.hbm_tbs is not None else hardware.hbm_tbs * eff.hbm_fraction
+    hbm_tbs = measured.hbm_tbs if measured.hbm_tbs is not None else gpu.hbm_tbs * eff.hbm_fraction
     return Rates(gemm_flops_s=best * eff.gemm_fraction_of_mamf * TERA,
                   attention_flops_s=bf16_best * eff.gemm_fraction_of_mamf * TERA,
-                  hbm_bytes_s=hbm_tbs * TERA, domain_gpus=hardware.nvlink_domain_gpus,
+                  hbm_bytes_s=hbm_tbs * TERA, domain_gpus=node.domain_gpus,
                   domain_busbw_gbs=domain, link_gbs=link, nic_busbw_gbs=nic)
 
 
+def require_step_figures(node: NodeSpec) -> None:
+    """Refuses (InconsistentInput, naming the figure) a node the step model cannot time: its GPU's BF16 peak and
+    HBM bandwidth and its compute-fabric rate per GPU must be known."""
+    for name, value in (("bf16_tflops", node.gpu.bf16_tflops), ("hbm_tbs", node.gpu.hbm_tbs),
+                        ("nic_gbps_per_gpu", node.nic_gbps_per_gpu)):
+        if value is None:
+            raise InconsistentInput(f"the step-time model needs {name} of {node.gpu.model}")

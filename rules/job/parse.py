@@ -1,0 +1,91 @@
+"""The submission parsed once into the typed job (rules/job/spec.py): every value with its pointer and source.
+
+The one walk of the submission's members and the one place where the documented defaults of
+schemas/submission.schema.json are applied (each declared beside its field in spec.py). A value filled in
+by a default has source ``default`` (rules/job/given.py), so a check that reads it names no input; a value
+the catalogue filled in (rules/inputs.py) keeps the catalogue's source and datasheet reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from functools import cache
+from typing import Any
+
+from rules.inputs import Inputs, Quantity, escape
+from rules.job.cluster import Cluster
+from rules.job.given import DEFAULT, Given, absent
+from rules.job.measured import Measurements
+from rules.job.pointers import INFERENCE, MEASUREMENTS, QUOTE, TRAINING
+from rules.job.spec import Job
+from rules.job.workload import Serving, Training
+
+
+def parse_job(inputs: Inputs) -> Job:
+    """Returns the job of the validated submission ``inputs`` holds (resolved numbers, catalogue fills in)."""
+    return Job(training=_section(Training, inputs, TRAINING), serving=_section(Serving, inputs, INFERENCE),
+               cluster=_section(Cluster, inputs, QUOTE), measurements=_section(Measurements, inputs, MEASUREMENTS),
+               trains=inputs.get(TRAINING) is not None, serves=inputs.get(INFERENCE) is not None)
+
+
+@cache
+def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool, bool], ...]:
+    """Returns (field, member, default, section, each, scalars, keyed) of every declared field of ``cls``."""
+    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"],
+                  f.metadata["scalars"], f.metadata["keyed"]) for f in fields(cls) if "at" in f.metadata)
+
+
+def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
+    """Returns the section ``cls`` of the submission's object at ``pointer``; the shared one with every value absent
+    (or defaulted) where the submission has no object there."""
+    container = inputs.get(pointer)
+    if not isinstance(container, dict):
+        return _absent_section(cls, pointer)
+    values: dict[str, Any] = {}
+    quantities = inputs.quantities
+    for name, member, default, section, each, scalars, keyed in _declared(cls):
+        where = f"{pointer}/{member}"
+        if section is not None:
+            values[name] = _section(section, inputs, where)
+        elif each is not None:
+            items = container.get(member)
+            count = len(items) if isinstance(items, list) else 0
+            values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))
+        elif keyed:
+            members = container.get(member)
+            values[name] = tuple((key, _leaf(item, f"{where}/{escape(key)}", None, {}, quantities))
+                                 for key, item in (members.items() if isinstance(members, dict) else ()))
+        elif scalars:
+            items = container.get(member)
+            values[name] = Given(tuple(items), where) if isinstance(items, list) else absent(where)
+        else:
+            values[name] = _leaf(container.get(member), where, default, values, quantities)
+    return cls(**values, pointer=pointer)
+
+
+def _leaf(value: Any, pointer: str, default: Any, section: dict[str, Any],
+          quantities: dict[str, Quantity]) -> Given[Any]:
+    if value is None or isinstance(value, dict | list):
+        filled = default(section) if callable(default) else default
+        return absent(pointer) if filled is None else Given(filled, pointer, DEFAULT)
+    quantity = quantities.get(pointer)
+    # Text and flags carry no source of their own in the submission format: their source is None.
+    return Given(value, pointer, quantity.source if quantity is not None else None)
+
+
+@cache
+def _absent_section(cls: type, pointer: str) -> Any:
+    """Returns the section ``cls`` at ``pointer`` of a submission that has no object there (immutable, so shared):
+    a serving-only submission's training section, a node group without a cpu object."""
+    values: dict[str, Any] = {}
+    for name, member, default, section, each, scalars, keyed in _declared(cls):
+        where = f"{pointer}/{member}"
+        if section is not None:
+            values[name] = _absent_section(section, where)
+        elif each is not None or keyed:
+            values[name] = ()
+        elif scalars:
+            values[name] = absent(where)
+        else:
+            values[name] = _leaf(None, where, default, values, {})
+    return cls(**values, pointer=pointer)
