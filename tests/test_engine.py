@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule, Stage
-from rules.engine import RuleEngine, _shared_host
+from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput
 from rules.evaluate import default_engine, evaluate, verdict_of
 from rules.status import Status
@@ -133,13 +133,22 @@ def test_an_error_inside_a_rule_action_surfaces() -> None:
 def test_the_state_is_deleted_after_every_evaluation_even_on_error() -> None:
     check = _check("state-check", Rule(Status.FAIL, "negative", lambda m: m.value < m.limit, ""))
     engine = RuleEngine([check])
+    sids: list[str] = []
+    assert_facts = engine._rules.assert_facts
+
+    def noting_sids(facts: list[dict]):
+        sids.extend(fact["sid"] for fact in facts)
+        return assert_facts(facts)
+
+    engine._rules.assert_facts = noting_sids
     engine.decide([(check, _facts(value=1), {"limit": 0})])
     with pytest.raises(EngineError):
         engine.decide([(check, _facts(other=1), {"limit": 0})])
 
-    assert engine._verdicts == {}
-    with pytest.raises(Exception, match="error code"):  # durable reports an unknown state as an error
-        _shared_host().get_state(engine.ruleset, "no-such-sid")
+    assert engine._verdicts == {} and len(set(sids)) == 2
+    for sid in sids:
+        with pytest.raises(Exception, match="error code"):  # durable reports an unknown state as an error
+            engine._rules.get_state(sid)
 
 
 def test_stage_rules_decide_insufficient_and_not_applicable() -> None:
