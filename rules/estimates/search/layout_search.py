@@ -11,8 +11,8 @@ work and memory in both models); context parallelism needs FlashAttention (ring 
 It stays fast by pruning before it models: degrees that do not divide the GPUs, heads, layers or batch are
 never built; a layout's memory is summed from pieces memoised on the few degrees each depends on, looked up
 once per degree combination (model state per sharding and precision, activations per recompute and width,
-buffers only when the rest fits), with the space, shape and convention validated once at the search's entry
-so that the activation estimators' unchecked forms count them; the step time is modelled only for layouts
+buffers only when the rest fits), with the space, shape and convention refused at the search's entry, before
+any layout is built; the step time is modelled only for layouts
 that fit, with the per-layer work memoised by ``StepTimeModel``, each (recompute, precision) stage of a
 combination modelled once, and only when the layout's steady state alone (m micro-batches on its slowest
 stage, a lower bound of its step) is faster than the slowest of the best found so far.
@@ -32,7 +32,6 @@ from rules.estimates.memory.activation_conventions import (
     ActivationCounting,
     activation_element_bytes,
     counted_activation_bytes,
-    unchecked_counted_activation_bytes,
 )
 from rules.estimates.memory.activations import (
     FP32_LOGITS_BYTES,
@@ -40,7 +39,6 @@ from rules.estimates.memory.activations import (
     BatchShape,
     PipelineSchedule,
     logits_bytes,
-    unchecked_logits_bytes,
 )
 from rules.estimates.memory.comm_buffers import (
     BufferInputs,
@@ -224,10 +222,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory_bu
 
 
 def _check_space(space: SearchSpace) -> None:
-    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode is known.
-
-    Validated once here, so that the memory pieces may call the activation estimators' unchecked forms.
-    """
+    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode is known."""
     for name in ("tensor", "pipeline", "virtual_stages", "context", "micro_batch"):
         for degree in getattr(space, name):
             require_positive_int(name, degree)
@@ -267,7 +262,7 @@ class _MemoryModel:
             layers=shape.layers, hidden=shape.hidden, heads=shape.heads, kv_heads=shape.kv_heads,
             ffn_hidden=shape.ffn_hidden, vocab=shape.vocab, mlp=shape.mlp, dropout=shape.dropout,
             tied_embeddings=shape.tied_embeddings)
-        # The shape and convention validated once, by the estimators' checked forms; the degrees by _check_space.
+        # The shape and convention refused here, before any layout is built, if the estimators cannot count them.
         counted_activation_bytes(ActivationCounting(memory.activations), self.memory_shape,
                                  BatchShape(sequence_length=shape.sequence_length, micro_batch=1),
                                  ActivationSaving(flash_attention=flash_attention), tensor_parallel=1,
@@ -311,10 +306,9 @@ class _MemoryModel:
                      element_bytes: int) -> float:
         shape = self.shape
         tokens = shape.sequence_length // c
-        total = unchecked_counted_activation_bytes(
+        total = counted_activation_bytes(
             self.counting(self.memory.activations, element_bytes), self.memory_shape, self.batch(tokens, b),
             self.saving(recompute, t > 1, self.flash_attention), t, self.schedule(p, v, in_flight))
         if p > 1:
-            total += unchecked_logits_bytes(tokens, b, shape.vocab, shape.hidden, t, t > 1, FP32_LOGITS_BYTES,
-                                            element_bytes)
+            total += logits_bytes(tokens, b, shape.vocab, shape.hidden, t, t > 1, FP32_LOGITS_BYTES, element_bytes)
         return total
