@@ -22,7 +22,6 @@ from markupsafe import Markup, escape
 import templates
 from rules.best_layout import describe_layout
 from rules.errors import QuotecheckError
-from schemas.collector import collector_paused
 from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest
 from service.record.cover import decided
@@ -145,16 +144,12 @@ def html_to_pdf(html: str, attachments: list[tuple[str, bytes, str]], *,
     fetcher = url_fetcher()
     moment = created or dt.datetime.now(dt.UTC)
     try:
-        # A render allocates some 700,000 objects that live until it ends; the collector's passes over them
-        # found nothing to free and cost a tenth of render + sign.
-        with collector_paused():
-            document = HTML(string=html, base_url=ASSET_SCHEME, url_fetcher=fetcher)
-            files = [Attachment(string=data, name=name, description=description, created=moment, modified=moment,
-                                relationship="Data", url_fetcher=fetcher)
-                     for name, data, description in attachments]
-            with _render_lock:
-                pdf = document.write_pdf(attachments=files, font_config=_font_configuration())
-            del document, files  # freed by refcount now, not walked by the collector's first pass after the pause
+        document = HTML(string=html, base_url=ASSET_SCHEME, url_fetcher=fetcher)
+        files = [Attachment(string=data, name=name, description=description, created=moment, modified=moment,
+                            relationship="Data", url_fetcher=fetcher)
+                 for name, data, description in attachments]
+        with _render_lock:
+            pdf = document.write_pdf(attachments=files, font_config=_font_configuration())
     except FatalURLFetchingError as error:
         raise FetchRefused(f"{error}: {error.__cause__}") from None
     if fetcher.refused:  # refusals are fatal above; this guards a WeasyPrint that swallowed one
