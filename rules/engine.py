@@ -4,7 +4,8 @@ durable_rules keeps every state it has seen until it is deleted (an evaluation t
 fails with MemoryError after a few thousand runs), keeps exceptions raised inside actions on the state
 instead of raising them, and raises MessageNotHandledException when no rule matches a fact. This module
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
-EngineError, and every fact is acknowledged by a catch-all rule (and must have been seen by it).
+EngineError, and every fact is acknowledged by one rule (its check's acknowledgement at the decide stage,
+the shared rule of its stage otherwise) and must have been seen by it.
 
 A check is decided as conftest decides a policy: every rule of the check whose condition holds is a
 finding; the most severe finding decides (fail before warn), the first declared among equals gives the
