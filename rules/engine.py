@@ -4,7 +4,8 @@ durable_rules keeps every state it has seen until it is deleted (an evaluation t
 fails with MemoryError after a few thousand runs), keeps exceptions raised inside actions on the state
 instead of raising them, and raises MessageNotHandledException when no rule matches a fact. This module
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
-EngineError, and every fact is acknowledged by a catch-all rule (and must have been seen by it).
+EngineError, and every fact is acknowledged by one rule (its check's acknowledgement at the decide stage,
+the shared rule of its stage otherwise) and must have been seen by it.
 
 A check is decided as conftest decides a policy: every rule of the check whose condition holds is a
 finding; the most severe finding decides (fail before warn), the first declared among equals gives the
@@ -12,13 +13,20 @@ words, a finding whose exemption also holds is set aside, and a check with no fi
 fails closed where durable would silently not match: a rule that names a fact the check did not give
 (absent, None, or not a number, string or boolean) can be neither true nor false, and unless a finding
 that outranks it decided the check, deciding it raises EngineError rather than letting it pass.
+
+durable_rules is used through its public API only: the rules are written with ``durable.lang`` (``when_all``
+and its conditions over ``m``, each rule's ``define()``), and one ``durable.engine.Ruleset`` per engine takes
+the facts (``assert_facts``), runs the actions they trigger on the caller's thread (``do_actions``) and frees
+the state (``delete_state``). durable's ``Host`` (which ``durable.lang.post`` and ``assert_facts`` go through)
+is not used: its constructor starts two dispatcher threads that poll every registered ruleset, and one of them
+could start an evaluation's pending action between its ``assert_facts`` and ``do_actions`` and run it on
+another thread, after the evaluation read its verdicts. Nor is ``durable.lang.ruleset``, which registers every
+definition in a module-global table that only the Host empties.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import math
 import threading
 from collections import defaultdict
@@ -26,7 +34,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import durable_rules_engine
 from durable import engine as durable_engine
 from durable import lang
 
@@ -34,31 +41,13 @@ from rules.checks.base import Check, Facts, Passing, Rule, Stage, facts_named
 from rules.errors import EngineError
 from rules.status import Status
 
+# durable's C engine is not thread-safe, and durable.lang's rule objects read its module-global definition
+# stacks: every call into durable happens under this lock.
 _lock = threading.RLock()
-_host: durable_engine.Host | None = None
 _names = itertools.count()
 # The state of each post: a new sid every time in this process (durable's states live in this process only, and
 # each is deleted once decided), without uuid4's read of the system's random source.
 _sids = itertools.count()
-
-
-class _SynchronousHost(durable_engine.Host):
-    """A durable host without its background dispatcher threads.
-
-    durable's Host polls every ruleset from two timer threads (for timers and queued actions, which no
-    acceptance rule uses). The C engine is not thread-safe, so those threads would race with evaluations;
-    here every call into the engine happens on the caller's thread, under ``_lock``.
-    """
-
-    def _run(self) -> None:
-        return None
-
-
-def _shared_host() -> durable_engine.Host:
-    global _host
-    if _host is None:
-        _host = _SynchronousHost()
-    return _host
 
 
 @dataclass(frozen=True)
@@ -77,8 +66,8 @@ SHARED_RULES = (_StageRule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
                 _StageRule(Stage.INSUFFICIENT_DATA, Status.INSUFFICIENT_DATA),
                 _StageRule(Stage.INCONSISTENT, Status.FAIL))
 
-# What a durable action notes: the catch-all acknowledgement, a shared stage rule, a check's rule by its
-# index, or the exemption of the rule at that index.
+# What a durable action notes: the acknowledgement of a fact at the decide stage, a shared stage rule, a
+# check's rule by its index, or the exemption of the rule at that index.
 _SEEN = ("seen", -1)
 
 
@@ -151,35 +140,37 @@ class RuleEngine:
                        for check_id, needs in self._needs.items()}
         self.ruleset = f"quotecheck_{next(_names)}"
         self._verdicts: dict[str, dict[str, set[tuple[str, int]]]] = defaultdict(lambda: defaultdict(set))
-        with _lock:  # durable's rule-definition context is module-global state
-            self._define_and_register()
+        with _lock:
+            # No host: its actions post nothing to other rulesets, and a Host would start dispatcher threads.
+            self._rules = durable_engine.Ruleset(self.ruleset, None, self._definition())
 
-    def _define_and_register(self) -> None:
-        definition = lang.ruleset(self.ruleset)
-        with definition:
-            for check in self.checks:
-                of_check = lang.m.check == check.id
-                # Every fact of a check is acknowledged by this rule, so durable never meets an unhandled fact:
-                # deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
-                lang.when_all(of_check)(self._collector(check.id, _SEEN))
-                for index, shared in enumerate(SHARED_RULES):
-                    lang.when_all(of_check & (lang.m.stage == shared.stage.value))(
-                        self._collector(check.id, ("stage", index)))
-                decide = lang.m.stage == Stage.DECIDE.value
-                for index, rule in enumerate(check.rules):
-                    lang.when_all(of_check & decide & rule.when(lang.m))(self._collector(check.id, ("rule", index)))
-                    if rule.unless is not None:
-                        lang.when_all(of_check & decide & rule.unless.when(lang.m))(
-                            self._collector(check.id, ("exemption", index)))
-        lang._rulesets.pop(self.ruleset, None)  # durable's module-level registry must not re-register it
-        name, body = definition.define()
-        _shared_host().register_rulesets({name: body})
+    def _definition(self) -> dict[str, Any]:
+        """Returns the ruleset's definition as ``durable.lang.ruleset.define`` writes it: ``r_<n>`` → the n-th
+        rule's condition and action."""
+        rules = []
+        for check in self.checks:
+            of_check = lang.m.check == check.id
+            decide = lang.m.stage == Stage.DECIDE.value
+            # Every fact of a check is acknowledged by one rule, this one at the decide stage and a shared stage
+            # rule at the others (a fact's stage is one of Stage's four), so durable never meets an unhandled
+            # fact: deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
+            rules.append(lang.when_all(of_check & decide)(self._collector(check.id, _SEEN)))
+            for index, shared in enumerate(SHARED_RULES):
+                rules.append(lang.when_all(of_check & (lang.m.stage == shared.stage.value))(
+                    self._collector(check.id, ("stage", index))))
+            for index, rule in enumerate(check.rules):
+                rules.append(lang.when_all(of_check & decide & rule.when(lang.m))(
+                    self._collector(check.id, ("rule", index))))
+                if rule.unless is not None:
+                    rules.append(lang.when_all(of_check & decide & rule.unless.when(lang.m))(
+                        self._collector(check.id, ("exemption", index))))
+        return {f"r_{index}": rule.define() for index, rule in enumerate(rules)}
 
     def _collector(self, check_id: str, verdict: tuple[str, int]):
+        """Returns the action of one rule: it notes ``verdict`` for ``check_id`` under the state's sid."""
         def action(c: Any) -> None:
             self._verdicts[c.m.sid][check_id].add(verdict)
 
-        action.verdict = (check_id, verdict)  # what _run_batch notes for this action without calling it
         return action
 
     def decide(self, items: Iterable[tuple[type[Check], Facts, dict[str, Any]]]) -> dict[str, tuple[Status, str]]:
@@ -195,12 +186,12 @@ class RuleEngine:
         decided: dict[str, tuple[Status, str]] = {}
         for check_id, (check, facts, fact) in posted.items():
             seen = found.get(check_id, set())
-            if _SEEN not in seen:
+            stages = [SHARED_RULES[index] for kind, index in seen if kind == "stage"]
+            if not (_SEEN in seen if facts.stage is Stage.DECIDE else stages):
                 raise EngineError(f"durable_rules did not see the facts of check {check_id}")
             if facts.stage is Stage.DECIDE:
                 decided[check_id] = _conclusion(check, self._needs[check_id], set(fact) | facts.unjudged, seen)
             else:
-                stages = [SHARED_RULES[index] for kind, index in seen if kind == "stage"]
                 if len(stages) != 1:
                     raise EngineError(f"check {check_id} at stage {facts.stage.value} matched {len(stages)} "
                                       "stage rules")
@@ -212,11 +203,10 @@ class RuleEngine:
         """Returns the facts posted by check id and the verdicts durable noted, under a fresh state it deletes.
 
         ``batch``: every fact goes to durable in one call (one pass through its engine), and the verdicts are
-        None when that call or an action failed; otherwise fact by fact, raising EngineError for the first
-        check whose fact durable rejected or whose action raised.
+        None when durable refused them or an action raised; otherwise fact by fact, raising EngineError for the
+        first check whose fact durable rejected or whose action raised.
         """
         sid = f"evaluation-{next(_sids)}"
-        host = _shared_host()
         posted: dict[str, tuple[type[Check], Facts, dict[str, Any]]] = {}
         with _lock:
             try:
@@ -224,85 +214,38 @@ class RuleEngine:
                     fact = fact_for(check, facts, thresholds, sid, self._named[check.id])
                     posted[check.id] = (check, facts, fact)
                     if not batch:
-                        self._assert(host, check, fact)
-                if batch and posted and not self._run_batch(host, sid, [fact for _, _, fact in posted.values()]):
-                    return posted, None
+                        self._assert([fact], f"of check {check.id}")
+                if batch and posted:
+                    try:
+                        self._assert([fact for _, _, fact in posted.values()], "of the evaluation")
+                    except EngineError:
+                        return posted, None
                 return posted, self._verdicts.pop(sid, {})
             finally:
                 self._verdicts.pop(sid, None)
                 try:
-                    host.delete_state(self.ruleset, sid)
+                    self._rules.delete_state(sid)
                 except Exception:  # noqa: BLE001 - no fact was asserted, so there is no state to free
                     pass
 
-    def _run_batch(self, host: durable_engine.Host, sid: str, facts: list[dict[str, Any]]) -> bool:
-        """Asserts ``facts`` under state ``sid`` and runs the actions they trigger; False when durable refused
-        them or an action raised (the caller then posts them one by one, through durable's own dispatch, to
-        name the check).
+    def _assert(self, facts: list[dict[str, Any]], whose: str) -> None:
+        """Asserts ``facts`` and runs the actions they trigger, on this thread; raises EngineError naming
+        ``whose`` facts when durable rejected them or an action raised.
 
-        The actions run here as durable's Ruleset._flush_actions runs them, without what only asynchronous
-        actions need (a Closure with its lease timer, a Promise chain): start the state's first action, run it
-        on the fact it matched, write the state back (no action changes it), complete it and start the next.
-        An action of ``_collector`` is not called: the verdict it would note is noted, and the fact it matched
-        is not parsed (``_action_name`` reads the rule's name from durable's message).
+        durable catches what an action raises and writes it on the state as ``exception``; the state that
+        ``do_actions`` completes with carries it.
         """
-        ruleset = host.get_ruleset(self.ruleset)
         try:
-            state_handle = ruleset.assert_facts(facts)
-            started = durable_rules_engine.start_action_for_state(ruleset._handle, state_handle)
-        except Exception:  # noqa: BLE001 - refused: posted again one by one, which names the check
-            return False
-        if not started:
-            return True
-        state = started[0]  # written back as durable gave it (its dispatch writes back the same JSON, re-encoded)
-        actions, verdicts = ruleset._actions, self._verdicts[sid]
-        message: str | None = started[1]
-        while message:
-            name = _action_name(message)
-            noted = getattr(actions[name]._func, "verdict", None) if name in actions else None
-            if noted is not None:
-                verdicts[noted[0]].add(noted[1])
-            else:
-                (name, matched), = json.loads(message).items()
-                try:
-                    actions[name]._func(_Matched(matched))
-                except Exception:  # noqa: BLE001 - durable's dispatch catches it too; the one-by-one post reports it
-                    with contextlib.suppress(Exception):  # the state is deleted next in any case
-                        durable_rules_engine.abandon_action(ruleset._handle, state_handle)
-                    return False
-            durable_rules_engine.update_state(ruleset._handle, state)
-            message = durable_rules_engine.complete_and_start_action(ruleset._handle, state_handle)
-        return True
-
-    def _assert(self, host: durable_engine.Host, check: type[Check], fact: dict[str, Any]) -> None:
-        try:
-            state = host.assert_fact(self.ruleset, fact)
+            state_handle = self._rules.assert_facts(facts)
         except Exception as error:  # durable raises plain Exception for engine-level faults
-            raise EngineError(f"durable_rules rejected the facts of check {check.id}: {error}") from None
+            raise EngineError(f"durable_rules rejected the facts {whose}: {error}") from None
+        outcomes: list[tuple[Any, Any]] = []
+        self._rules.do_actions(state_handle, lambda error, state: outcomes.append((error, state)))
+        error, state = outcomes[-1] if outcomes else (None, None)
+        if error is not None:
+            raise EngineError(f"durable_rules failed to run the actions {whose}: {error}")
         if isinstance(state, dict) and state.get("exception"):
-            raise EngineError(f"a rule of check {check.id} raised: {state['exception']}")
-
-
-def _action_name(message: str) -> str | None:
-    """Returns the rule name a durable action message ``{"<rule name>":{"m":{…}}}`` starts with, read without
-    parsing the fact it carries; None when the message does not start so (it is then parsed in full).
-
-    durable names rules r_0, r_1, …, which JSON writes without escapes; a name holding a backslash is refused.
-    """
-    if message.startswith('{"'):
-        end = message.find('"', 2)
-        if end > 2 and message.startswith('":', end) and "\\" not in message[2:end]:
-            return message[2:end]
-    return None
-
-
-class _Matched:
-    """What an action receives in place of durable's Closure: ``m``, the fact its rule matched."""
-
-    __slots__ = ("m",)
-
-    def __init__(self, matched: dict[str, Any]) -> None:
-        self.m = durable_engine.Content(matched["m"])
+            raise EngineError(f"a rule {whose} raised: {state['exception']}")
 
 
 def _conclusion(check: type[Check], needs: Sequence[tuple[frozenset[str], frozenset[str]]], given: set[str],

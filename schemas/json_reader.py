@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from schemas.collector import collector_paused
 from schemas.problem import Problem
 from schemas.text import describe, visible
 
@@ -190,8 +189,7 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
     if precheck is not None:
         _precheck(text, precheck)
     try:
-        with collector_paused():
-            document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_members)
+        document = json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_members)
     except RecursionError:
         raise NotJson(_too_deep(origin)) from None
     except json.JSONDecodeError as error:
@@ -206,8 +204,7 @@ def read_json(data: bytes | str, origin: str = "the body", max_bytes: int | None
 
 def _precheck(text: str, precheck: Callable[[Any], None]) -> None:
     try:
-        with collector_paused():
-            quick = json.loads(text, parse_constant=_reject_constant)
+        quick = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return
     precheck(quick)

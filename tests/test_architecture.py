@@ -208,3 +208,165 @@ def test_the_application_layer_is_imported_only_from_above():
                        if module != "service" and not _in(module, ABOVE_THE_APPLICATION_LAYER)
                        for target in targets if _in(target, ("service.app",)))
     assert offending == [], "\n".join(offending)
+
+
+# --- Libraries through their public API; no patched libraries; no unchecked twins ------------------------------
+
+DURABLE_MODULES = ("durable", "durable_rules", "durable_rules_engine")
+PATCH_PROTECTED_MODULES = ("weasyprint", "pydyf")
+
+
+@cache
+def syntax_trees() -> dict[str, ast.Module]:
+    """Returns the parsed source of every module of PACKAGES by its dotted name."""
+    return {module: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for module, path in modules().items()}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """Returns ``a.b.c`` for a name or a chain of attributes on a name, else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and (base := _dotted(node.value)) is not None:
+        return f"{base}.{node.attr}"
+    return None
+
+
+def _root(node: ast.AST) -> str | None:
+    """Returns the name a chain of attributes, subscripts and calls starts from (``a`` of ``a.b[0].c()``)."""
+    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def names_bound_to(tree: ast.Module, libraries: tuple[str, ...]) -> set[str]:
+    """Returns the names an import anywhere in ``tree`` binds to a module of ``libraries`` or to anything in one."""
+    def of_library(name: str) -> bool:
+        return any(name == library or name.startswith(f"{library}.") for library in libraries)
+
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound |= {alias.asname or alias.name.partition(".")[0] for alias in node.names if of_library(alias.name)}
+        elif isinstance(node, ast.ImportFrom) and not node.level and of_library(node.module or ""):
+            bound |= {alias.asname or alias.name for alias in node.names}
+    return bound
+
+
+def _bound_by(target: ast.AST) -> list[str]:
+    """Returns the names and attribute chains an assignment target binds (each element of a tuple target)."""
+    if isinstance(target, ast.Tuple | ast.List):
+        return [name for element in target.elts for name in _bound_by(element)]
+    if isinstance(target, ast.Starred):
+        return _bound_by(target.value)
+    return [name] if (name := _dotted(target)) is not None else []
+
+
+def obtained_from(tree: ast.Module, bound: set[str]) -> set[str]:
+    """Returns ``bound`` and the names and attribute chains (``self.rules``) holding something obtained from them:
+    assigned from an expression that reads one, or a parameter annotated with one (to a fixed point)."""
+    tainted = set(bound)
+
+    def reads_tainted(node: ast.AST | None) -> bool:
+        return node is not None and any(_dotted(sub) in tainted for sub in ast.walk(node))
+
+    while True:
+        before = len(tainted)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and reads_tainted(node.value):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                tainted.update(name for target in targets for name in _bound_by(target))
+            elif isinstance(node, ast.withitem | ast.For | ast.comprehension):
+                source, target = ((node.context_expr, node.optional_vars) if isinstance(node, ast.withitem)
+                                  else (node.iter, node.target))
+                if target is not None and reads_tainted(source):
+                    tainted.update(_bound_by(target))
+            elif isinstance(node, ast.arg) and reads_tainted(node.annotation):
+                tainted.add(node.arg)
+        if len(tainted) == before:
+            return tainted
+
+
+def private_uses_of(tree: ast.Module, libraries: tuple[str, ...]) -> list[str]:
+    """Returns where ``tree`` reaches into ``libraries``: an attribute starting with ``_`` read from an imported
+    module or anything obtained from one (also by getattr), and a ``_`` method defined in a subclass of one."""
+    bound = names_bound_to(tree, libraries)
+    if not bound:
+        return []
+    tainted, found = obtained_from(tree, bound), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and (
+                _dotted(node.value) in tainted or _root(node.value) in tainted):
+            found.append((node.lineno, f".{node.attr}"))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"getattr", "setattr"}
+              and len(node.args) > 1 and isinstance(node.args[1], ast.Constant)
+              and str(node.args[1].value).startswith("_") and _root(node.args[0]) in tainted):
+            found.append((node.lineno, f"{node.func.id}(…, {node.args[1].value!r})"))
+        elif isinstance(node, ast.ClassDef) and any(_root(base) in tainted for base in node.bases):
+            found += [(item.lineno, f"{node.name}.{item.name} overrides a private member")
+                      for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+                      and item.name.startswith("_") and not item.name.endswith("__")]
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def attribute_assignments_to(tree: ast.Module, libraries: tuple[str, ...]) -> list[str]:
+    """Returns where ``tree`` assigns or deletes an attribute of something imported from ``libraries``
+    (``pydyf.zlib = …``, ``setattr(weasyprint.HTML, …)``)."""
+    bound = names_bound_to(tree, libraries)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree) if bound else ():
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign | ast.Delete):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"setattr", "delattr"}:
+            targets = [ast.Attribute(value=node.args[0], attr="…")] if node.args else []
+        found += [(node.lineno, ast.unparse(target)) for target in targets
+                  if isinstance(target, ast.Attribute) and _root(target.value) in bound]
+    return [f"line {line}: {what}" for line, what in sorted(found)]
+
+
+def unchecked_names_in(tree: ast.Module) -> list[str]:
+    """Returns every function, class, name, attribute and imported name in ``tree`` that starts ``unchecked_``."""
+    found = []
+    for node in ast.walk(tree):
+        names = ([node.name] if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                 else [node.id] if isinstance(node, ast.Name) else [node.attr] if isinstance(node, ast.Attribute)
+                 else [alias.asname or alias.name for alias in node.names] if isinstance(node, ast.ImportFrom)
+                 else [])
+        found += [f"line {node.lineno}: {name}" for name in names if name.startswith("unchecked_")]
+    return found
+
+
+def _offences(find) -> list[str]:
+    return [f"{module}: {offence}" for module, tree in syntax_trees().items() for offence in find(tree)]
+
+
+def test_durable_rules_is_used_through_its_public_api_only():
+    assert _offences(lambda tree: private_uses_of(tree, DURABLE_MODULES)) == []
+
+
+def test_no_module_assigns_to_an_attribute_of_weasyprint_or_pydyf():
+    assert _offences(lambda tree: attribute_assignments_to(tree, PATCH_PROTECTED_MODULES)) == []
+
+
+def test_no_unchecked_twin_of_a_function():
+    assert _offences(unchecked_names_in) == []
+
+
+def test_the_library_checks_find_what_they_look_for():
+    # Given a module that reaches into durable's internals, patches pydyf and keeps an unchecked twin
+    tree = ast.parse("import durable_rules_engine\nfrom durable import engine as e, lang\nimport pydyf\n"
+                     "class Quiet(e.Host):\n    def _run(self): pass\n"
+                     "def post(host: e.Host, name):\n    rules = host.get_ruleset(name)\n"
+                     "    durable_rules_engine.start_action(rules._handle)\n    lang._rulesets.pop(name)\n"
+                     "    getattr(rules, '_actions')\n    pydyf.zlib = None\n    setattr(pydyf, 'zlib', None)\n"
+                     "def unchecked_bytes(): pass\n")
+
+    # Then each check names every place
+    assert private_uses_of(tree, DURABLE_MODULES) == [
+        "line 5: Quiet._run overrides a private member", "line 8: ._handle", "line 9: ._rulesets",
+        "line 10: getattr(…, '_actions')"]
+    assert attribute_assignments_to(tree, PATCH_PROTECTED_MODULES) == ["line 11: pydyf.zlib", "line 12: pydyf.…"]
+    assert unchecked_names_in(tree) == ["line 13: unchecked_bytes"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rules.checks.base import Check, Context, Exemption, Facts, Passing, Rule, Stage
-from rules.engine import RuleEngine, _shared_host
+from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput
 from rules.evaluate import default_engine, evaluate, verdict_of
 from rules.status import Status
@@ -133,13 +133,22 @@ def test_an_error_inside_a_rule_action_surfaces() -> None:
 def test_the_state_is_deleted_after_every_evaluation_even_on_error() -> None:
     check = _check("state-check", Rule(Status.FAIL, "negative", lambda m: m.value < m.limit, ""))
     engine = RuleEngine([check])
+    sids: list[str] = []
+    assert_facts = engine._rules.assert_facts
+
+    def noting_sids(facts: list[dict]):
+        sids.extend(fact["sid"] for fact in facts)
+        return assert_facts(facts)
+
+    engine._rules.assert_facts = noting_sids
     engine.decide([(check, _facts(value=1), {"limit": 0})])
     with pytest.raises(EngineError):
         engine.decide([(check, _facts(other=1), {"limit": 0})])
 
-    assert engine._verdicts == {}
-    with pytest.raises(Exception, match="error code"):  # durable reports an unknown state as an error
-        _shared_host().get_state(engine.ruleset, "no-such-sid")
+    assert engine._verdicts == {} and len(set(sids)) == 2
+    for sid in sids:
+        with pytest.raises(Exception, match="error code"):  # durable reports an unknown state as an error
+            engine._rules.get_state(sid)
 
 
 def test_stage_rules_decide_insufficient_and_not_applicable() -> None:
@@ -274,10 +283,18 @@ def test_context_memo_shares_inputs_between_checks() -> None:
     shared: dict = {}
     first = Context(inputs, default_policy(), shared, _check("a-check"))
     second = Context(inputs, default_policy(), shared, _check("b-check"))
-    first.memo("k", lambda c: c.num("/quote/node_groups/0/count"))
-    value = second.memo("k", lambda c: pytest.fail("computed twice"))
+    runs = []
 
-    assert value == 16 and second.reader.pointers == ["/quote/node_groups/0/count"]
+    def node_count(c: Context) -> float | None:
+        runs.append(c)
+        return c.value(c.job.cluster.node_groups[0].count)
+
+    first.memo(node_count)
+    # The fact is keyed by its function: a second check asking for it gets the value and its reads, not a new run
+    value = second.memo(node_count)
+
+    assert value == 16 and len(runs) == 1 and second.reader.pointers == ["/quote/node_groups/0/count"]
+    assert first.memo(lambda c: 17) == 17  # another function is another fact
 
 
 def test_a_memoised_fact_that_raises_keeps_nothing_and_counts_its_reads_only_when_asked() -> None:
@@ -296,10 +313,10 @@ def test_a_memoised_fact_that_raises_keeps_nothing_and_counts_its_reads_only_whe
     silent = Context(inputs, default_policy(), shared, _check("a-check"))
     counted = Context(inputs, default_policy(), shared, _check("b-check"))
     with pytest.raises(InconsistentInput):
-        silent.memo("refused", refused)
+        silent.memo(refused)
     # When it is asked again with reads_of_refusal, it is computed again (a raise keeps nothing)
     with pytest.raises(InconsistentInput):
-        counted.memo("refused", refused, reads_of_refusal=True)
+        counted.memo(refused, reads_of_refusal=True)
 
     # Then only that caller counts what the fact read before it raised, as a direct read would have
     assert silent.reader.pointers == [] and silent.missing == []

@@ -11,7 +11,6 @@ import datetime as dt
 import hashlib
 import re
 import threading
-import zlib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -23,7 +22,6 @@ from markupsafe import Markup, escape
 import templates
 from rules.best_layout import describe_layout
 from rules.errors import QuotecheckError
-from schemas.collector import collector_paused
 from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest
 from service.record.cover import decided
@@ -137,59 +135,21 @@ def _font_configuration() -> Any:
     return FontConfiguration()
 
 
-DEFLATE_LEVEL = 6  # zlib's default; pydyf asks for 9
-
-
-class _Deflate:
-    """zlib as pydyf (WeasyPrint's PDF writer) uses it, compressing streams at DEFLATE_LEVEL.
-
-    pydyf compresses every stream at level 9. A page of the record is mostly glyph ids as hex text, on which
-    level 9 costs five times level 6 for 2 % less: for the H200 example's final record (14 pages, without its
-    attachments) 40 ms against 8 ms of a 535 ms render (process time), a PDF of 92.5 KB against 94.4 KB. Any
-    level decompresses the same (FlateDecode).
-    """
-
-    compress = staticmethod(zlib.compress)
-    error = zlib.error
-
-    @staticmethod
-    def compressobj(level: int = -1, *args: Any, **kwargs: Any) -> Any:
-        # The level pydyf asks for (9) is replaced, its other arguments passed on.
-        return zlib.compressobj(DEFLATE_LEVEL, *args, **kwargs)
-
-
-@cache
-def _use_deflate_level() -> None:
-    """Makes pydyf compress at DEFLATE_LEVEL; only WeasyPrint writes PDFs with pydyf.
-
-    html_to_pdf calls it before every render, so a PDF is written alike whether or not ``warm_up`` ran;
-    cached, only the first call replaces pydyf's zlib.
-    """
-    import pydyf
-
-    pydyf.zlib = _Deflate  # type: ignore[assignment]
-
-
 def html_to_pdf(html: str, attachments: list[tuple[str, bytes, str]], *,
                 created: dt.datetime | None = None) -> bytes:
     """Returns the PDF of ``html`` with ``attachments`` (name, bytes, description) as embedded files."""
     from weasyprint import HTML, Attachment
     from weasyprint.urls import FatalURLFetchingError
 
-    _use_deflate_level()
     fetcher = url_fetcher()
     moment = created or dt.datetime.now(dt.UTC)
     try:
-        # A render allocates some 700,000 objects that live until it ends; the collector's passes over them
-        # found nothing to free and cost a tenth of render + sign.
-        with collector_paused():
-            document = HTML(string=html, base_url=ASSET_SCHEME, url_fetcher=fetcher)
-            files = [Attachment(string=data, name=name, description=description, created=moment, modified=moment,
-                                relationship="Data", url_fetcher=fetcher)
-                     for name, data, description in attachments]
-            with _render_lock:
-                pdf = document.write_pdf(attachments=files, font_config=_font_configuration())
-            del document, files  # freed by refcount now, not walked by the collector's first pass after the pause
+        document = HTML(string=html, base_url=ASSET_SCHEME, url_fetcher=fetcher)
+        files = [Attachment(string=data, name=name, description=description, created=moment, modified=moment,
+                            relationship="Data", url_fetcher=fetcher)
+                 for name, data, description in attachments]
+        with _render_lock:
+            pdf = document.write_pdf(attachments=files, font_config=_font_configuration())
     except FatalURLFetchingError as error:
         raise FetchRefused(f"{error}: {error.__cause__}") from None
     if fetcher.refused:  # refusals are fatal above; this guards a WeasyPrint that swallowed one

@@ -21,13 +21,11 @@ from typing import Final
 
 from rules.estimates._args import require_bool, require_choice, require_positive, require_positive_int
 from rules.estimates.memory.activations import (
-    FP32_LOGITS_BYTES,
     RECOMPUTE_MODES,
     ActivationSaving,
     BatchShape,
     PipelineSchedule,
     activation_bytes_per_gpu,
-    unchecked_activation_bytes_per_gpu,
 )
 from rules.estimates.model.shapes import ModelShape
 
@@ -85,17 +83,6 @@ def counted_activation_bytes(counting: ActivationCounting, shape: ModelShape, ba
                                     context_parallel=context_parallel, element_bytes=counting.element_bytes)
 
 
-def unchecked_counted_activation_bytes(counting: ActivationCounting, shape: ModelShape, batch: BatchShape,
-                                       saving: ActivationSaving, tensor_parallel: int, pipeline: PipelineSchedule,
-                                       context_parallel: int = 1) -> float:
-    """Returns :func:`counted_activation_bytes` of inputs already validated (by it, or once by a search)."""
-    if counting.convention == "megatron":
-        return unchecked_megatron_activation_bytes(shape, batch, saving, tensor_parallel, pipeline,
-                                                   counting.element_bytes, context_parallel)
-    return unchecked_activation_bytes_per_gpu(shape, batch, saving, tensor_parallel, pipeline, True,
-                                              FP32_LOGITS_BYTES, context_parallel, counting.element_bytes)
-
-
 def megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = _NO_SAVING,
                               tensor_parallel: int = 1, pipeline: PipelineSchedule = _ONE_STAGE, *,
                               element_bytes: float = 2, context_parallel: int = 1) -> float:
@@ -124,34 +111,6 @@ def megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: Acti
     times smaller").
     """
     _check_megatron(shape, batch, saving, tensor_parallel, pipeline, element_bytes, context_parallel)
-    return unchecked_megatron_activation_bytes(shape, batch, saving, tensor_parallel, pipeline, element_bytes,
-                                               context_parallel)
-
-
-def _check_megatron(shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int,
-                    pipeline: PipelineSchedule, element_bytes: float, context_parallel: int) -> None:
-    """Raise InconsistentInput unless :func:`megatron_activation_bytes` can count these inputs."""
-    require_positive_int("layers", shape.layers)
-    require_positive_int("hidden", shape.hidden)
-    require_positive_int("sequence_length", batch.sequence_length)
-    require_positive_int("micro_batch", batch.micro_batch)
-    require_positive_int("tensor_parallel", tensor_parallel)
-    require_positive_int("pipeline_parallel", pipeline.stages)
-    require_positive_int("virtual_stages", pipeline.virtual_stages)
-    require_positive_int("context_parallel", context_parallel)
-    require_positive("element_bytes", element_bytes)
-    require_bool("sequence_parallel", saving.sequence_parallel)
-    require_choice("recompute", saving.recompute, RECOMPUTE_MODES)
-    if pipeline.micro_batches is not None:
-        require_positive_int("micro_batches", pipeline.micro_batches)
-    if pipeline.stages == 1 and shape.vocab is not None:
-        require_positive_int("vocab", shape.vocab)
-
-
-def unchecked_megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: ActivationSaving,
-                                        tensor_parallel: int, pipeline: PipelineSchedule, element_bytes: float,
-                                        context_parallel: int) -> float:
-    """Return :func:`megatron_activation_bytes` of inputs already validated (by it, or once by a search)."""
     s, b, h, e = batch.sequence_length, batch.micro_batch, shape.hidden, element_bytes
     t, p, v, m, layers = tensor_parallel, pipeline.stages, pipeline.virtual_stages, pipeline.micro_batches, shape.layers
     f = shape.ffn_hidden_size
@@ -180,3 +139,23 @@ def unchecked_megatron_activation_bytes(shape: ModelShape, batch: BatchShape, sa
     if with_sp:
         return total / t / context_parallel
     return total * MEGATRON_WITHOUT_SP_OVERHEAD / context_parallel
+
+
+def _check_megatron(shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int,
+                    pipeline: PipelineSchedule, element_bytes: float, context_parallel: int) -> None:
+    """Raise InconsistentInput unless :func:`megatron_activation_bytes` can count these inputs."""
+    require_positive_int("layers", shape.layers)
+    require_positive_int("hidden", shape.hidden)
+    require_positive_int("sequence_length", batch.sequence_length)
+    require_positive_int("micro_batch", batch.micro_batch)
+    require_positive_int("tensor_parallel", tensor_parallel)
+    require_positive_int("pipeline_parallel", pipeline.stages)
+    require_positive_int("virtual_stages", pipeline.virtual_stages)
+    require_positive_int("context_parallel", context_parallel)
+    require_positive("element_bytes", element_bytes)
+    require_bool("sequence_parallel", saving.sequence_parallel)
+    require_choice("recompute", saving.recompute, RECOMPUTE_MODES)
+    if pipeline.micro_batches is not None:
+        require_positive_int("micro_batches", pipeline.micro_batches)
+    if pipeline.stages == 1 and shape.vocab is not None:
+        require_positive_int("vocab", shape.vocab)

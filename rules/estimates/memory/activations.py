@@ -89,33 +89,6 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     FlashAttention's log-sum-exp stays fp32. Table 2 at e = 4, no parallelism: sbh(66 + 9as/h).
     """
     _check_layer(shape, batch, saving, tensor_parallel, element_bytes)
-    return unchecked_activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes)
-
-
-def _check_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int,
-                 element_bytes: float) -> None:
-    """Raise InconsistentInput unless :func:`activation_bytes_per_layer` can count these inputs."""
-    require_positive_ints(
-        sequence_length=batch.sequence_length,
-        micro_batch=batch.micro_batch,
-        hidden=shape.hidden,
-        heads=shape.heads,
-        tensor_parallel=tensor_parallel,
-    )
-    require_bool("sequence_parallel", saving.sequence_parallel)
-    require_bool("flash_attention", saving.flash_attention)
-    require_bool("dropout", shape.dropout)
-    require_choice("recompute", saving.recompute, RECOMPUTE_MODES)
-    require_choice("mlp", shape.mlp, MLP_KINDS)
-    require_positive("element_bytes", element_bytes)
-    if shape.ffn_hidden is not None:
-        require_positive_int("ffn_hidden", shape.ffn_hidden)
-    kv_head_count(shape)
-
-
-def unchecked_activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving,
-                                         tensor_parallel: int, element_bytes: float) -> float:
-    """Return :func:`activation_bytes_per_layer` of inputs already validated (by it, or once by a search)."""
     g = shape.kv_head_count
     sequence_length, micro_batch, hidden, heads = batch.sequence_length, batch.micro_batch, shape.hidden, shape.heads
     sequence_parallel, recompute, flash_attention = saving.sequence_parallel, saving.recompute, saving.flash_attention
@@ -171,6 +144,27 @@ def unchecked_activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, s
     return outside / outside_divisor + inside + core
 
 
+def _check_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int,
+                 element_bytes: float) -> None:
+    """Raise InconsistentInput unless :func:`activation_bytes_per_layer` can count these inputs."""
+    require_positive_ints(
+        sequence_length=batch.sequence_length,
+        micro_batch=batch.micro_batch,
+        hidden=shape.hidden,
+        heads=shape.heads,
+        tensor_parallel=tensor_parallel,
+    )
+    require_bool("sequence_parallel", saving.sequence_parallel)
+    require_bool("flash_attention", saving.flash_attention)
+    require_bool("dropout", shape.dropout)
+    require_choice("recompute", saving.recompute, RECOMPUTE_MODES)
+    require_choice("mlp", shape.mlp, MLP_KINDS)
+    require_positive("element_bytes", element_bytes)
+    if shape.ffn_hidden is not None:
+        require_positive_int("ffn_hidden", shape.ffn_hidden)
+    kv_head_count(shape)
+
+
 def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
                              tensor_parallel: int = 1, pipeline: PipelineSchedule = PipelineSchedule(), *,
                              include_embedding: bool = True, logits_bytes_per_element: float = FP32_LOGITS_BYTES,
@@ -202,20 +196,7 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     require_positive_int("context_parallel", context_parallel)
     if pipeline.micro_batches is not None:
         require_positive_int("micro_batches", pipeline.micro_batches)
-    _check_layer(shape, batch, saving, tensor_parallel, element_bytes)
-    if pipeline.stages == 1 and shape.vocab is not None:
-        _check_logits(batch.sequence_length, batch.micro_batch, shape.vocab, shape.hidden, tensor_parallel,
-                      saving.sequence_parallel, logits_bytes_per_element, element_bytes)
-    return unchecked_activation_bytes_per_gpu(shape, batch, saving, tensor_parallel, pipeline, include_embedding,
-                                              logits_bytes_per_element, context_parallel, element_bytes)
-
-
-def unchecked_activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving,
-                                       tensor_parallel: int, pipeline: PipelineSchedule, include_embedding: bool,
-                                       logits_bytes_per_element: float, context_parallel: int,
-                                       element_bytes: float) -> float:
-    """Return :func:`activation_bytes_per_gpu` of inputs already validated (by it, or once by a search)."""
-    per_layer = unchecked_activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes)
+    per_layer = activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
     p, v, micro_batches = pipeline.stages, pipeline.virtual_stages, pipeline.micro_batches
     layers_on_stage = math.ceil(shape.layers / p)
     in_flight: float = p if micro_batches is None else min(p, micro_batches)
@@ -231,9 +212,8 @@ def unchecked_activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, sav
             embedding += s * b * shape.hidden  # embedding dropout mask, §4.3
         total += embedding / divisor * in_flight
     if p == 1 and shape.vocab is not None:
-        total += unchecked_logits_bytes(batch.sequence_length, batch.micro_batch, shape.vocab, shape.hidden,
-                                        tensor_parallel, saving.sequence_parallel, logits_bytes_per_element,
-                                        element_bytes)
+        total += logits_bytes(batch.sequence_length, batch.micro_batch, shape.vocab, shape.hidden, tensor_parallel,
+                              saving.sequence_parallel, logits_bytes_per_element, element_bytes)
     return total / context_parallel
 
 
@@ -260,8 +240,10 @@ def logits_bytes(
     """
     _check_logits(sequence_length, micro_batch, vocab, hidden, tensor_parallel, sequence_parallel,
                   logits_bytes_per_element, element_bytes)
-    return unchecked_logits_bytes(sequence_length, micro_batch, vocab, hidden, tensor_parallel, sequence_parallel,
-                                  logits_bytes_per_element, element_bytes)
+    s, b, t = sequence_length, micro_batch, tensor_parallel
+    hidden_state_bytes = 2 * element_bytes * s * b * hidden  # final-norm input + output-projection input
+    fp32_logits = logits_bytes_per_element * s * b * vocab / t
+    return hidden_state_bytes / (t if sequence_parallel else 1) + fp32_logits
 
 
 def _check_logits(sequence_length: int, micro_batch: int, vocab: int, hidden: int, tensor_parallel: int,
@@ -277,13 +259,3 @@ def _check_logits(sequence_length: int, micro_batch: int, vocab: int, hidden: in
     require_bool("sequence_parallel", sequence_parallel)
     require_positive("logits_bytes_per_element", logits_bytes_per_element)
     require_positive("element_bytes", element_bytes)
-
-
-def unchecked_logits_bytes(sequence_length: int, micro_batch: int, vocab: int, hidden: int, tensor_parallel: int,
-                           sequence_parallel: bool, logits_bytes_per_element: float, element_bytes: float) -> float:
-    """Return :func:`logits_bytes` of inputs already validated (by it, or once by a search)."""
-    s, b, t = sequence_length, micro_batch, tensor_parallel
-    hidden_state_bytes = 2 * element_bytes * s * b * hidden  # final-norm input + output-projection input
-    fp32_logits = logits_bytes_per_element * s * b * vocab / t
-    return hidden_state_bytes / (t if sequence_parallel else 1) + fp32_logits
-

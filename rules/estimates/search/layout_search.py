@@ -190,10 +190,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
 
 
 def _check_space(space: SearchSpace) -> None:
-    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode is known.
-
-    Validated once here, so that the memory pieces may call the activation estimators' unchecked forms.
-    """
+    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode is known."""
     for name in ("tensor", "pipeline", "virtual_stages", "context", "micro_batch"):
         for degree in getattr(space, name):
             require_positive_int(name, degree)
