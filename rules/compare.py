@@ -19,12 +19,14 @@ import rfc8785
 
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest, validate_submission
-from rules.inputs import Inputs
+from rules.inputs import Inputs, member_at
 from rules.job.parse import parse_job
 from rules.policy import Policy, default_policy
 from rules.status import Status
 
 TIME_TO_RESULT = "time-to-result"
+
+_NOT_IN_PATCH = object()  # what member_at gives for a member the patch does not hold
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -55,16 +57,7 @@ class Variant:
 
 def _in_patch(patch: Any, pointer: str) -> bool:
     """Returns True when ``pointer`` (into the patched submission) names a value the patch supplied."""
-    node = patch
-    for token in pointer.split("/")[1:] if pointer else []:
-        part = token.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return False
-    return True
+    return member_at(patch, pointer, _NOT_IN_PATCH) is not _NOT_IN_PATCH
 
 
 def locate(index: int, name: str, patch: dict[str, Any], problem: Problem) -> Problem:

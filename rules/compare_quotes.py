@@ -29,11 +29,11 @@ from rules.best_layout import TIME_TO_RESULT, layout_patch
 from rules.compare import gpus_quoted, merge_patch
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest
-from rules.inputs import Inputs
+from rules.inputs import Inputs, member_at
 from rules.job.parse import parse_job
 from rules.job.pointers import field_pointer
 from rules.policy import Policy, default_policy
-from rules.remedy_changes import edit_patch, submitted_at
+from rules.remedy_changes import edit_patch
 from rules.search import NothingToSearch, search_submission
 
 # The fields of the job's training and serving sections that define the job (not how a quote runs it).
@@ -50,11 +50,11 @@ def _job_members(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     members: dict[str, dict[str, Any]] = {}
     for section, names in (("training", TRAINING_JOB), ("serving", INFERENCE_JOB)):
         part = field_pointer(section)
-        if submitted_at(document, part, _ABSENT) is _ABSENT:
+        if member_at(document, part, _ABSENT) is _ABSENT:
             continue
         pointers = (field_pointer(f"{section}.{name}") for name in names)
         members[part] = {pointer: value for pointer in pointers
-                         if (value := submitted_at(document, pointer, _ABSENT)) is not _ABSENT}
+                         if (value := member_at(document, pointer, _ABSENT)) is not _ABSENT}
     return members
 
 
@@ -109,7 +109,7 @@ def quote_row(name: str, document: dict[str, Any], policy: Policy, now: datetime
     a quote is compared by all it offers.
     """
     digest = submission_digest(document)
-    if submitted_at(document, field_pointer("training"), _ABSENT) is not _ABSENT:
+    if member_at(document, field_pointer("training"), _ABSENT) is not _ABSENT:
         document = merge_patch(document, edit_patch(field_pointer("training.gpus"), None))
     evaluated = evaluate(document, policy, now=now)
     best, note = None, "no training workload to lay out"

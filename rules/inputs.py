@@ -79,6 +79,19 @@ def _split(pointer: str) -> list[str]:
     return [_unescape(part) for part in pointer.lstrip("/").split("/")]
 
 
+def member_at(document: Any, pointer: str, default: Any = None) -> Any:
+    """Returns the member of ``document`` at JSON Pointer ``pointer`` (RFC 6901), or ``default`` where none is."""
+    node = document
+    for part in _split(pointer):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return default
+    return node
+
+
 class Inputs:
     """The resolved submission (plain numbers) plus one Quantity per numeric input, catalogue fills included."""
 
@@ -186,15 +199,7 @@ class Inputs:
             if isinstance(node, list) and token.isdigit() and int(token) < len(node):
                 return node[int(token)]
             return _ABSENT
-        node: Any = self.document
-        for part in _split(pointer):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return _ABSENT
-        return node
+        return member_at(self.document, pointer, _ABSENT)
 
     def quantity(self, pointer: str) -> Quantity | None:
         return self.quantities.get(pointer)

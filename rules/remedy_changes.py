@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.catalogue import Catalogue
-from rules.inputs import Inputs, escape
+from rules.inputs import Inputs, escape, member_at
 from rules.job.cluster import QuotedNodeGroup
 from rules.job.parse import parse_job
 from rules.job.spec import Job
@@ -83,7 +83,7 @@ class Situation:
     def submitted(self, pointer: str, default: Any = None) -> Any:
         """Returns the member at ``pointer`` as the submission states it (numbers with their provenance, no
         catalogue fills): what a change that replaces a member whole starts from."""
-        return submitted_at(self.document, pointer, default)
+        return member_at(self.document, pointer, default)
 
     def group(self, index: int) -> QuotedNodeGroup:
         """Returns node group ``index`` of the job's cluster."""
@@ -167,19 +167,6 @@ def apply_edits(document: dict[str, Any], edits: tuple[tuple[str, Any], ...]) ->
         else:
             node[last] = copy.deepcopy(value)
     return result
-
-
-def submitted_at(document: Any, pointer: str, default: Any = None) -> Any:
-    """Returns the member of ``document`` at JSON Pointer ``pointer``, or ``default`` when it holds none."""
-    node = document
-    for token in _tokens(pointer):
-        if isinstance(node, dict) and token in node:
-            node = node[token]
-        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
-            node = node[int(token)]
-        else:
-            return default
-    return node
 
 
 def edit_patch(pointer: str, value: Any) -> dict[str, Any]:
