@@ -10,7 +10,7 @@ from rules.artifacts import TORCH_MEMORY
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.gpu_context import training_cuda_context
-from rules.checks.facts.layout import Placement, layout
+from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.model import (
     TRAINABLE_PARAMETERS,
     architecture,
@@ -41,7 +41,7 @@ _ZERO = "memory.deepspeed"
 class MemoryInputs:
     """What sizes one training step's memory: the job, where it runs, and one GPU's memory."""
 
-    placement: Placement
+    layout: Layout  # the submitted layout on the training node group
     job: TrainingJob
     gpu_memory_gib: float
 
@@ -55,9 +55,9 @@ def memory_inputs(ctx: Context) -> MemoryInputs | None:
 
 
 def _memory_inputs(ctx: Context) -> MemoryInputs | None:
-    plan = layout(ctx)
+    plan, group = layout(ctx), training_group(ctx)
     parameters, precision, optimizer = model_state_inputs(ctx)
-    gpu_memory_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
+    gpu_memory_gib = ctx.needed(group.gpu.memory_gib) if group is not None else None
     note_missing_formats(ctx, precision, optimizer)
     if plan is None or parameters is None or precision is None or optimizer is None or gpu_memory_gib is None:
         return None
@@ -94,9 +94,8 @@ def memory_settings(ctx: Context) -> MemorySettings:
 
 
 def _memory_settings(ctx: Context) -> MemorySettings:
-    plan = layout(ctx)
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
-                          cuda_context_gib=training_cuda_context(ctx, plan.group if plan else None).gib,
+                          cuda_context_gib=training_cuda_context(ctx, training_group(ctx)).gib,
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
                           gathered_layers=ctx.setting("memory.gathered_layers"),
@@ -132,7 +131,7 @@ def _memory_estimate(ctx: Context, sharding: str | None, micro_batch: int | None
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
+    plan = inputs.layout if gpus is None else resized(inputs.layout, gpus)
     submitted = sharding is None and gpus is None
     model = step_memory_model(ctx)  # reads the settings before the model state, the order the record lists
     held = model_state_estimate(ctx) if submitted else None
@@ -262,7 +261,7 @@ def largest_fitting_micro_batch(ctx: Context, limit: int) -> int | None:
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    return step_memory_model(ctx).largest_fitting_micro_batch(inputs.placement, limit)
+    return step_memory_model(ctx).largest_fitting_micro_batch(inputs.layout, limit)
 
 
 def memory_min_gpus(ctx: Context) -> int | None:
@@ -282,7 +281,7 @@ def _search(ctx: Context, search: Callable[[StepMemoryModel, Layout], Any]) -> A
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    return search(step_memory_model(ctx), inputs.placement)
+    return search(step_memory_model(ctx), inputs.layout)
 
 
 def host_model_state(ctx: Context) -> HostModelState | None:
