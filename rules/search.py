@@ -23,8 +23,7 @@ from typing import Any
 
 import rfc8785
 
-from rules.checks import CHECKS
-from rules.checks.base import Context
+from rules.checks.base import facts_context
 from rules.checks.facts.memory import memory_inputs, memory_settings
 from rules.checks.facts.step_model import StepInputs, step_inputs
 from rules.errors import InconsistentInput
@@ -87,8 +86,8 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     """
     policy = policy or default_policy()
     inputs = Inputs(submission)
-    ctx = Context(inputs, policy, {}, CHECKS[0])
-    if ctx.get("/workload/training") is None:
+    ctx = facts_context(inputs, policy)
+    if not ctx.job.trains:
         raise NothingToSearch("the submission has no training workload to lay out")
     try:
         found = step_inputs(ctx)
