@@ -18,16 +18,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 import rfc8785
 
-from rules.checks import CHECKS
-from rules.checks.base import Context
+from rules.checks.base import facts_context
 from rules.checks.facts.memory import memory_inputs, memory_settings
 from rules.checks.facts.step_model import StepInputs, step_inputs
 from rules.errors import InconsistentInput
+from rules.estimates.model.layout import Layout
 from rules.estimates.ratios import fraction_of
 from rules.estimates.search.layout_search import (
     LayoutSearch,
@@ -86,8 +86,8 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     """
     policy = policy or default_policy()
     inputs = Inputs(submission)
-    ctx = Context(inputs, policy, {}, CHECKS[0])
-    if ctx.get("/workload/training") is None:
+    ctx = facts_context(inputs, policy)
+    if not ctx.job.trains:
         raise NothingToSearch("the submission has no training workload to lay out")
     try:
         found = step_inputs(ctx)
@@ -101,7 +101,7 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     if sized is None:
         raise NothingToSearch("the memory estimate needs the model's parameters, precision and optimizer and the "
                               "quoted GPU's memory_gib")
-    memory = SearchMemory(sized.job, sized.gpu_memory_gib, sized.placement.gpus_per_node, memory_settings(ctx))
+    memory = SearchMemory(sized.job, sized.gpu_memory_gib, sized.layout.gpus_per_node, memory_settings(ctx))
     return found, memory
 
 
@@ -136,7 +136,7 @@ def search_submission(submission: dict[str, Any], policy: Policy | None = None, 
 
 def _search(prepared: tuple[StepInputs, SearchMemory], space: SearchSpace, top_n: int) -> dict[str, Any]:
     found, memory = prepared
-    result = search_layouts(found.model, found.gpus, found.layout.global_batch, memory, space, top_n)
+    result = search_layouts(found.model, found.layout.gpus, found.layout.global_batch, memory, space, top_n)
     return {"layouts_searched": result.searched, "fitting": result.fitting,
             "layouts_skipped": result.skipped_count, "skipped": result.skipped,
             "top": [_ranked(entry) for entry in result.top]}
@@ -144,7 +144,7 @@ def _search(prepared: tuple[StepInputs, SearchMemory], space: SearchSpace, top_n
 
 def _merge(found: StepInputs, parts: list[dict[str, Any]], top_n: int) -> dict[str, Any]:
     top = sorted((entry for part in parts for entry in part["top"]), key=lambda entry: entry["step_s"])[:top_n]
-    submitted = _described(asdict(found.layout), found.step)
+    submitted = _described(found.layout, found.step)
     best = top[0] if top else None
     return {
         "layouts_searched": sum(part["layouts_searched"] for part in parts),
@@ -168,11 +168,17 @@ def _skipped(parts: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _ranked(entry: RankedLayout) -> dict[str, Any]:
-    return {**_described(asdict(entry.layout), entry.step), "memory_gib_per_gpu": bytes_to_gib(entry.memory_bytes)}
+    return {**_described(entry.layout, entry.step), "memory_gib_per_gpu": bytes_to_gib(entry.memory_bytes)}
 
 
-def _described(layout: dict[str, Any], step: StepTime) -> dict[str, Any]:
-    return {**layout, "step_s": step.step_s, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu, "mfu": step.mfu,
+def _described(layout: Layout, step: StepTime) -> dict[str, Any]:
+    """Returns a layout as the search reports it (the members ``layout_patch`` of rules/best_layout.py reads) with
+    its modelled step."""
+    return {"micro_batch": layout.micro_batch, "global_batch": layout.global_batch, "tensor": layout.tensor,
+            "pipeline": layout.pipeline, "virtual_stages": layout.virtual_stages, "context": layout.context,
+            "data": layout.data_parallel, "recompute": layout.recompute, "sequence_parallel": layout.sequence_parallel,
+            "flash_attention": layout.flash_attention, "sharding": layout.sharding, "precision": layout.precision,
+            "step_s": step.step_s, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu, "mfu": step.mfu,
             "mfu_peak_tflops": step.mfu_peak_tflops}
 
 

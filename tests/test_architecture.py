@@ -370,3 +370,36 @@ def test_the_library_checks_find_what_they_look_for():
         "line 10: getattr(…, '_actions')"]
     assert attribute_assignments_to(tree, PATCH_PROTECTED_MODULES) == ["line 11: pydyf.zlib", "line 12: pydyf.…"]
     assert unchecked_names_in(tree) == ["line 13: unchecked_bytes"]
+
+
+def _product_modules() -> Iterator[tuple[Path, ast.Module]]:
+    for package in ("rules", "service", "workers", "bench"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield path, ast.parse(path.read_text(), str(path))
+
+
+def test_exactly_one_layout_class_and_none_subclasses_it():
+    defined = [path.relative_to(ROOT).as_posix() for path, tree in _product_modules() for node in ast.walk(tree)
+               if isinstance(node, ast.ClassDef) and node.name == "Layout"]
+    subclasses = [f"{path.relative_to(ROOT)}:{node.name}" for path, tree in _product_modules()
+                  for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                  and any(isinstance(base, ast.Name) and base.id == "Layout" for base in node.bases)]
+    assert defined == ["rules/estimates/model/layout.py"]
+    assert subclasses == []
+
+
+def test_only_the_job_parser_names_submission_pointers():
+    """Outside rules/job (and rules/inputs.py, the parser's first stage) no module imports the pointer constants of
+    rules.job.pointers (field_pointer maps a field to its pointer) or spells a pointer into /workload or /quote."""
+    found = []
+    for path, tree in _product_modules():
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith("rules/job/") or name == "rules/inputs.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "rules.job.pointers":
+                found += [f"{name}: imports {a.name}" for a in node.names if a.name != "field_pointer"]
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(
+                    ("/workload", "/quote")):
+                found.append(f"{name}:{node.lineno}: {node.value!r}")
+    assert found == []

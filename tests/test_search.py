@@ -79,7 +79,7 @@ def test_a_layout_the_memory_model_refuses_is_skipped_and_counted_by_reason():
     space = SearchSpace(tensor=(8,), pipeline=(4,), virtual_stages=(1,), context=(1,), micro_batch=(1,),
                         recompute=("selective",), sharding=("zero1", "zero3"), precisions=("bf16-mixed",))
 
-    result = search_layouts(found.model, found.gpus, found.layout.global_batch, unknown, space)
+    result = search_layouts(found.model, found.layout.gpus, found.layout.global_batch, unknown, space)
 
     assert (result.searched, result.fitting, result.best, result.skipped_count) == (2, 0, None, 2)
     [(reason, count)] = result.skipped.items()

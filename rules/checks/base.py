@@ -214,7 +214,7 @@ class Facts:
 class Context:
     """One check's view of an evaluation: its inputs reader, the policy, and values shared between checks."""
 
-    def __init__(self, inputs: Inputs, policy: Policy, shared: dict[Any, Any], check: type[Check]) -> None:
+    def __init__(self, inputs: Inputs, policy: Policy, shared: dict[Any, Any], check: type[Check] | None) -> None:
         self.inputs = inputs
         self.policy = policy
         self.reader: Reader = inputs.reader()
@@ -265,6 +265,8 @@ class Context:
 
     def threshold(self, name: str) -> Any:
         """Returns the policy value the check names ``name`` in its ``thresholds``."""
+        if self._check is None:
+            raise LookupError(f"threshold {name!r} read outside a check: facts read for the search have none")
         return self.policy.value(self._check.thresholds[name])
 
     def setting(self, path: str) -> Any:
@@ -307,6 +309,13 @@ class Context:
 
     def not_applicable(self, reason: str) -> Facts:
         return Facts(stage=Stage.NOT_APPLICABLE, reason=reason)
+
+
+def facts_context(inputs: Inputs, policy: Policy) -> Context:
+    """Returns a context that reads the facts of ``inputs`` under ``policy`` outside any check (the layout search
+    sizes its job with the facts the checks read): its own job and memo, no thresholds, and no record is made of
+    what it reads."""
+    return Context(inputs, policy, {}, None)
 
 
 class Check:

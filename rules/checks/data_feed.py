@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.layout import cpu_cores_per_node, layout
+from rules.checks.facts.layout import cpu_cores_per_node, layout, training_group
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import spare_fraction
@@ -54,7 +54,7 @@ class DataFeed(Check):
         measured = ctx.value(ctx.job.measurements.storage.read_gbs)
         storage_read = measured if measured is not None else ctx.needed(ctx.job.cluster.storage.read_gbs)
         workers_per_gpu = ctx.needed(training.dataloader.workers_per_gpu)
-        cores = cpu_cores_per_node(ctx, plan.group) if plan else None
+        cores = cpu_cores_per_node(ctx, training_group(ctx)) if plan else None
         assumed = []
         stated_per_core = training.data.tokens_per_s_per_core
         per_core = ctx.value(stated_per_core)

@@ -6,9 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.layout import layout, nics
+from rules.checks.facts.layout import layout, nics, training_group
 from rules.checks.facts.node_topology import MeasuredTopology, measured_topology
 from rules.estimates.communication import topology
+from rules.job.cluster import QuotedNodeGroup
 from rules.job.fields import member_pointer
 from rules.job.given import absent
 from rules.status import Basis, Status
@@ -63,12 +64,13 @@ class GpuNicTopology(Check):
                 f"single-node job ({plan.gpus} GPUs on one node): GPUs exchange gradients over NVLink/PCIe inside "
                 "the node and the compute NICs carry no training traffic, so neither their count nor their PCIe "
                 "placement applies")
-        if not ctx.job.cluster.group_at(plan.group).nics:
-            ctx.needed(absent(member_pointer(ctx.job.cluster.group_at(plan.group), "nics")))
+        group = training_group(ctx)
+        if not group.nics:
+            ctx.needed(absent(member_pointer(group, "nics")))
             return ctx.insufficient("the quote lists no NICs for the training nodes")
-        compute = nics(ctx, plan.group, "compute")
+        compute = nics(ctx, group, "compute")
         farthest = ctx.setting("topology.gdr_farthest_path")
-        entries = _stated_entries(ctx, plan.group)
+        entries = _stated_entries(ctx, group)
         stated = topology.nic_placement(entries, plan.gpus_per_node, farthest)
         gpus = [{"gpu": e.gpu, "nic": e.nic, "link": link} for e, link in zip(entries, stated.links, strict=True)]
         evidence = {
@@ -106,10 +108,10 @@ class GpuNicTopology(Check):
         }, unjudged=frozenset({"gpu_pairs_across_sockets"}))  # only a measured matrix shows the GPU–GPU paths
 
 
-def _stated_entries(ctx: Context, group: str) -> list[topology.GpuNicEntry]:
+def _stated_entries(ctx: Context, group: QuotedNodeGroup) -> list[topology.GpuNicEntry]:
     """Returns the quote's PCIe layout of the node group: where each GPU and its compute NIC sit."""
     entries = []
-    for stated in ctx.job.cluster.group_at(group).pcie_topology:
+    for stated in group.pcie_topology:
         gpu, nic = ctx.value(stated.gpu), ctx.value(stated.nic)
         entry = topology.GpuNicEntry(gpu, nic, ctx.value(stated.nic_numa_node))
         if entry.located:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.layout import layout
+from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.memory import host_model_state
 from rules.checks.facts.reliability import checkpoint_size_facts
 from rules.estimates.memory import host_memory
@@ -49,7 +49,7 @@ class HostRam(Check):
         if not ctx.job.trains:
             return ctx.not_applicable("the submission has no training workload")
         plan = layout(ctx)
-        group = ctx.job.cluster.group_at(plan.group) if plan else None
+        group = training_group(ctx)
         host_gib = ctx.needed(group.host_memory_gib) if group else None
         gpu_gib = ctx.needed(group.gpu.memory_gib) if group else None
         dataloader = ctx.job.training.dataloader

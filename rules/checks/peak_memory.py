@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.facts.gpu_context import training_cuda_context
-from rules.checks.facts.layout import layout
+from rules.checks.facts.layout import training_group
 from rules.checks.facts.memory import measured_peak, memory_estimate, memory_evidence
 from rules.estimates.ratios import fraction_of, spare_fraction
 from rules.status import Basis, Status
@@ -51,7 +51,7 @@ class PeakMemory(Check):
                     "activation_convention": counting.convention,
                     "activation_bytes_per_element": counting.element_bytes,
                     "decided_by": "estimated", "seed_rule_bytes_per_param": SEED_RULE_BYTES_PER_PARAM,
-                    "cuda_context_source": training_cuda_context(ctx, layout(ctx).group).source}
+                    "cuda_context_source": training_cuda_context(ctx, training_group(ctx)).source}
         missing_shape = list(ctx.missing)
         if estimate.activations_bytes is None:
             # Model state alone already decides a failure; otherwise the activations are needed.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.batch import accumulation
-from rules.checks.facts.layout import layout
+from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.sharding import sharding_options
 from rules.estimates.memory.sharding import SHARDING_ORDER, ShardingOption, compare_strategies
 from rules.status import Status
@@ -69,7 +69,7 @@ class Sharding(Check):
             "chosen_comm_s_per_step": chosen.comm_s_per_step or 0.0,
             "chosen_comm_ratio": compared.chosen_comm_ratio,
             "usable_gib": chosen.usable_gib,
-            "capacity_gib": ctx.value(ctx.job.cluster.group_at(plan.group).gpu.memory_gib) or 0,
+            "capacity_gib": ctx.value(training_group(ctx).gpu.memory_gib) or 0,
             "fitting_count": len(compared.fitting),
             "fitting_list": ", ".join(o.strategy for o in compared.fitting) or "none",
             "comfortable_list": ", ".join(o.strategy for o in compared.comfortable) or "none",

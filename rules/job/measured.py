@@ -1,4 +1,5 @@
-"""What the job's measurements hold: storage, restore, power, topology, scaling, nccl-tests and serving latency runs."""
+"""What the job's measurements hold: storage, restore, power, topology, peak memory, scaling, nccl-tests and serving
+latency runs."""
 
 from __future__ import annotations
 
@@ -44,6 +45,19 @@ class ScalingRun:
 
 
 @dataclass(frozen=True)
+class PeakMemoryRun:
+    """One measured peak of GPU memory per GPU: the step's micro-batch and sequence, the retyped peaks, and
+    PyTorch's own output (parsed by the facts)."""
+
+    micro_batch: Given[int] = at("micro_batch")
+    sequence_length: Given[int] = at("sequence_length")
+    allocated_gib: Given[float] = at("allocated_gib")
+    reserved_gib: Given[float] = at("reserved_gib")
+    torch_memory: Given[str] = at("torch_memory")
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class NcclTestsRun:
     """One recorded nccl-tests run: its raw output (parsed by the facts), collective and node count."""
 
@@ -84,6 +98,7 @@ class Measurements:
     restore_test: RestoreTest = at("restore_test", section=RestoreTest)
     power: PowerMeasurement = at("power", section=PowerMeasurement)
     topology: TopologyMeasurement = at("topology", section=TopologyMeasurement)
+    peak_memory: tuple[PeakMemoryRun, ...] = at("peak_memory", each=PeakMemoryRun)
     scaling: tuple[ScalingRun, ...] = at("scaling", each=ScalingRun)
     nccl_tests: tuple[NcclTestsRun, ...] = at("nccl_tests", each=NcclTestsRun)
     serving_latency: tuple[ServingLatencyRun, ...] = at("serving_latency", each=ServingLatencyRun)

@@ -67,7 +67,7 @@ def test_a_quoted_layout_that_fits_never_has_time_to_result_say_none_fits(submis
         return
     if quoted is None or not quoted.fits:
         return
-    placement = memory_inputs(ctx).placement
+    placement = memory_inputs(ctx).layout
     if placement.gpus % placement.whole_unit_gpus:
         return  # on part of a node: the search counts whole nodes and replicas only
     check = _time_to_result(submission)

@@ -72,7 +72,7 @@ def test_finds_pure_data_parallel_zero1_for_a_small_model_on_one_dgx_a100():
     result = search_layouts(model, gpus=8, global_batch=32, memory=_memory("A100-SXM4-80GB", GPT_1_3B),
                             space=SearchSpace(flash_attention=False))
     best = result.best.layout
-    assert (best.tensor, best.pipeline, best.virtual_stages, best.context, best.data) == (1, 1, 1, 1, 8)
+    assert (best.tensor, best.pipeline, best.virtual_stages, best.context, best.data_parallel) == (1, 1, 1, 1, 8)
     assert (best.micro_batch, best.recompute, best.sharding, best.precision) == (1, "none", "zero1", "bf16-mixed")
     assert result.fitting == result.searched
     layers, s, h, v = 24, 2048, 2048, 51200

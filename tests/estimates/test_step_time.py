@@ -18,8 +18,9 @@ import pytest
 
 from rules.catalogue import load_catalogue
 from rules.estimates.model.hardware import NodeSpec
+from rules.estimates.model.layout import Layout, training_layout
 from rules.estimates.model.shapes import ModelShape
-from rules.estimates.training_time.step_time import Layout, step_time
+from rules.estimates.training_time.step_time import step_time
 from rules.estimates.training_time.step_time_figures import (
     Measured,
     efficiencies_from_data,
@@ -62,10 +63,10 @@ def _shape(run: Table5Run) -> ModelShape:
 
 def _layout(run: Table5Run, mode: str) -> Layout:
     present = mode == "present work"
-    return Layout(micro_batch=run.micro_batch, global_batch=run.global_batch, tensor=run.tensor,
-                  pipeline=run.pipeline, virtual_stages=run.virtual_stages,
-                  recompute="selective" if present else "full", sequence_parallel=present,
-                  precision="fp16-mixed")
+    return training_layout(run.tensor * run.pipeline, 8, 0, tensor=run.tensor, pipeline=run.pipeline,
+                           virtual_stages=run.virtual_stages, micro_batch=run.micro_batch,
+                           global_batch=run.global_batch, recompute="selective" if present else "full",
+                           sequence_parallel=present, precision="fp16-mixed")
 
 
 def _measured_s(run: Table5Run, mode: str) -> float:
@@ -137,8 +138,8 @@ def test_gpt3_175b_on_1024_a100_generalises_to_narayanan_2021(selene: NodeSpec):
     (tensor 8 × pipeline 16, micro-batch 1, full recompute, no sequence parallelism), leaving data parallel
     8 on 1024 GPUs; the paper does not state the 1024-GPU layout, hence the loose bound."""
     shape = ModelShape(layers=96, hidden=12288, heads=96, ffn_hidden=4 * 12288, vocab=51200, tied_embeddings=True)
-    layout = Layout(micro_batch=1, global_batch=1536, tensor=8, pipeline=16, data=8, recompute="full",
-                    sharding="ddp", precision="fp16-mixed")
+    layout = training_layout(8 * 16 * 8, 8, 0, tensor=8, pipeline=16, sharding="ddp", micro_batch=1,
+                             global_batch=1536, recompute="full", precision="fp16-mixed")
     result = step_time(shape, SEQUENCE, layout, selene, _efficiencies())
     b, s, h, layers, v = 1536, 2048, 12288, 96, 51200
     flops = 96 * b * s * layers * h**2 * (1 + s / (6 * h) + v / (16 * layers * h))
@@ -255,7 +256,8 @@ def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: Nod
     """ZeRO §7.2: ZeRO-1/2 move the all-reduce volume, ZeRO-3 1.5× (per micro-batch); DDP hides behind the
     last micro-batch at most."""
     shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=51200, tied_embeddings=True)
-    base = Layout(micro_batch=1, global_batch=512, tensor=8, data=64, recompute="selective", sequence_parallel=True)
+    base = training_layout(8 * 64, 8, 0, tensor=8, micro_batch=1, global_batch=512, recompute="selective",
+                           sequence_parallel=True)
     results = {sharding: step_time(shape, SEQUENCE, replace(base, sharding=sharding), selene, _efficiencies())
                for sharding in ("ddp", "zero1", "zero3")}
     assert results["zero1"].dp_comm_s == pytest.approx(results["ddp"].dp_comm_s)

@@ -7,7 +7,6 @@ from rules.checks.facts.layout import layout
 from rules.estimates.model import batch
 from rules.estimates.model.batch import Accumulation
 from rules.estimates.model.layout import Layout
-from rules.job.pointers import TRAINING
 
 
 def accumulation(ctx: Context, micro_batch: int | None = None, plan: Layout | None = None,
@@ -17,8 +16,9 @@ def accumulation(ctx: Context, micro_batch: int | None = None, plan: Layout | No
     On the submitted layout with the submitted global batch, or on ``plan`` with ``global_batch`` sequences.
     """
     plan = plan or layout(ctx)
-    global_batch = global_batch or ctx.need(f"{TRAINING}/global_batch")
-    micro = micro_batch or ctx.need(f"{TRAINING}/micro_batch")
+    training = ctx.job.training
+    global_batch = global_batch or ctx.needed(training.global_batch)
+    micro = micro_batch or ctx.needed(training.micro_batch)
     if plan is None or global_batch is None or micro is None:
         return None
     return batch.accumulation(int(global_batch), int(micro), plan.data_parallel)

@@ -9,7 +9,7 @@ from rules.artifacts import SCALING_CSV
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.batch import accumulation
-from rules.checks.facts.layout import Placement, layout, nics
+from rules.checks.facts.layout import layout, nics, training_group
 from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
 from rules.checks.facts.nccl_runs import measured_bandwidth_evidence, measured_runs
 from rules.checks.facts.throughput import throughput_facts
@@ -21,15 +21,16 @@ from rules.estimates.communication.nccl_tests import NOT_MEASURED
 from rules.estimates.memory.model_state import TrainedModel
 from rules.estimates.model import batch
 from rules.estimates.model.batch import Accumulation
-from rules.estimates.model.layout import NotWholeReplicas, require_whole_replicas, resized
+from rules.estimates.model.layout import Layout, NotWholeReplicas, require_whole_replicas, resized
 from rules.estimates.training_time import scaling as scaling_estimates
 from rules.estimates.training_time.scaling import ModelledStep, ScalingPoint
 from rules.job.cluster import QuotedGpu
+from rules.job.fields import member_pointer
 from rules.status import Basis
 from rules.units import bytes_to_gb
 
 
-def communication(ctx: Context, sharding: str | None = None, plan: Placement | None = None,
+def communication(ctx: Context, sharding: str | None = None, plan: Layout | None = None,
                   split: Accumulation | None = None) -> StepCommunication | None:
     """Returns the collectives of one optimizer step (all its micro-batches) under the submitted or given sharding.
 
@@ -55,7 +56,7 @@ class _StepInputs:
     """What sizes a step's collectives: the layout, the trained model, the batch split, the model-state convention,
     and (for the submitted layout and split) the collectives sized so far, by strategy."""
 
-    plan: Placement
+    plan: Layout
     model: TrainedModel
     split: Accumulation
     convention: str
@@ -69,7 +70,7 @@ def _submitted_inputs(ctx: Context) -> _StepInputs | None:
     return _step_inputs(ctx, None, None)
 
 
-def _step_inputs(ctx: Context, plan: Placement | None, split: Accumulation | None) -> _StepInputs | None:
+def _step_inputs(ctx: Context, plan: Layout | None, split: Accumulation | None) -> _StepInputs | None:
     """Returns the inputs of :func:`communication` on ``plan`` (else the submitted layout) with ``split`` (else the
     submitted one); None (noted missing) when one is missing."""
     plan = plan or layout(ctx)
@@ -82,7 +83,7 @@ def _step_inputs(ctx: Context, plan: Placement | None, split: Accumulation | Non
     return _StepInputs(plan, model, split, ctx.setting("conventions.model_state_bytes"))
 
 
-def bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
+def bandwidth(ctx: Context, plan: Layout | None = None) -> Bandwidth | None:
     """Returns the job's intra-node and cluster busbw: nccl-tests where measured, else nameplate × policy fractions.
 
     For the submitted layout, or for ``plan`` (the same job on another number of GPUs and nodes).
@@ -92,12 +93,12 @@ def bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
     return ctx.memo(_bandwidth)
 
 
-def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
+def _bandwidth(ctx: Context, plan: Layout | None = None) -> Bandwidth | None:
     plan = plan or layout(ctx)
     if plan is None:
         return None
     measured = measured_runs(ctx, plan)
-    link = _intra_node_link(ctx, plan, needed=measured.node_busbw_gbs is None)
+    link = _intra_node_link(ctx, needed=measured.node_busbw_gbs is None)
     network = _compute_network(ctx, plan, needed=plan.nodes != 1 and measured.cluster_busbw_gbs is None)
     if (link is None and measured.node_busbw_gbs is None) or (
             plan.nodes != 1 and network is None and measured.cluster_busbw_gbs is None):
@@ -114,23 +115,24 @@ def _bandwidth(ctx: Context, plan: Placement | None = None) -> Bandwidth | None:
     return links
 
 
-def _intra_node_link(ctx: Context, plan: Placement, needed: bool) -> IntraNodeLink | None:
+def _intra_node_link(ctx: Context, needed: bool) -> IntraNodeLink | None:
     """Returns how the node's GPUs reach each other; None (noted missing when ``needed``) without the NVLink figure."""
-    gpu = ctx.job.cluster.group_at(plan.group).gpu
+    gpu = training_group(ctx).gpu
     nvlink = ctx.needed(gpu.nvlink_gbs) if needed else ctx.value(gpu.nvlink_gbs)
     if nvlink is None:
         return None
     return IntraNodeLink(nvlink) if nvlink > 0 else IntraNodeLink(0.0, *_pcie_generation(ctx, gpu))
 
 
-def _compute_network(ctx: Context, plan: Placement, needed: bool) -> ComputeNetwork | None:
+def _compute_network(ctx: Context, plan: Layout, needed: bool) -> ComputeNetwork | None:
     """Returns the node's compute NICs and fabric; None (noted missing when ``needed``) without compute NICs."""
     if plan.nodes == 1:
         return None
-    compute_nics = nics(ctx, plan.group, "compute")
+    group = training_group(ctx)
+    compute_nics = nics(ctx, group, "compute")
     if compute_nics.nics <= 0:
         if needed:
-            ctx.reader.missing.append(f"{plan.group}/nics")
+            ctx.reader.missing.append(member_pointer(group, "nics"))
         return None
     fabric = ctx.job.cluster.fabric
     return ComputeNetwork(compute_nics.nics, compute_nics.gbps, ctx.value(fabric.link_gbps),
@@ -265,7 +267,7 @@ class _Modelled:
     split: Accumulation
 
 
-def _modelled(ctx: Context, plan: Placement | None = None, global_batch: int | None = None) -> _Modelled | None:
+def _modelled(ctx: Context, plan: Layout | None = None, global_batch: int | None = None) -> _Modelled | None:
     """Returns the modelled step on the submitted layout, or on ``plan`` with ``global_batch`` sequences per step.
 
     The per-GPU rate is the job's (stated or modelled) on either layout: a rate measured at scale stands for the
@@ -287,7 +289,7 @@ def _modelled(ctx: Context, plan: Placement | None = None, global_batch: int | N
     return _Modelled(modelled, step, links, split)
 
 
-def _modelled_evidence(ctx: Context, plan: Placement, found: _Modelled) -> dict[str, Any]:
+def _modelled_evidence(ctx: Context, plan: Layout, found: _Modelled) -> dict[str, Any]:
     """Returns the evidence of a modelled step: its times, collectives, links and the rate it ran at."""
     result, step, split = found.modelled.scaling, found.step, found.split
     rate = throughput_facts(ctx)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
-from rules.checks.facts.layout import layout
+from rules.checks.facts.layout import training_group
 from rules.checks.facts.racks import sustained_w_per_node
 from rules.checks.facts.schedule import RunPlan, quote_cost
 from rules.estimates.power_cost import cost, rental
@@ -108,11 +108,10 @@ def training_cost(ctx: Context, run: RunPlan, job: GoodputInputs | None) -> dict
     training group's model at the policy's rates; spot stretched by the preemptions
     (rules/estimates/power_cost/rental.py).
     """
-    plan, schedule = layout(ctx), run.schedule
+    trains_on, schedule = training_group(ctx), run.schedule
     price = quote_cost(ctx)
     rates = ownership_rates(ctx)
     hardware = _hardware(ctx, price.total or 0.0, ctx.job.cluster.node_groups, True)
-    trains_on = ctx.job.cluster.group_at(plan.group) if plan is not None else None
     gpu_model = ctx.value(trains_on.gpu.model) if trains_on is not None else None
     finishes = schedule.run_days < NEVER_DAYS
     problem = _comparable(ctx, price.total) if finishes else "the run never finishes as modelled (goodput 0)"

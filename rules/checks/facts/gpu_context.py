@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from rules.checks.base import Context
 from rules.estimates.memory.gpu_context import cuda_context
 from rules.estimates.model.hardware import GpuSpec
+from rules.job.cluster import QuotedNodeGroup
 
 # The catalogue fields that size the GPU-dependent part of the context (schemas/catalogue.schema.json, 13).
 CONTEXT_FIELDS = ("sm_count", "max_threads_per_sm", "blas_workspace_mib")
@@ -20,14 +21,14 @@ class ContextFigure:
     source: str
 
 
-def training_cuda_context(ctx: Context, group: str | None) -> ContextFigure:
-    """Returns the CUDA context per GPU of the node group at JSON Pointer ``group`` (None when not known).
+def training_cuda_context(ctx: Context, group: QuotedNodeGroup | None) -> ContextFigure:
+    """Returns the CUDA context per GPU of the node group ``group`` (None when not known).
 
     For a catalogued GPU with the fields of convention 13, the policy's driver share (memory.cuda_driver_gib)
     plus its local memory and cuBLAS workspace (rules/estimates/memory/gpu_context.py); otherwise the policy's
     whole-context figure memory.cuda_context_gib.
     """
-    model = ctx.value(ctx.job.cluster.group_at(group).gpu.model) if group else None
+    model = ctx.value(group.gpu.model) if group is not None else None
     spec = ctx.inputs.catalogue.gpu(model) if model else None
     if spec is None or any(name not in spec for name in CONTEXT_FIELDS):
         fallback = ctx.setting("memory.cuda_context_gib")

@@ -10,12 +10,12 @@ from rules.artifacts import TORCH_MEMORY
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.gpu_context import training_cuda_context
-from rules.checks.facts.layout import Placement, layout
+from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.model import (
-    TRAINABLE_PARAMETERS,
     architecture,
     model_state_inputs,
     note_missing_formats,
+    trainable_parameters,
 )
 from rules.estimates.memory.activations import ActivationSaving
 from rules.estimates.memory.comm_buffers import CommunicationSettings
@@ -30,7 +30,6 @@ from rules.estimates.memory.step_memory import (
 )
 from rules.estimates.memory.training_state import TrainingModelState, host_holds_model_state, training_model_state
 from rules.estimates.model.layout import Layout, resized
-from rules.job.pointers import ARCHITECTURE, PARALLELISM, PEAK_MEMORY_RUNS, TRAINING
 from rules.units import bytes_to_gb, bytes_to_gib
 
 # The DeepSpeed ZeRO values of the policy (memory.deepspeed), named as DeepSpeed names them.
@@ -41,7 +40,7 @@ _ZERO = "memory.deepspeed"
 class MemoryInputs:
     """What sizes one training step's memory: the job, where it runs, and one GPU's memory."""
 
-    placement: Placement
+    layout: Layout  # the submitted layout on the training node group
     job: TrainingJob
     gpu_memory_gib: float
 
@@ -55,33 +54,35 @@ def memory_inputs(ctx: Context) -> MemoryInputs | None:
 
 
 def _memory_inputs(ctx: Context) -> MemoryInputs | None:
-    plan = layout(ctx)
+    plan, group = layout(ctx), training_group(ctx)
     parameters, precision, optimizer = model_state_inputs(ctx)
-    gpu_memory_gib = ctx.need(f"{plan.group}/gpu/memory_gib") if plan else None
+    gpu_memory_gib = ctx.needed(group.gpu.memory_gib) if group is not None else None
     note_missing_formats(ctx, precision, optimizer)
     if plan is None or parameters is None or precision is None or optimizer is None or gpu_memory_gib is None:
         return None
-    micro_batch = ctx.num(f"{TRAINING}/micro_batch")
-    offload = ctx.get(f"{PARALLELISM}/offload", "none")
+    training = ctx.job.training
+    parallelism = training.parallelism
+    micro_batch = ctx.value(training.micro_batch)
+    offload = ctx.value(parallelism.offload)
     if plan.pipeline != 1:
         architecture(ctx)  # the first stage's share of the parameters rests on the architecture
-    trainable = ctx.num(TRAINABLE_PARAMETERS, parameters)
+    trainable = trainable_parameters(ctx)
     shape = architecture(ctx)
-    sequence_length = ctx.need(f"{TRAINING}/sequence_length")
+    sequence_length = ctx.needed(training.sequence_length)
     if micro_batch is None:
-        ctx.need(f"{TRAINING}/micro_batch")
+        ctx.needed(training.micro_batch)
     global_batch, saving, virtual_stages = None, None, 1
     if shape is not None and sequence_length is not None and micro_batch is not None:
-        global_batch = ctx.num(f"{TRAINING}/global_batch")
-        sequence_parallel = bool(ctx.get(f"{PARALLELISM}/sequence_parallel", False))
-        recompute = ctx.get(f"{TRAINING}/activation_checkpointing", "none")
-        flash_attention = bool(ctx.get(f"{TRAINING}/flash_attention", False))
+        global_batch = ctx.value(training.global_batch)
+        sequence_parallel = bool(ctx.value(parallelism.sequence_parallel))
+        recompute = ctx.value(training.activation_checkpointing)
+        flash_attention = bool(ctx.value(training.flash_attention))
         saving = ActivationSaving(recompute, sequence_parallel, flash_attention)
-        virtual_stages = int(ctx.num(f"{PARALLELISM}/virtual_stages", 1))
+        virtual_stages = int(ctx.value(parallelism.virtual_stages))
     batch = TrainingBatch(int(sequence_length) if sequence_length is not None else None,
                           int(micro_batch) if micro_batch is not None else None,
                           int(global_batch) if global_batch is not None else None)
-    bucket_view = bool(ctx.get(f"{PARALLELISM}/gradient_as_bucket_view", False))
+    bucket_view = bool(ctx.value(parallelism.gradient_as_bucket_view))
     job = TrainingJob(TrainedModel(parameters, trainable, precision, optimizer), shape, batch, saving,
                       virtual_stages, offload, gradient_as_bucket_view=bucket_view)
     return MemoryInputs(plan, job, gpu_memory_gib)
@@ -94,9 +95,8 @@ def memory_settings(ctx: Context) -> MemorySettings:
 
 
 def _memory_settings(ctx: Context) -> MemorySettings:
-    plan = layout(ctx)
     return MemorySettings(convention=ctx.setting("conventions.model_state_bytes"),
-                          cuda_context_gib=training_cuda_context(ctx, plan.group if plan else None).gib,
+                          cuda_context_gib=training_cuda_context(ctx, training_group(ctx)).gib,
                           fragmentation_fraction=ctx.setting("memory.allocator_fragmentation_fraction"),
                           headroom_fraction=ctx.setting("memory.headroom_fraction"),
                           gathered_layers=ctx.setting("memory.gathered_layers"),
@@ -132,7 +132,7 @@ def _memory_estimate(ctx: Context, sharding: str | None, micro_batch: int | None
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    plan = inputs.placement if gpus is None else resized(inputs.placement, gpus)
+    plan = inputs.layout if gpus is None else resized(inputs.layout, gpus)
     submitted = sharding is None and gpus is None
     model = step_memory_model(ctx)  # reads the settings before the model state, the order the record lists
     held = model_state_estimate(ctx) if submitted else None
@@ -170,10 +170,11 @@ def _model_state_estimate(ctx: Context) -> TrainingModelState | None:
     note_missing_formats(ctx, precision, optimizer)
     if plan is None or parameters is None or precision is None or optimizer is None:
         return None
-    given = all(ctx.get(f"{ARCHITECTURE}/{name}") is not None for name in ("layers", "hidden", "heads"))
+    stated = ctx.job.training.model.architecture
+    given = all(ctx.value(dimension) is not None for dimension in (stated.layers, stated.hidden, stated.heads))
     shape = architecture(ctx) if given or plan.pipeline != 1 else None
-    model = TrainedModel(parameters, ctx.num(TRAINABLE_PARAMETERS, parameters), precision, optimizer)
-    return training_model_state(model, shape, ctx.get(f"{PARALLELISM}/offload", "none"), plan,
+    model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
+    return training_model_state(model, shape, ctx.value(ctx.job.training.parallelism.offload), plan,
                                 memory_settings(ctx).state_settings)
 
 
@@ -240,20 +241,21 @@ def measured_peak(ctx: Context, micro_batch: int | None) -> MeasuredPeak | None:
     ``reserved_gib`` / ``allocated_gib``; the reserved peak is taken where given (the caching allocator holds it),
     else the allocated one.
     """
-    sequence_length = ctx.inputs.get(f"{TRAINING}/sequence_length")
-    for index, run in enumerate(ctx.inputs.get(PEAK_MEMORY_RUNS) or []):
-        if run.get("micro_batch") in (None, micro_batch) and run.get("sequence_length") in (None, sequence_length):
-            base = f"{PEAK_MEMORY_RUNS}/{index}"
-            parsed = read_artifact(ctx, TORCH_MEMORY, f"{base}/torch_memory")
+    # Which run matches is looked up, not read: the planned sequence length is no input of the measured peak.
+    sequence_length = ctx.job.training.sequence_length.value
+    for run in ctx.job.measurements.peak_memory:
+        if run.micro_batch.value in (None, micro_batch) and run.sequence_length.value in (None, sequence_length):
+            pointer = run.torch_memory.pointer
+            parsed = read_artifact(ctx, TORCH_MEMORY, pointer)
             if parsed is not None:
-                where = source(TORCH_MEMORY, f"{base}/torch_memory")
+                where = source(TORCH_MEMORY, pointer)
                 if parsed["max_reserved_gib"] is not None:
                     return MeasuredPeak(parsed["max_reserved_gib"], "reserved", f"max_memory_reserved, {where}")
                 return MeasuredPeak(parsed["max_allocated_gib"], "allocated", f"max_memory_allocated, {where}")
-            reserved = ctx.num(f"{base}/reserved_gib")
+            reserved = ctx.value(run.reserved_gib)
             if reserved:
-                return MeasuredPeak(reserved, "reserved", f"{base}/reserved_gib")
-            return MeasuredPeak(ctx.num(f"{base}/allocated_gib"), "allocated", f"{base}/allocated_gib")
+                return MeasuredPeak(reserved, "reserved", run.reserved_gib.pointer)
+            return MeasuredPeak(ctx.value(run.allocated_gib), "allocated", run.allocated_gib.pointer)
     return None
 
 
@@ -262,7 +264,7 @@ def largest_fitting_micro_batch(ctx: Context, limit: int) -> int | None:
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    return step_memory_model(ctx).largest_fitting_micro_batch(inputs.placement, limit)
+    return step_memory_model(ctx).largest_fitting_micro_batch(inputs.layout, limit)
 
 
 def memory_min_gpus(ctx: Context) -> int | None:
@@ -282,7 +284,7 @@ def _search(ctx: Context, search: Callable[[StepMemoryModel, Layout], Any]) -> A
     inputs = memory_inputs(ctx)
     if inputs is None:
         return None
-    return search(step_memory_model(ctx), inputs.placement)
+    return search(step_memory_model(ctx), inputs.layout)
 
 
 def host_model_state(ctx: Context) -> HostModelState | None:
@@ -293,8 +295,8 @@ def host_model_state(ctx: Context) -> HostModelState | None:
     """
     if layout(ctx) is None:
         return None
-    if not host_holds_model_state(ctx.setting("conventions.model_state_bytes"), ctx.get(f"{PARALLELISM}/offload",
-                                                                                          "none")):
+    if not host_holds_model_state(ctx.setting("conventions.model_state_bytes"),
+                                  ctx.value(ctx.job.training.parallelism.offload)):
         return NO_HOST_MODEL_STATE
     estimate = model_state_estimate(ctx)
     return estimate.host if estimate is not None else None

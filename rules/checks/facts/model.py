@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from rules.checks.base import Context
 from rules.estimates.model.shapes import ModelShape
-from rules.job.pointers import TRAINING, TRAINING_MODEL
 
 # The dimensions that size a parameter count and have no default that fits every model family (a 4 × hidden
 # MLP fits GPT, not Llama; the vocabulary has none): only with all of them stated is the count checked.
 COUNTED_DIMENSIONS = ("layers", "hidden", "heads", "ffn_hidden", "vocab")
-TRAINABLE_PARAMETERS = f"{TRAINING_MODEL}/trainable_parameters"
-PRECISION = f"{TRAINING}/precision"
 
 
 def model_state_inputs(ctx: Context) -> tuple[float | None, str | None, str | None]:

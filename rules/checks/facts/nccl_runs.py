@@ -7,7 +7,6 @@ from typing import Any
 from rules.artifacts import NCCL_TESTS
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
-from rules.checks.facts.layout import Placement
 from rules.checks.facts.model import architecture, trainable_parameters
 from rules.estimates.communication import collectives
 from rules.estimates.communication.interconnect import Bandwidth
@@ -23,9 +22,10 @@ from rules.estimates.communication.nccl_tests import (
 )
 from rules.estimates.memory.comm_buffers import framework_of
 from rules.estimates.memory.model_state import TrainedModel, model_state_bytes_per_param
+from rules.estimates.model.layout import Layout
 
 
-def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:
+def measured_runs(ctx: Context, plan: Layout) -> MeasuredBusbw:
     """Returns what the recorded nccl-tests runs measured, inside a node and across the run nearest the job.
 
     Each run is read at the message size of the job's gradient collectives (:func:`_gradient_message`) where the
@@ -46,7 +46,7 @@ def measured_runs(ctx: Context, plan: Placement) -> MeasuredBusbw:
     return measured_busbw(runs, plan.nodes, _gradient_message(ctx, plan))
 
 
-def _gradient_message(ctx: Context, plan: Placement) -> GradientMessage | None:
+def _gradient_message(ctx: Context, plan: Layout) -> GradientMessage | None:
     """Returns the size of the job's gradient collectives; None, noting nothing missing, without the model."""
     training = ctx.job.training
     parameters = ctx.value(training.model.parameters)

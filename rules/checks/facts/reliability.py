@@ -12,7 +12,7 @@ from typing import Any
 from rules.artifacts import FIO
 from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
-from rules.checks.facts.layout import layout, nics
+from rules.checks.facts.layout import layout, nics, training_group
 from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
 from rules.estimates.reliability import checkpoint
 from rules.estimates.reliability import failures as reliability
@@ -107,20 +107,20 @@ def checkpoint_facts(ctx: Context) -> CheckpointFacts | None:
 
 
 def _checkpoint(ctx: Context) -> CheckpointFacts | None:
-    plan = layout(ctx)
+    plan, group = layout(ctx), training_group(ctx)
     size = checkpoint_size_facts(ctx)
     measured, measured_from, not_used = _measured_write(ctx)
     stated = ctx.job.cluster.storage.write_gbs
     quoted = ctx.value(stated) if measured is not None else ctx.needed(stated)
     if plan is None or size is None or (measured is None and quoted is None):
         return None
-    path = nics(ctx, plan.group, "storage")
+    path = nics(ctx, group, "storage")
     storage_path = "storage NICs"
     if path.gbps <= 0:
         # Without a storage network the checkpoint travels over the compute fabric (a converged network).
-        path, storage_path = nics(ctx, plan.group, "compute"), "compute NICs (no storage NIC quoted)"
+        path, storage_path = nics(ctx, group, "compute"), "compute NICs (no storage NIC quoted)"
     if path.gbps <= 0:
-        ctx.reader.missing.append(member_pointer(ctx.job.cluster.group_at(plan.group), "nics"))
+        ctx.reader.missing.append(member_pointer(group, "nics"))
         return None
     efficiency = ctx.setting("checkpoint.write_efficiency")
     estimate = None

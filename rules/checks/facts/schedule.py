@@ -7,7 +7,7 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.communication import applied_scaling
-from rules.checks.facts.layout import layout
+from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
@@ -112,7 +112,7 @@ def quote_cost(ctx: Context) -> QuoteCost:
 
 
 def _quote_cost(ctx: Context) -> QuoteCost:
-    plan, cluster = layout(ctx), ctx.job.cluster
+    trains_on, cluster = training_group(ctx), ctx.job.cluster
     priced, unpriced = [], []
     for index, item in enumerate(cluster.line_items):
         quantity = ctx.value(item.quantity)
@@ -127,7 +127,6 @@ def _quote_cost(ctx: Context) -> QuoteCost:
         if count is not None and price is not None:
             groups.append((count, price))
     training = None
-    trains_on = cluster.group_at(plan.group) if plan is not None else None
     if trains_on is not None:
         count, price = ctx.value(trains_on.count), ctx.value(trains_on.unit_price)
         if count is not None and price is not None:

@@ -8,7 +8,6 @@ from rules.checks.facts.memory import memory_estimate
 from rules.errors import InconsistentInput
 from rules.estimates.memory import sharding
 from rules.estimates.memory.sharding import SHARDING_ORDER, ShardingOption
-from rules.job.pointers import TRAINING
 
 
 def sharding_options(ctx: Context) -> list[ShardingOption] | None:
@@ -31,7 +30,7 @@ def sharding_options(ctx: Context) -> list[ShardingOption] | None:
             continue
         if estimate is None or estimate.activations_bytes is None or step is None or links is None:
             if estimate is not None and estimate.activations_bytes is None:
-                ctx.need(f"{TRAINING}/micro_batch")
+                ctx.needed(ctx.job.training.micro_batch)
             return None
         options.append(sharding.sized_option(strategy, estimate, step, links, comfortable))
     if len(refusals) == len(SHARDING_ORDER):

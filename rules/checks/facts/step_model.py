@@ -8,16 +8,17 @@ model needs the full architecture including the vocabulary, and a sequence lengt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rules.checks.base import Context
-from rules.checks.facts.layout import Placement, layout, nics
+from rules.checks.facts.layout import layout, nics, training_group
 from rules.checks.facts.model import architecture
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec, NodeSpec
-from rules.estimates.training_time.step_time import Layout as StepLayout
+from rules.estimates.model.layout import Layout
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
 from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data
+from rules.job.cluster import QuotedNodeGroup
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
 MODELLED_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
@@ -34,8 +35,7 @@ class StepInputs:
     """The step-time model of the quoted GPU and the submitted layout it runs (the layout search's start)."""
 
     model: StepTimeModel
-    layout: StepLayout
-    gpus: int
+    layout: Layout  # the submitted layout with its batch, recompute and precision
     step: StepTime  # the submitted layout's modelled step
 
 
@@ -58,7 +58,7 @@ def step_inputs(ctx: Context) -> StepInputs | None:
 
 
 def _modelled_step(ctx: Context) -> StepInputs | None:
-    plan = layout(ctx)
+    plan, group = layout(ctx), training_group(ctx)
     shape = architecture(ctx)
     training = ctx.job.training
     parallelism = training.parallelism
@@ -67,44 +67,43 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
     precision = ctx.value(training.precision) or ASSUMED_PRECISION
     if plan is None or shape is None or not sequence_length or not global_batch or precision not in MODELLED_PRECISIONS:
         return None
-    hardware = _hardware(ctx, plan)
-    gpu_model = ctx.get(f"{plan.group}/gpu/model")
+    hardware = _hardware(ctx, plan, group)
+    gpu_model = ctx.value(group.gpu.model)
     if hardware is None or ctx.inputs.catalogue.gpu(gpu_model) is None:
         return None
     efficiencies = efficiencies_from_data(ctx.inputs.catalogue.document, ctx.policy.document, gpu_model)
+    submitted = replace(
+        plan, micro_batch=int(ctx.value(training.micro_batch) or 1), global_batch=int(global_batch),
+        virtual_stages=int(ctx.value(parallelism.virtual_stages)) if plan.pipeline > 1 else 1,
+        recompute=ctx.value(training.activation_checkpointing),
+        sequence_parallel=bool(ctx.value(parallelism.sequence_parallel)),
+        flash_attention=bool(ctx.value(training.flash_attention)), precision=precision)
     try:
-        step_layout = StepLayout(
-            micro_batch=int(ctx.value(training.micro_batch) or 1), global_batch=int(global_batch),
-            tensor=plan.tensor, pipeline=plan.pipeline,
-            virtual_stages=int(ctx.value(parallelism.virtual_stages)) if plan.pipeline > 1 else 1,
-            context=plan.context, data=plan.data_parallel,
-            recompute=ctx.value(training.activation_checkpointing),
-            sequence_parallel=bool(ctx.value(parallelism.sequence_parallel)),
-            flash_attention=bool(ctx.value(training.flash_attention)),
-            sharding=plan.sharding, precision=precision)
         model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured())
-        return StepInputs(model, step_layout, plan.gpus, model.evaluate(step_layout))
+        return StepInputs(model, submitted, model.evaluate(submitted))
     except InconsistentInput:
         # The model cannot run this layout (a batch that does not divide, FP8 on a GPU without it): the
         # checks that own those inputs say so; here there is simply no modelled figure.
         return None
 
 
-def _hardware(ctx: Context, plan: Placement) -> NodeSpec | None:
+def _hardware(ctx: Context, plan: Layout, group: QuotedNodeGroup) -> NodeSpec | None:
     """Returns the quoted GPU's figures: the quote's (catalogue-filled) values, FP8 and PCIe from the catalogue."""
-    group = plan.group
-    bf16_tflops = ctx.num(f"{group}/gpu/bf16_tflops")
-    hbm_tbs = ctx.num(f"{group}/gpu/hbm_tbs")
+    quoted = group.gpu
+    bf16_tflops = ctx.value(quoted.bf16_tflops)
+    hbm_tbs = ctx.value(quoted.hbm_tbs)
     if bf16_tflops is None or hbm_tbs is None:
         return None
-    spec = ctx.inputs.catalogue.gpu(ctx.get(f"{group}/gpu/model")) or {}
-    server = ctx.inputs.catalogue.server(ctx.get(f"{group}/server_model")) or {}
+    model = ctx.value(quoted.model)
+    spec = ctx.inputs.catalogue.gpu(model) or {}
+    server = ctx.inputs.catalogue.server(ctx.value(group.server_model)) or {}
     compute = nics(ctx, group, "compute")
     if not compute.gbps_per_gpu:
         return None
-    gpu = GpuSpec(model=ctx.get(f"{group}/gpu/model", "GPU"), bf16_tflops=bf16_tflops,
+    nvlink_gbs = ctx.value(quoted.nvlink_gbs)
+    gpu = GpuSpec(model=model if model is not None else "GPU", bf16_tflops=bf16_tflops,
                   fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
-                  nvlink_gbs=ctx.num(f"{group}/gpu/nvlink_gbs", 0) or 0, pcie_gen=spec.get("pcie_gen", 5))
+                  nvlink_gbs=nvlink_gbs or 0, pcie_gen=spec.get("pcie_gen", 5))
     return NodeSpec(gpu=gpu, gpus_per_node=plan.gpus_per_node,
                     nvlink_domain_gpus=int(server.get("nvlink_domain_gpus", plan.gpus_per_node)),
-                    nic_gbps_per_gpu=compute.gbps_per_gpu, pointer=group)
+                    nic_gbps_per_gpu=compute.gbps_per_gpu, pointer=group.pointer)

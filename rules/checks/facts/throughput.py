@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.checks.base import Context
-from rules.checks.facts.layout import layout
+from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.step_model import modelled_step
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import fraction_of
@@ -72,7 +72,7 @@ def _throughput(ctx: Context) -> Throughput | None:
         return None
     modelled = modelled_step(ctx)
     training = ctx.job.training
-    stated_rate, gpu = training.throughput, ctx.job.cluster.group_at(plan.group).gpu
+    stated_rate, gpu = training.throughput, training_group(ctx).gpu
     per_gpu = ctx.value(stated_rate.tokens_per_s_per_gpu)
     mfu = ctx.value(stated_rate.mfu)
     hardware_tflops = ctx.value(stated_rate.hardware_tflops_per_gpu)

@@ -42,7 +42,7 @@ from rules.estimates.memory.offload import ZeroSettings
 from rules.estimates.memory.step_figures import TrainingMemory as TrainingMemory  # what it returns
 from rules.estimates.memory.step_figures import step_total_bytes
 from rules.estimates.memory.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
-from rules.estimates.model.layout import Layout, plain_layout, resized, with_sharding
+from rules.estimates.model.layout import Layout, resized, with_sharding
 from rules.estimates.model.parameters import first_stage_parameter_factor, largest_layer_parameters
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.search.bisection import most_fitting
@@ -177,7 +177,6 @@ class StepMemoryModel:
     def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
                  model_state: TrainingModelState | None = None) -> TrainingMemory:
         """Returns :func:`training_memory` of the job on ``layout`` (the same arguments, the same result)."""
-        layout = plain_layout(layout)  # resized and re-sharded directly
         if model_state is None:
             layout, held = self._sized(layout, sharding)
         else:
@@ -201,7 +200,7 @@ class StepMemoryModel:
 
     def sized(self, layout: Layout) -> tuple[Layout, TrainingModelState]:
         """Returns ``layout`` under the sharding its model state is sized with, and that state (kept per layout)."""
-        return self._sized(plain_layout(layout))
+        return self._sized(layout)
 
     def fits(self, sized: tuple[Layout, TrainingModelState], micro_batch: int | None = None) -> bool | None:
         """Returns :attr:`TrainingMemory.fits` of :meth:`estimate` at ``micro_batch`` on a layout :meth:`sized`
@@ -275,7 +274,7 @@ class StepMemoryModel:
 
     def memory_min_gpus(self, layout: Layout) -> int | None:
         """Returns :func:`memory_min_gpus` of the job from ``layout``."""
-        plain, job, settings = plain_layout(layout), self.job, self.settings  # the plain one is resized directly
+        plain, job, settings = layout, self.job, self.settings
 
         def fits_on(gpus: int) -> bool:
             try:

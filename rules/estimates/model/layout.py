@@ -15,7 +15,7 @@ reduces gradients over the same group).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_positive_int
@@ -27,7 +27,14 @@ class NotWholeReplicas(InconsistentInput):
 
 @dataclass(frozen=True)
 class Layout:
-    """A training job laid out on nodes of identical GPUs."""
+    """A training job laid out on nodes of identical GPUs: how its GPUs split, how its state is sharded, and how
+    each micro-batch runs.
+
+    The degrees and the sharding size memory and communication (:func:`training_layout` builds them); the step-time
+    model (rules/estimates/training_time/step_time.py) also reads the batch, the recompute, sequence parallelism,
+    FlashAttention and the precision, and refuses a layout without a batch
+    (``rules.estimates.training_time.step_time.require_step_layout``).
+    """
 
     gpus: int
     gpus_per_node: int
@@ -38,6 +45,13 @@ class Layout:
     sharding: str  # ddp, zero1, zero2, zero3, fsdp-full or fsdp-hybrid
     shard_group: int | None  # ranks one fsdp-hybrid shard spans; None for the other shardings
     context: int = 1  # context-parallel degree: each sequence's tokens split over this many ranks
+    virtual_stages: int = 1  # interleaved 1F1B chunks per pipeline stage
+    micro_batch: int | None = None  # sequences per micro-batch
+    global_batch: int | None = None  # sequences per optimizer step
+    recompute: str = "none"  # activation recompute: none | selective | full
+    sequence_parallel: bool = False
+    flash_attention: bool = False
+    precision: str = "bf16-mixed"  # fp8-mixed: FP8 GEMMs, 16-bit activations, fp32 master state
 
     @property
     def model_parallel(self) -> int:
@@ -76,6 +90,11 @@ class Layout:
         """Returns the step in which the job can grow: whole nodes and whole model replicas, lcm(node, t × p × c)."""
         return math.lcm(self.gpus_per_node, self.replica_gpus)
 
+    @property
+    def micro_batches(self) -> int:
+        """Returns m, the micro-batches each pipeline runs per optimizer step (a layout with its batch)."""
+        return self.global_batch // (self.micro_batch * self.data_parallel)  # type: ignore[operator]
+
 
 def hybrid_shard_group(shard_ranks: int, gpus_per_node: int, tensor: int) -> int:
     """Returns FSDP HYBRID_SHARD's default shard group: the data × context ranks of one node.
@@ -103,13 +122,17 @@ def require_whole_replicas(gpus: int, tensor: int, pipeline: int, context: int) 
 
 
 def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, tensor: int = 1, pipeline: int = 1,
-                    sharding: str = "ddp", shard_group: int | None = None, context: int = 1) -> Layout:
+                    sharding: str = "ddp", shard_group: int | None = None, context: int = 1, *,
+                    virtual_stages: int = 1, micro_batch: int | None = None, global_batch: int | None = None,
+                    recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = False,
+                    precision: str = "bf16-mixed") -> Layout:
     """Returns the layout of a job on ``gpus`` GPUs (all ``gpus_per_node × nodes_quoted`` when None).
 
     data_parallel = gpus / (tensor × pipeline × context) (Megatron-LM parallel_state; NotWholeReplicas when
     it does not divide, :func:`require_whole_replicas`); the nodes are the whole nodes the GPUs fill;
     fsdp-hybrid without a stated shard group shards over one node's data × context ranks
-    (:func:`hybrid_shard_group`).
+    (:func:`hybrid_shard_group`). The batch, recompute, sequence parallelism, FlashAttention and precision are
+    carried as given.
     """
     require_positive_int("gpus_per_node", gpus_per_node)
     if gpus is None:
@@ -118,13 +141,13 @@ def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, ten
     data_parallel = gpus // (tensor * pipeline * context)
     if sharding == "fsdp-hybrid" and shard_group is None:
         shard_group = hybrid_shard_group(data_parallel * context, gpus_per_node, tensor)
-    return Layout(gpus=gpus, gpus_per_node=gpus_per_node, nodes=math.ceil(gpus / gpus_per_node), tensor=tensor,
-                  pipeline=pipeline, data_parallel=data_parallel, sharding=sharding,
-                  shard_group=shard_group if shard_group else None, context=context)
+    return Layout(gpus, gpus_per_node, math.ceil(gpus / gpus_per_node), tensor, pipeline, data_parallel, sharding,
+                  shard_group if shard_group else None, context, virtual_stages, micro_batch, global_batch, recompute,
+                  sequence_parallel, flash_attention, precision)
 
 
 def resized(layout: Layout, gpus: int) -> Layout:
-    """Returns the same layout (tensor, pipeline, context, sharding) on ``gpus`` GPUs; data parallelism absorbs it.
+    """Returns the same layout (degrees but data, sharding, batch) on ``gpus`` GPUs; data parallelism absorbs it.
 
     A stated fsdp-hybrid shard group that no longer divides the data × context ranks is dropped, so that
     :func:`with_sharding` falls back to one node's ranks.
@@ -134,10 +157,7 @@ def resized(layout: Layout, gpus: int) -> Layout:
     shard_group = layout.shard_group
     if shard_group is not None and (shard_group > shard_ranks or shard_ranks % shard_group):
         shard_group = None
-    nodes = math.ceil(gpus / layout.gpus_per_node)
-    if type(layout) is Layout:
-        return _plain(layout, gpus, nodes, data_parallel, layout.sharding, shard_group)
-    return replace(layout, gpus=gpus, nodes=nodes, data_parallel=data_parallel, shard_group=shard_group)
+    return _varied(layout, gpus, math.ceil(gpus / layout.gpus_per_node), data_parallel, layout.sharding, shard_group)
 
 
 def with_sharding(layout: Layout, sharding: str) -> Layout:
@@ -147,22 +167,13 @@ def with_sharding(layout: Layout, sharding: str) -> Layout:
         shard_group = hybrid_shard_group(layout.shard_ranks, layout.gpus_per_node, layout.tensor)
     if sharding == layout.sharding and shard_group == layout.shard_group:
         return layout  # already so (a Layout is immutable)
-    if type(layout) is Layout:
-        return _plain(layout, layout.gpus, layout.nodes, layout.data_parallel, sharding, shard_group)
-    return replace(layout, sharding=sharding, shard_group=shard_group)
+    return _varied(layout, layout.gpus, layout.nodes, layout.data_parallel, sharding, shard_group)
 
 
-def plain_layout(layout: Layout) -> Layout:
-    """Returns ``layout`` as a plain Layout (a subclass's own fields dropped): :func:`resized` and
-    :func:`with_sharding` build a plain one directly."""
-    if type(layout) is Layout:
-        return layout
-    return _plain(layout, layout.gpus, layout.nodes, layout.data_parallel, layout.sharding, layout.shard_group)
-
-
-def _plain(layout: Layout, gpus: int, nodes: int, data_parallel: int, sharding: str,
-           shard_group: int | None) -> Layout:
-    """Returns a plain Layout of ``layout``'s node size and degrees with the given rest, built directly: cheaper
-    than dataclasses.replace, and the searches resize and re-shard at every count they try."""
+def _varied(layout: Layout, gpus: int, nodes: int, data_parallel: int, sharding: str,
+            shard_group: int | None) -> Layout:
+    """Returns ``layout`` with the given GPUs, nodes, data parallelism and sharding, built directly: cheaper than
+    dataclasses.replace, and the searches resize and re-shard at every count they try."""
     return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel, sharding,
-                  shard_group, layout.context)
+                  shard_group, layout.context, layout.virtual_stages, layout.micro_batch, layout.global_batch,
+                  layout.recompute, layout.sequence_parallel, layout.flash_attention, layout.precision)

@@ -36,9 +36,8 @@ from rules.estimates.memory.step_memory import (
     TrainingJob,
 )
 from rules.estimates.memory.training_state import TrainingModelState
-from rules.estimates.model.layout import Layout as TrainingLayout
-from rules.estimates.model.layout import training_layout
-from rules.estimates.training_time.step_time import Layout, StageTime, StepTime, StepTimeModel
+from rules.estimates.model.layout import Layout, training_layout
+from rules.estimates.training_time.step_time import StageTime, StepTime, StepTimeModel
 from rules.estimates.training_time.transformer_work import RECOMPUTE_MODES, LayerSlice
 
 
@@ -172,12 +171,12 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                         bounds[k] = _rounded(m * stage.total_s)
                     if bounds[k] > slowest:  # it cannot enter the top
                         continue
-                    layout = Layout(micro_batch=b, global_batch=global_batch, tensor=t, pipeline=p,
-                                    virtual_stages=v, context=c, data=d, recompute=recompute,
-                                    sequence_parallel=t > 1, flash_attention=space.flash_attention,
-                                    sharding=sharding, precision=precision)
+                    split = memory_of.layout(t, p, c, sharding)
+                    layout = replace(split, virtual_stages=v, micro_batch=b, global_batch=global_batch,
+                                     recompute=recompute, sequence_parallel=t > 1,
+                                     flash_attention=space.flash_attention, precision=precision)
                     step = model.evaluate(layout, stage)
-                    used = model_of.estimate(memory_of.layout(t, p, c, sharding), micro_batch=b).total_bytes
+                    used = model_of.estimate(split, micro_batch=b).total_bytes
                     entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
                     if len(heap) < top_n:
                         heapq.heappush(heap, entry)
@@ -219,8 +218,8 @@ class _CandidateMemory:
         self.batch = TrainingBatch(memory.job.batch.sequence_length, None, global_batch)
         self.by_precision: dict[str, StepMemoryModel] = {}
         self.models: dict[tuple[str, str, bool, int], StepMemoryModel] = {}
-        self.layouts: dict[tuple[int, int, int, str], TrainingLayout] = {}
-        self.sized_layouts: dict[tuple[str, int, int, int, str], tuple[TrainingLayout, TrainingModelState]] = {}
+        self.layouts: dict[tuple[int, int, int, str], Layout] = {}
+        self.sized_layouts: dict[tuple[str, int, int, int, str], tuple[Layout, TrainingModelState]] = {}
 
     def model(self, precision: str, recompute: str, sequence_parallel: bool, virtual_stages: int) -> StepMemoryModel:
         """Returns the memory model of the job at a precision, recompute, sequence parallelism and virtual stages."""
@@ -237,7 +236,7 @@ class _CandidateMemory:
             model = self.models[key] = base.varied(saving, virtual_stages, self.batch)
         return model
 
-    def sized(self, precision: str, t: int, p: int, c: int, sharding: str) -> tuple[TrainingLayout, TrainingModelState]:
+    def sized(self, precision: str, t: int, p: int, c: int, sharding: str) -> tuple[Layout, TrainingModelState]:
         """Returns :meth:`StepMemoryModel.sized` of the degrees at a precision (kept under the degrees)."""
         key = (precision, t, p, c, sharding)
         sized = self.sized_layouts.get(key)
@@ -245,7 +244,7 @@ class _CandidateMemory:
             sized = self.sized_layouts[key] = self.by_precision[precision].sized(self.layout(t, p, c, sharding))
         return sized
 
-    def layout(self, t: int, p: int, c: int, sharding: str) -> TrainingLayout:
+    def layout(self, t: int, p: int, c: int, sharding: str) -> Layout:
         """Returns the layout of the degrees on the search's GPUs and the quoted nodes."""
         key = (t, p, c, sharding)
         layout = self.layouts.get(key)

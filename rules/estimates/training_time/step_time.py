@@ -42,6 +42,7 @@ from rules.estimates._args import (
 from rules.estimates.communication.collectives import communication_bytes_per_step, communication_time_s
 from rules.estimates.communication.interconnect import busbw_factor
 from rules.estimates.model.hardware import NodeSpec
+from rules.estimates.model.layout import Layout
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.compute import training_flops_per_token
 from rules.estimates.training_time.step_time_figures import (
@@ -74,49 +75,28 @@ ADAMW_BYTES_PER_PARAM: Final = 30
 GIGA: Final = 1e9
 
 
-@dataclass(frozen=True)
-class Layout:
-    """A parallel layout and batch: degrees t·p·c·d = GPUs, and how each micro-batch is run."""
+def require_step_layout(layout: Layout) -> None:
+    """Raises InconsistentInput unless ``layout`` can be stepped: positive degrees and batch, known recompute,
+    sharding and precision, a global batch that splits into whole micro-batches per data-parallel rank, and
+    virtual stages only with a pipeline (interleaving splits pipeline stages)."""
+    for name in ("micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data_parallel"):
+        require_positive_int(name, getattr(layout, name))
+    require_choice("recompute", layout.recompute, RECOMPUTE_MODES)
+    require_choice("sharding", layout.sharding, SHARDINGS)
+    require_choice("precision", layout.precision, PRECISIONS)
+    require_bool("sequence_parallel", layout.sequence_parallel)
+    require_bool("flash_attention", layout.flash_attention)
+    if layout.global_batch % (layout.micro_batch * layout.data_parallel):  # type: ignore[operator]
+        raise InconsistentInput(f"global_batch ({layout.global_batch}) must be a multiple of micro_batch × data "
+                                f"({layout.micro_batch} × {layout.data_parallel})")
+    if layout.virtual_stages > 1 and layout.pipeline == 1:
+        raise InconsistentInput("virtual_stages > 1 needs pipeline > 1 (interleaving splits pipeline stages)")
 
-    micro_batch: int  # sequences per micro-batch
-    global_batch: int  # sequences per optimizer step
-    tensor: int = 1
-    pipeline: int = 1
-    virtual_stages: int = 1  # interleaved 1F1B chunks per stage
-    context: int = 1
-    data: int = 1
-    recompute: str = "none"  # none | selective | full
-    sequence_parallel: bool = False
-    flash_attention: bool = False
-    sharding: str = "ddp"
-    precision: str = "bf16-mixed"  # fp8-mixed: FP8 GEMMs, 16-bit activations, fp32 master state
 
-    def __post_init__(self) -> None:
-        for name in ("micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data"):
-            require_positive_int(name, getattr(self, name))
-        require_choice("recompute", self.recompute, RECOMPUTE_MODES)
-        require_choice("sharding", self.sharding, SHARDINGS)
-        require_choice("precision", self.precision, PRECISIONS)
-        require_bool("sequence_parallel", self.sequence_parallel)
-        require_bool("flash_attention", self.flash_attention)
-        if self.global_batch % (self.micro_batch * self.data):
-            raise InconsistentInput(f"global_batch ({self.global_batch}) must be a multiple of micro_batch × data "
-                             f"({self.micro_batch} × {self.data})")
-        if self.virtual_stages > 1 and self.pipeline == 1:
-            raise InconsistentInput("virtual_stages > 1 needs pipeline > 1 (interleaving splits pipeline stages)")
-
-    @property
-    def gpus(self) -> int:
-        return self.tensor * self.pipeline * self.context * self.data
-
-    @property
-    def micro_batches(self) -> int:
-        """Return m, the micro-batches each pipeline runs per optimizer step."""
-        return self.global_batch // (self.micro_batch * self.data)
-
-    def layer_slice(self, sequence_length: int) -> LayerSlice:
-        return LayerSlice(sequence_length, self.micro_batch, self.tensor, self.context,
-                          self.sequence_parallel and self.tensor > 1, self.flash_attention)
+def layer_slice(layout: Layout, sequence_length: int) -> LayerSlice:
+    """Returns one micro-batch's share of a transformer layer on one GPU of ``layout``."""
+    return LayerSlice(sequence_length, layout.micro_batch, layout.tensor, layout.context,  # type: ignore[arg-type]
+                      layout.sequence_parallel and layout.tensor > 1, layout.flash_attention)
 
 
 @dataclass(frozen=True)
@@ -263,7 +243,7 @@ class StepTimeModel:
         """
         if layout.pipeline == 1:
             return 0.0
-        t, c, d = layout.tensor, layout.context, layout.data
+        t, c, d = layout.tensor, layout.context, layout.data_parallel
         size = layout.micro_batch * self.sequence_length / c * self.shape.hidden * ACTIVATION_BYTES / t
         same_domain = 2 * t * c * d <= rates.domain_gpus
         bandwidth = rates.link_gbs if same_domain else rates.nic_busbw_gbs
@@ -296,7 +276,7 @@ class StepTimeModel:
         never hidden.
         """
         t, p = layout.tensor, layout.pipeline
-        comm = self._dp_comm(layout.sharding, t, p, layout.data * layout.context, layout.micro_batches,
+        comm = self._dp_comm(layout.sharding, t, p, layout.data_parallel * layout.context, layout.micro_batches,
                              layout.precision)
         window_micro_batches = layout.micro_batches if layout.sharding in _PER_MICRO_BATCH else 1
         exposed = max(0.0, comm - self.efficiencies.overlap_fraction * window_micro_batches * stage.total_s)
@@ -312,11 +292,13 @@ class StepTimeModel:
         """Return the AdamW step over this GPU's shard: ADAMW_BYTES_PER_PARAM per parameter at HBM rate."""
         local = self.parameters / (layout.tensor * layout.pipeline)
         if layout.sharding in _SHARDED_OPTIMIZER:
-            local /= layout.data * layout.context
+            local /= layout.data_parallel * layout.context
         return local * ADAMW_BYTES_PER_PARAM / rates.hbm_bytes_s
 
     def check(self, layout: Layout) -> None:
-        """Raise ValueError when ``layout`` cannot run this model (degrees that do not divide it, fp8 without FP8)."""
+        """Raise ValueError when ``layout`` cannot run this model (no batch, degrees that do not divide it, fp8
+        without FP8): :func:`require_step_layout`, then the model's own limits."""
+        require_step_layout(layout)
         shape = self.shape
         groups = shape.kv_head_count
         if shape.heads % layout.tensor or groups % min(layout.tensor, groups):
@@ -336,7 +318,7 @@ class StepTimeModel:
         self.check(layout)
         rates = self._rates(layout.precision)
         if stage is None:
-            stage = self.stage(layout.layer_slice(self.sequence_length), layout.recompute, layout.precision,
+            stage = self.stage(layer_slice(layout, self.sequence_length), layout.recompute, layout.precision,
                                layout.pipeline, layout.virtual_stages)
         m = layout.micro_batches
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
