@@ -87,9 +87,16 @@ def revise(actor: Actor, submission_id: str, document: dict[str, Any], clock: Ca
     with get_db().session() as session:
         snap = store.load_visible(session, actor, submission_id)
         check(snap)
-        moment = clock()
-        record = evaluate_submission(document, moment)
-        diff = store.revise(session, actor, snap, document, record, moment, origin=origin)
-        view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
+        view, diff = revise_snapshot(session, actor, snap, document, clock(), origin)
         session.commit()
+    return view, diff
+
+
+def revise_snapshot(session: Session, actor: Actor, snap: Snapshot, document: dict[str, Any], moment: datetime,
+                    origin: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict]:
+    """Evaluates and stores ``document`` as the revision after ``snap`` in ``session`` (not committed); returns the
+    submission's representation read back and the diff of the checks."""
+    record = evaluate_submission(document, moment)
+    diff = store.revise(session, actor, snap, document, record, moment, origin=origin)
+    view = submission_view(store.load(session, snap.submission.id), moment.date(), required_approvers())
     return view, diff
