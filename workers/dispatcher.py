@@ -13,7 +13,7 @@ import threading
 
 from flask import Flask
 
-from service.tasks.task_outbox import dispatch_pending
+from service.app.tasks import dispatch_pending
 
 logger = logging.getLogger(__name__)
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task, shared_task
-from flask import current_app
 
-from service.persistence.db import get_db
+from service.app.webhooks import deliver_due
 from service.tasks.tasks_port import DELIVER_WEBHOOKS
-from service.webhooks.delivery import Outbox
 
 
 @shared_task(name=DELIVER_WEBHOOKS, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def deliver_webhooks_task(self: Task) -> dict[str, Any]:
     """Returns what the drain did (attempted, delivered, failed, cancelled) after sending every delivery due now."""
-    return Outbox(get_db(), current_app.config).drain().as_dict()
+    return deliver_due().as_dict()

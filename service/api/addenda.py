@@ -11,20 +11,17 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request, url_for
+from flask import Blueprint, Response, current_app, request
 
-from rules.as_built import calibration
 from service.accounts.auth import current_actor, require
 from service.api_schemas.addenda import ADDENDUM_REQUEST, ADDENDUM_REQUEST_DOCUMENTED
-from service.app import evaluation
-from service.approval import addenda
+from service.app import addenda
+from service.app.addenda import SignedAddendum
 from service.http import json_response, now
 from service.identifiers import body_digest
 from service.inputs import Body, accepts
 from service.openapi import operation
-from service.persistence.db import get_db
-from service.persistence.models import Addendum
-from service.record import canonical_bytes, signing_keys
+from service.record import canonical_bytes
 
 bp = Blueprint("addenda", __name__, url_prefix="/api/v1")
 
@@ -33,17 +30,13 @@ ADDENDUM_BODY = Body("AddendumRequest", "addendum", ADDENDUM_REQUEST,
 SIGNED = "signed"
 
 
-def _self(row: Addendum) -> str:
-    return url_for("addenda.get_addendum", record_id=row.record_id, addendum_id=row.id)
-
-
-def _envelope_response(row: Addendum, status: int) -> Response:
-    body = canonical_bytes(row.envelope)
+def _envelope_response(signed: SignedAddendum, status: int) -> Response:
+    body = canonical_bytes(signed.envelope)
     response = current_app.response_class(body, status=status, mimetype="application/json")
     response.headers["ETag"] = '"' + hashlib.sha256(body).hexdigest() + '"'
     response.headers["Record-Status"] = SIGNED
     if request.method == "POST":
-        response.headers["Location"] = _self(row)
+        response.headers["Location"] = addenda.self_link(signed.record_id, signed.addendum_id)
         return response
     return response.make_conditional(request)
 
@@ -69,29 +62,9 @@ def attach_addendum(record_id: str, body: dict[str, Any]) -> Response:
     that is not an approved final record gets 409; measurements that decide nothing in the record get 422;
     whoever submitted or revised the quote gets 403. No If-Match: addenda only add.
     """
-    actor = current_actor()
-    moment = now()
-    digest = body_digest(body)
-    db = get_db()
-    with db.session() as session:
-        prepared = addenda.prepare(session, actor, record_id, body["measurements"], digest)
-    if prepared.existing is not None:
-        return _envelope_response(prepared.existing, 200)
-    # The engine runs outside any transaction (up to about a second for a large training submission).
-    as_built = evaluation.evaluate_submission(prepared.merged, moment)
-    document = addenda.addendum_document(prepared, as_built, actor, moment, body.get("note"), body["measurements"])
-    row, issued = addenda.issue_or_find(db, actor, prepared, document, digest, signing_keys(), moment)
-    return _envelope_response(row, 201 if issued else 200)
-
-
-def _summary(row: Addendum) -> dict[str, Any]:
-    document = row.document
-    return {"addendum_id": row.id, "record_id": row.record_id, "record_digest": document["record"]["digest"],
-            "digest": row.digest, "verdict": row.verdict, "record_verdict": document["record"]["verdict"],
-            "changes": document["changes"], "measured_checks": document["measured_checks"],
-            "estimators": [pair["estimator"] for pair in document["estimates"]],
-            "issued_at": document["issued_at"], "actor": row.actor, "note": document.get("note"),
-            "links": {"self": _self(row), "record": url_for("records.get_record", record_id=row.record_id)}}
+    signed, issued = addenda.attach(current_actor(), record_id, body["measurements"], body.get("note"),
+                                    body_digest(body), now())
+    return _envelope_response(signed, 201 if issued else 200)
 
 
 @bp.get("/records/<record_id>/addenda")
@@ -104,9 +77,8 @@ def list_addenda(record_id: str) -> Response:
     status changed, and the estimators it measured; `links.self` is the signed addendum. An evaluation
     record or a rejected quote's record has none.
     """
-    with get_db().session() as session:
-        rows = addenda.addenda_of(session, current_actor(), record_id)
-    return json_response({"record_id": record_id, "items": [_summary(row) for row in rows], "total": len(rows)})
+    items = addenda.summaries(current_actor(), record_id)
+    return json_response({"record_id": record_id, "items": items, "total": len(items)})
 
 
 @bp.get("/records/<record_id>/addenda/<addendum_id>")
@@ -121,9 +93,7 @@ def get_addendum(record_id: str, addendum_id: str) -> Response:
     Verify it offline with a key of `GET /api/v1/keys` (`quotecheck verify FILE --key KEY`) or with
     `POST /api/v1/records/verify`.
     """
-    with get_db().session() as session:
-        row = addenda.get_addendum(session, current_actor(), record_id, addendum_id)
-    return _envelope_response(row, 200)
+    return _envelope_response(addenda.read(current_actor(), record_id, addendum_id), 200)
 
 
 @bp.get("/calibration")
@@ -141,6 +111,4 @@ def get_calibration() -> Response:
     measured above the estimate; bandwidth, efficiency and throughput below it). A token of scope `own`
     sees the calibration of its own submissions only.
     """
-    with get_db().session() as session:
-        count, points = addenda.calibration_points(session, current_actor())
-    return json_response({"addenda": count, "estimators": calibration(points)})
+    return json_response(addenda.calibration_of(current_actor()))

@@ -11,18 +11,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request, url_for
+from flask import Blueprint, Response, current_app, request
 
 from service.accounts.auth import current_actor, public, require
 from service.api_schemas.bodies import PURCHASE_ORDER_BODY
 from service.app.records import link_purchase_order as link
-from service.app.records import read_record, read_record_pdf
+from service.app.records import purchase_order_link, read_record, read_record_pdf
 from service.app.responses import pdf_response, prefers_async, record_response
 from service.http import now
 from service.identifiers import body_digest
 from service.inputs import accepts
 from service.openapi import operation
-from service.persistence.models import Record
 from service.record import signing_keys, verify_document
 
 bp = Blueprint("records", __name__, url_prefix="/api/v1/records")
@@ -120,21 +119,8 @@ def link_purchase_order(record_id: str, body: dict[str, Any]) -> Response:
     po_number, system = body["po_number"], body["system"]
     moment = now()
     record, linked = link(actor, record_id, po_number, system, body_digest(body), signing_keys(), moment)
-    view = _purchase_order_link(record, po_number, system, linked)
+    view = purchase_order_link(record, po_number, system, linked)
     response = current_app.response_class(json.dumps(view, ensure_ascii=False), status=201 if linked else 200,
                                           mimetype="application/json")
     response.headers["Location"] = view["links"]["record"]
     return response
-
-
-def _purchase_order_link(record: Record, po_number: str, system: str, linked: bool) -> dict:
-    orders = record.document.get("purchase_orders") or []
-    order = next(po for po in orders if po["po_number"] == po_number and po["system"] == system)
-    links = {"record": url_for("records.get_record", record_id=record.id),
-             "pdf": url_for("records.get_record_pdf", record_id=record.id)}
-    supersedes = record.document.get("supersedes")
-    if supersedes:
-        links["previous"] = url_for("records.get_record", record_id=supersedes["record_id"])
-    return {"record_id": record.id, "issue": record.issue or 1, "record_digest": record.digest,
-            "supersedes": supersedes, "purchase_order": order, "purchase_orders": orders, "linked": linked,
-            "links": links}

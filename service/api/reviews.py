@@ -6,20 +6,14 @@ from datetime import date
 from typing import Any
 
 from flask import Blueprint, Response
-from sqlmodel import Session
 
 from service.accounts.auth import authorize, current_actor, require
 from service.api_schemas.bodies import DECISION_BODY, WAIVER_BODY
 from service.app import review
-from service.app.evaluation import required_approvers
-from service.approval import store
-from service.approval.representations import decision_view, submission_view, waiver_view
-from service.approval.store import Snapshot
 from service.http import expected_version, json_response, now
 from service.identifiers import body_digest
 from service.inputs import accepts
 from service.openapi import operation
-from service.persistence.models import Decision, Waiver
 from service.record import signing_keys
 
 bp = Blueprint("reviews", __name__, url_prefix="/api/v1/submissions")
@@ -43,14 +37,9 @@ def create_waiver(submission_id: str, check_id: str, body: dict[str, Any]) -> Re
     justification = body["justification"].strip()
     expires = date.fromisoformat(body["expires"]) if body.get("expires") is not None else None
 
-    def respond(session: Session, waiver: Waiver) -> dict[str, Any]:
-        snap = store.load(session, submission_id)
-        view = submission_view(snap, moment.date(), required_approvers())
-        view["waiver"] = waiver_view(snap, waiver, moment.date())
-        return view
-
     view = review.waive(actor, submission_id, check_id, justification, expires, body_digest(body), moment,
-                        lambda snap: expected_version(snap.submission.version), respond)
+                        lambda snap: expected_version(snap.submission.version),
+                        review.with_waiver(submission_id, moment.date()))
     return json_response(view, 201, {"Location": view["links"]["self"], "ETag": view["etag"]})
 
 
@@ -72,15 +61,10 @@ def create_decision(submission_id: str, body: dict[str, Any]) -> Response:
     actor = current_actor()
     moment = now()
 
-    def check(snap: Snapshot) -> None:
+    def check(snap: Any) -> None:
         expected_version(snap.submission.version)
         authorize(actor, body["action"])
 
-    def respond(session: Session, decision: Decision) -> dict[str, Any]:
-        view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
-        view["decision"] = decision_view(decision)
-        return view
-
     view = review.decide(actor, submission_id, body["action"], body.get("comment"), body_digest(body), moment,
-                         signing_keys(), check, respond)
+                         signing_keys(), check, review.with_decision(submission_id, moment.date()))
     return json_response(view, 201, {"Location": view["links"]["self"], "ETag": view["etag"]})

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import Blueprint, Response
 
-from rules.errors import Problem
-from rules.evaluate import engine_version, submission_digest
-from rules.search import NothingToSearch, default_chunks, prepare, search_key
 from service.accounts.auth import current_actor, require
-from service.accounts.visibility import ensure_visible
 from service.api_schemas.searches import SEARCH_REQUEST
-from service.app import tasks
-from service.app.evaluation import policy
+from service.app import searches
 from service.app.responses import accepted
-from service.approval import store
-from service.errors import InvalidRequest
 from service.http import now
 from service.inputs import Body, accepts
 from service.openapi import operation
-from service.persistence.db import get_db
-from service.tasks import task_runs
 
 bp = Blueprint("searches", __name__, url_prefix="/api/v1/searches")
 
@@ -49,23 +39,4 @@ def create_search(body: dict[str, Any]) -> Response:
     may not see is 404. The same document, engine version and policy give the same task: a repeated
     request is answered with the task (and result) of the first, a failed one is run again.
     """
-    actor = current_actor()
-    submission_id = body["submission"]
-    with get_db().session() as session:
-        ensure_visible(session, actor, submission_id)
-        document = store.current_document(session, submission_id)
-    app_policy = policy()
-    try:
-        prepare(document, app_policy)
-    except NothingToSearch as error:
-        raise InvalidRequest(f"submission {submission_id!r} has nothing to search: {error}",
-                             [Problem("/submission", str(error))]) from None
-    identity = app_policy.identity()
-    key, private = tasks.key_for(actor, search_key(document, engine_version(), identity["digest"]))
-    event = {"action": "search.requested", "submission_id": submission_id, "input_digest": submission_digest(document),
-             "engine_version": engine_version(), "policy_version": identity["version"], "detail": {"key": key}}
-    row, send = tasks.issue(actor, task_runs.SEARCH, key, len(default_chunks()), now(), [json.dumps(document)],
-                            event=event, submission_id=submission_id, private=private)
-    if send:
-        tasks.send(row)
-    return accepted(row.id)
+    return accepted(searches.request_search(current_actor(), body["submission"], now()))

@@ -3,38 +3,28 @@
 from __future__ import annotations
 
 import re
-from datetime import date
 from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, request, url_for
-from sqlalchemy import or_
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, col, func, select
 
 from rules.evaluate import check_counts, validate_submission
 from service.accounts.auth import current_actor, require
-from service.accounts.visibility import own_submissions
-from service.app.evaluation import evaluate_submission, required_approvers
+from service.app import intake
+from service.app import submissions as reading
 from service.app.responses import AUDIT_QUERY, LIST_FORMAT, LIST_FORMATS, audit_response
-from service.app.submissions import audit_trail
-from service.approval import store, verdicts
-from service.approval.representations import submission_summary, submission_view
-from service.approval.workflow import State
+from service.app.submissions import audit_trail, read_submission
 from service.errors import IdempotencyKeyReused, InvalidRequest, ParameterProblem
 from service.exports import tables
 from service.http import expected_version, json_response, negotiated_format, now, text_response
 from service.identifiers import body_digest
 from service.inputs import Body, Query, accepts
 from service.openapi import operation
-from service.persistence.db import get_db
-from service.persistence.models import Submission
 
 bp = Blueprint("submissions", __name__, url_prefix="/api/v1/submissions")
 
 VERDICTS = ("pass", "warn", "incomplete", "fail")
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
-NEWEST_FIRST = (col(Submission.created_at).desc(), col(Submission.id))
 # Pages are numbered from 1; beyond this the offset would not fit a database integer on every backend.
 MAX_PAGE = 1_000_000
 FILTERS = ("state", "verdict", "effective_verdict", "vendor")
@@ -44,7 +34,7 @@ SUBMISSION_BODY = Body("SubmissionDocument", "submission", validator=partial(val
                        precheck=check_counts)
 
 LIST_QUERY = Query({"type": "object", "properties": {
-    "state": {"description": "only submissions in this state", "enum": list(State)},
+    "state": {"description": "only submissions in this state", "enum": list(intake.STATES)},
     "verdict": {"description": "only submissions whose current evaluation has this verdict", "enum": list(VERDICTS)},
     "effective_verdict": {"description": "only submissions whose verdict after waivers is this: a waiver that binds "
                                          "to its check's current result and has not expired (today) counts the "
@@ -63,7 +53,7 @@ def _created(view: dict, status: int, **extra_headers: str) -> Response:
     return json_response(view, status, headers)
 
 
-def _replay(key: str, digest: str, stored_digest: str, response: dict) -> Response:
+def _replay(key: str, digest: str | None, stored_digest: str, response: dict) -> Response:
     if stored_digest != digest:
         raise IdempotencyKeyReused(f"Idempotency-Key {key!r} was used for a different body ({stored_digest}); "
                                    "use a new key for a new submission")
@@ -88,44 +78,16 @@ def create_submission(body: dict[str, Any]) -> Response:
     if key is not None and not _IDEMPOTENCY_KEY.match(key):
         raise InvalidRequest("Idempotency-Key must be 1-255 visible ASCII characters",
                              [ParameterProblem("", "1-255 visible ASCII characters", "Idempotency-Key")])
-    db = get_db()
     # The body's digest is needed before the evaluation only to answer a retry; otherwise the evaluation's is used.
     digest = body_digest(body) if key is not None else None
     if key is not None:
-        # One SELECT: it needs no transaction around it.
-        with db.autocommit_session() as session:
-            seen = store.find_idempotent(session, actor.token_id, key)
-            if seen is not None:
-                return _replay(key, digest, seen.request_digest, seen.response)
-    # Evaluated outside any transaction: nothing is locked while the engine runs.
-    moment = now()
-    record = evaluate_submission(body, moment)
-    views: list[dict[str, Any]] = []
-
-    def respond(session: Session, snap: store.Snapshot) -> dict[str, Any]:
-        # The response is built from the rows just written (not read back) and stored with the key before the
-        # audit chain is locked: a concurrent retry with the same key fails on the key's unique row, not later.
-        view = submission_view(snap, moment.date(), required_approvers())
-        if key is not None:
-            store.remember_idempotency_key(session, actor, key, record["submission"]["digest"], snap.submission.id,
-                                           view, moment)
-        return view
-
-    try:
-        with db.session() as session:
-            store.create_submission(session, actor, body, record, moment,
-                                    before_audit=lambda snap: views.append(respond(session, snap)))
-            session.commit()
-    except IntegrityError:
-        if key is None:
-            raise
-        # Another request with the same key committed first: answer as its retry would be answered.
-        with db.autocommit_session() as session:
-            seen = store.find_idempotent(session, actor.token_id, key)
-            if seen is None:
-                raise
+        seen = intake.remembered(actor, key)
+        if seen is not None:
             return _replay(key, digest, seen.request_digest, seen.response)
-    return _created(views[0], 201)
+    answered = intake.submit(actor, body, now(), key)
+    if isinstance(answered, intake.Remembered):
+        return _replay(key, digest, answered.request_digest, answered.response)
+    return _created(answered, 201)
 
 
 @bp.get("")
@@ -140,25 +102,9 @@ def list_submissions(query: dict[str, Any]) -> Response:
     today, as in the submission's own representation). Filters combine; `total` and the page links count
     the submissions that pass all of them. A token of scope `own` lists only the submissions of its user.
     """
-    state, verdict, vendor = query["state"], query["verdict"], query["vendor"]
-    effective, page, per_page = query["effective_verdict"], query["page"], query["per_page"]
-    conditions = own_submissions(current_actor())
-    if state:
-        conditions.append(col(Submission.state) == state)
-    if verdict:
-        conditions.append(col(Submission.verdict) == verdict)
-    if vendor:
-        conditions.append(func.lower(col(Submission.vendor)).contains(vendor.lower(), autoescape=True))
-    today = now().date()
-    with get_db().session() as session:
-        if effective is None:
-            total = session.exec(select(func.count()).select_from(Submission).where(*conditions)).one()
-            rows = session.exec(select(Submission).where(*conditions).order_by(*NEWEST_FIRST)
-                                .offset((page - 1) * per_page).limit(per_page)).all()
-        else:
-            total, rows = _by_effective_verdict(session, conditions, effective, today, page, per_page)
-        after_waivers = verdicts.effective_verdicts(session, [row.id for row in rows], today)
-        items = [submission_summary(row, after_waivers.get(row.id, row.verdict)) for row in rows]
+    page, per_page = query["page"], query["per_page"]
+    filters = {name: query[name] for name in FILTERS}
+    total, items = reading.list_submissions(current_actor(), filters, now().date(), page, per_page)
     links = {"self": _page_url(query, page)}
     if page * per_page < total:
         links["next"] = _page_url(query, page + 1)
@@ -168,27 +114,6 @@ def list_submissions(query: dict[str, Any]) -> Response:
         link = ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items())
         return text_response(tables.submissions_csv(items), LIST_FORMATS["csv"], {"Link": link})
     return json_response({"items": items, "page": page, "per_page": per_page, "total": total, "links": links})
-
-
-def _by_effective_verdict(session: Session, conditions: list, effective: str, today: date, page: int,
-                          per_page: int) -> tuple[int, list[Submission]]:
-    """Returns the total and the page of submissions whose verdict after waivers is ``effective``.
-
-    The verdict after waivers depends on today's date (waivers expire), so it is not stored: waivers only
-    ever count checks as passed, so a submission without an unexpired waiver keeps its verdict, and only
-    those with one are re-decided (verdicts.effective_verdicts). Candidates are read as ids, newest first.
-    """
-    waived = verdicts.unexpired_waivers(today)
-    candidates = session.exec(select(Submission.id, Submission.verdict)
-                              .where(*conditions, or_(col(Submission.verdict) == effective,
-                                                      col(Submission.id).in_(waived)))
-                              .order_by(*NEWEST_FIRST)).all()
-    redecided = verdicts.effective_verdicts(session, select(Submission.id).where(*conditions,
-                                                                              col(Submission.id).in_(waived)), today)
-    matching = [submission_id for submission_id, raw in candidates if redecided.get(submission_id, raw) == effective]
-    page_ids = matching[(page - 1) * per_page:page * per_page]
-    rows = {row.id: row for row in session.exec(select(Submission).where(col(Submission.id).in_(page_ids)))}
-    return len(matching), [rows[submission_id] for submission_id in page_ids]
 
 
 def _page_url(query: dict[str, Any], page: int) -> str:
@@ -202,10 +127,7 @@ def _page_url(query: dict[str, Any], page: int) -> str:
 @require("read")
 def get_submission(submission_id: str) -> Response:
     """Read a submission: state, current evaluation with every check, waivers, decisions and its ETag."""
-    moment = now()
-    with get_db().session() as session:
-        view = submission_view(store.load_visible(session, current_actor(), submission_id), moment.date(),
-                               required_approvers())
+    view = read_submission(current_actor(), submission_id, now().date())
     return json_response(view, 200, {"ETag": view["etag"]})
 
 
@@ -221,15 +143,8 @@ def create_revision(submission_id: str, body: dict[str, Any]) -> Response:
     A check whose evidence changes gets a new result digest, so a waiver of its old result no longer
     applies (it shows as stale and the check is open again).
     """
-    actor = current_actor()
-    with get_db().session() as session:
-        snap = store.load_visible(session, actor, submission_id)
-        expected_version(snap.submission.version)
-        moment = now()
-        record = evaluate_submission(body, moment)
-        diff = store.revise(session, actor, snap, body, record, moment)
-        view = submission_view(store.load(session, submission_id), moment.date(), required_approvers())
-        session.commit()
+    view, diff = intake.revise(current_actor(), submission_id, body, now,
+                               lambda snap: expected_version(snap.submission.version))
     return _created({**view, "diff": diff}, 201)
 
 

@@ -9,17 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Blueprint, Response, url_for
-from sqlmodel import Session, col, func, select
 
 from service.accounts.auth import current_actor, require
 from service.api_schemas.webhooks import DELIVERY_STATES, WEBHOOK_REQUEST
+from service.app import webhooks
 from service.http import json_response, now
 from service.inputs import Body, Query, accepts
 from service.openapi import operation
-from service.persistence.audit import timestamp
-from service.persistence.db import get_db
-from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
-from service.webhooks import subscriptions as webhooks
 
 bp = Blueprint("webhooks", __name__, url_prefix="/api/v1/webhooks")
 
@@ -31,34 +27,6 @@ DELIVERIES_QUERY = Query({"type": "object", "properties": {
              "default": 1},
     "per_page": {"description": "items per page", "type": "integer", "minimum": 1},
 }}, configured={"per_page": {"maximum": "MAX_PAGE_SIZE", "default": "DEFAULT_PAGE_SIZE"}})
-
-
-def _time(moment: Any) -> str | None:
-    return timestamp(moment) if moment is not None else None
-
-
-def webhook_view(session: Session, subscription: WebhookSubscription) -> dict[str, Any]:
-    """Returns a subscription without its secret, with the count of its deliveries in each state."""
-    counts = dict(session.exec(select(WebhookDelivery.state, func.count())
-                               .where(WebhookDelivery.subscription_id == subscription.id)
-                               .group_by(col(WebhookDelivery.state))).all())
-    return {"id": subscription.id, "url": subscription.url, "events": subscription.events,
-            "description": subscription.description, "created_by": subscription.created_by,
-            "created_at": timestamp(subscription.created_at),
-            "deliveries": {state: counts.get(state, 0) for state in DELIVERY_STATES},
-            "links": {"self": url_for("webhooks.get_webhook", webhook_id=subscription.id),
-                      "deliveries": url_for("webhooks.list_deliveries", webhook_id=subscription.id)}}
-
-
-def delivery_view(delivery: WebhookDelivery, attempts: list[WebhookAttempt]) -> dict[str, Any]:
-    """Returns a delivery with the log of its attempts."""
-    return {"id": delivery.id, "event_id": delivery.event_id, "event_type": delivery.event_type,
-            "state": delivery.state, "attempts": delivery.attempts, "next_attempt_at": _time(delivery.next_attempt_at),
-            "last_status_code": delivery.last_status_code, "last_error": delivery.last_error,
-            "submission_id": delivery.submission_id, "audit_event_id": delivery.audit_event_id,
-            "created_at": timestamp(delivery.created_at), "delivered_at": _time(delivery.delivered_at),
-            "log": [{"number": a.number, "attempted_at": timestamp(a.attempted_at), "duration_ms": a.duration_ms,
-                     "status_code": a.status_code, "error": a.error} for a in attempts]}
 
 
 @bp.post("")
@@ -74,11 +42,7 @@ def create_webhook(body: dict[str, Any]) -> Response:
     backoff until the receiver answers 2xx (docs/webhooks.md). The URL must be http or https, name a host,
     and carry no credentials or fragment.
     """
-    with get_db().session() as session:
-        subscription = webhooks.create_subscription(session, current_actor(), body["url"], body["events"],
-                                                    body.get("description"), now())
-        view = {**webhook_view(session, subscription), "secret": subscription.secret}
-        session.commit()
+    view = webhooks.subscribe(current_actor(), body["url"], body["events"], body.get("description"), now())
     return json_response(view, 201, {"Location": view["links"]["self"]})
 
 
@@ -87,9 +51,7 @@ def create_webhook(body: dict[str, Any]) -> Response:
 @require("manage-webhooks")
 def list_webhooks() -> Response:
     """List the webhook subscriptions (never their secrets), each with its deliveries counted by state."""
-    with get_db().session() as session:
-        items = [webhook_view(session, s) for s in webhooks.active_subscriptions(session)]
-    return json_response({"items": items})
+    return json_response({"items": webhooks.list_webhooks()})
 
 
 @bp.get("/<int:webhook_id>")
@@ -97,8 +59,7 @@ def list_webhooks() -> Response:
 @require("manage-webhooks")
 def get_webhook(webhook_id: int) -> Response:
     """Read a webhook subscription (without its secret)."""
-    with get_db().session() as session:
-        return json_response(webhook_view(session, webhooks.get_subscription(session, webhook_id)))
+    return json_response(webhooks.read_webhook(webhook_id))
 
 
 @bp.delete("/<int:webhook_id>")
@@ -109,9 +70,7 @@ def delete_webhook(webhook_id: int) -> Response:
 
     Its delivery log stays in the database (the audit log records the deletion); the API no longer serves it.
     """
-    with get_db().session() as session:
-        webhooks.delete_subscription(session, current_actor(), webhook_id, now())
-        session.commit()
+    webhooks.unsubscribe(current_actor(), webhook_id, now())
     return Response(status=204)
 
 
@@ -128,20 +87,7 @@ def list_deliveries(webhook_id: int, query: dict[str, Any]) -> Response:
     status code or the error.
     """
     page, per_page = query["page"], query["per_page"]
-    conditions = [col(WebhookDelivery.subscription_id) == webhook_id]
-    if query["state"]:
-        conditions.append(col(WebhookDelivery.state) == query["state"])
-    with get_db().session() as session:
-        webhooks.get_subscription(session, webhook_id)
-        total = session.exec(select(func.count()).select_from(WebhookDelivery).where(*conditions)).one()
-        rows = session.exec(select(WebhookDelivery).where(*conditions)
-                            .order_by(col(WebhookDelivery.created_at).desc(), col(WebhookDelivery.id))
-                            .offset((page - 1) * per_page).limit(per_page)).all()
-        attempts: dict[str, list[WebhookAttempt]] = {row.id: [] for row in rows}
-        for attempt in session.exec(select(WebhookAttempt).where(col(WebhookAttempt.delivery_id).in_(list(attempts)))
-                                    .order_by(col(WebhookAttempt.number))):
-            attempts[attempt.delivery_id].append(attempt)
-        items = [delivery_view(row, attempts[row.id]) for row in rows]
+    total, items = webhooks.deliveries(webhook_id, query["state"], page, per_page)
 
     def page_url(number: int) -> str:
         filters = {"state": query["state"]} if query["state"] else {}

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
+from flask import url_for
 from sqlmodel import Session
 
 from service.app import tasks
@@ -105,3 +106,17 @@ def link_purchase_order(actor: Actor, record_id: str, po_number: str, system: st
         if linked:
             session.commit()
     return record, linked
+
+
+def purchase_order_link(record: Record, po_number: str, system: str, linked: bool) -> dict:
+    """Returns the answer to linking a purchase order: the order, the record version listing it, its links."""
+    orders = record.document.get("purchase_orders") or []
+    order = next(po for po in orders if po["po_number"] == po_number and po["system"] == system)
+    links = {"record": url_for("records.get_record", record_id=record.id),
+             "pdf": url_for("records.get_record_pdf", record_id=record.id)}
+    supersedes = record.document.get("supersedes")
+    if supersedes:
+        links["previous"] = url_for("records.get_record", record_id=supersedes["record_id"])
+    return {"record_id": record.id, "issue": record.issue or 1, "record_digest": record.digest,
+            "supersedes": supersedes, "purchase_order": order, "purchase_orders": orders, "linked": linked,
+            "links": links}

@@ -17,6 +17,7 @@ from sqlmodel import Session
 from rules.remedies import with_remedies
 from service.app import evaluation
 from service.approval import decisions, store, workflow
+from service.approval.representations import decision_view, submission_view, waiver_view
 from service.approval.store import Snapshot
 from service.identifiers import new_id
 from service.persistence.audit import Actor
@@ -96,3 +97,22 @@ def waive(actor: Actor, submission_id: str, check_id: str, justification: str, e
         response = respond(session, waiver)
         session.commit()
     return response
+
+
+def with_waiver(submission_id: str, today: date) -> Callable[[Session, Waiver], dict[str, Any]]:
+    """Returns the ``respond`` of ``waive`` the API answers with: the submission read back, with ``waiver``."""
+    def respond(session: Session, waiver: Waiver) -> dict[str, Any]:
+        snap = store.load(session, submission_id)
+        view = submission_view(snap, today, evaluation.required_approvers())
+        view["waiver"] = waiver_view(snap, waiver, today)
+        return view
+    return respond
+
+
+def with_decision(submission_id: str, today: date) -> Callable[[Session, Decision], dict[str, Any]]:
+    """Returns the ``respond`` of ``decide`` the API answers with: the submission read back, with ``decision``."""
+    def respond(session: Session, decision: Decision) -> dict[str, Any]:
+        view = submission_view(store.load(session, submission_id), today, evaluation.required_approvers())
+        view["decision"] = decision_view(decision)
+        return view
+    return respond

@@ -90,6 +90,12 @@ def send(row: TaskRun) -> None:
     task_outbox.send(row.id)
 
 
+def dispatch_pending() -> task_outbox.DispatchReport:
+    """Sends every task accepted but not yet handed to the broker, oldest first, until the broker refuses one
+    (service/tasks/task_outbox.py); the command line and every worker's dispatcher run it."""
+    return task_outbox.dispatch_pending()
+
+
 def _live(task_id: str) -> tuple[str, Any] | None:
     """Returns the result backend's (state, meta) of a task, or None when the backend cannot say."""
     try:

@@ -6,8 +6,8 @@ import sys
 
 import click
 
+from service.app.tasks import dispatch_pending
 from service.cli.common import EXIT_FAILED, service_app
-from service.tasks.task_outbox import dispatch_pending
 
 TASKS_DISPATCH_EXIT_CODES = """\b
 Exit codes:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
+from service.app.webhooks import deliver_due
 from service.cli.common import SERVICE_EXIT_CODES, service_app
-from service.persistence.db import get_db
-from service.webhooks.delivery import Outbox
 
 
 @click.group()
@@ -23,6 +22,6 @@ def webhook_deliver() -> None:
     """
     app = service_app()
     with app.app_context():
-        report = Outbox(get_db(app), app.config).drain()
+        report = deliver_due()
     click.echo(f"webhook deliveries: {report.attempted} attempted, {report.delivered} delivered, "
                f"{report.failed} failed for good, {report.cancelled} cancelled")

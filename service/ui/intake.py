@@ -15,11 +15,9 @@ from rules.errors import QuotecheckError
 from rules.evaluate import validate_submission
 from schemas.json_reader import JsonError, read_json
 from service.accounts.auth import authorize
-from service.app.evaluation import evaluate_submission
-from service.approval import store
+from service.app import intake
 from service.errors import InvalidRequest, status_of
 from service.http import now
-from service.persistence.db import get_db
 from service.ui.actions import expect_version, refused
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, page, signed_in
@@ -69,11 +67,7 @@ def create_submission() -> Response:
         return page("new.html", status=status_of(error), pasted=pasted if len(pasted) <= ECHO_CHARS else "",
                     error={"title": error.title, "detail": error.detail,
                            "problems": [p.as_dict() for p in error.problems]})
-    moment = now()
-    record = evaluate_submission(document, moment)
-    with get_db().session() as session:
-        submission_id = store.create_submission(session, actor, document, record, moment).submission.id
-        session.commit()
+    submission_id = intake.submit(actor, document, now())["id"]
     return redirect(url_for("ui.submission", submission_id=submission_id, done="submitted"), 303)
 
 
@@ -85,13 +79,7 @@ def revise(submission_id: str) -> Response:
     try:
         authorize(actor, "revise")
         document, _ = read_document()
-        moment = now()
-        with get_db().session() as session:
-            snap = store.load_visible(session, actor, submission_id)
-            expect_version(snap)
-            record = evaluate_submission(document, moment)
-            store.revise(session, actor, snap, document, record, moment)
-            session.commit()
+        intake.revise(actor, submission_id, document, now, expect_version)
     except QuotecheckError as error:
         return refused(submission_id, error, {"revise": True})
     return redirect(url_for("ui.submission", submission_id=submission_id, done="revised"), 303)

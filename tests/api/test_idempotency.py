@@ -68,7 +68,7 @@ def test_a_malformed_key_gets_422(as_role, submission_document):
 def test_two_concurrent_retries_with_one_key_create_one_submission(app, as_role, submission_document, monkeypatch):
     import threading
 
-    import service.api.submissions as submissions
+    import service.app.intake as submissions
 
     caller = as_role("submitter")
     # Both requests look the key up before either stores it; the unique constraint must then decide.

@@ -81,7 +81,7 @@ def test_unknown_routes_and_methods_are_problems_too(client):
 
 
 def test_an_unexpected_error_is_a_500_problem_without_internals(as_role, submission_document, monkeypatch):
-    import service.api.submissions as submissions
+    import service.app.intake as submissions
 
     def explode(*_args, **_kwargs):
         raise RuntimeError("secret internals")
