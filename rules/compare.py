@@ -19,7 +19,7 @@ import rfc8785
 
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest, validate_submission
-from rules.inputs import Inputs, member_at
+from rules.job.inputs import Inputs, member_at
 from rules.job.parse import parse_job
 from rules.policy import Policy, default_policy
 from rules.status import Status

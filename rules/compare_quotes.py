@@ -29,7 +29,7 @@ from rules.best_layout import TIME_TO_RESULT, layout_patch
 from rules.compare import gpus_quoted, merge_patch
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest
-from rules.inputs import Inputs, member_at
+from rules.job.inputs import Inputs, member_at
 from rules.job.parse import parse_job
 from rules.job.pointers import field_pointer
 from rules.policy import Policy, default_policy

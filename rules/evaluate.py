@@ -16,7 +16,7 @@ from rules.checks import CHECKS
 from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
-from rules.inputs import Inputs
+from rules.job.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.status import Status
 from schemas.canonical_json import digest_of

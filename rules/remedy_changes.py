@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.catalogue import Catalogue
-from rules.inputs import Inputs, escape, member_at
 from rules.job.cluster import QuotedNodeGroup
+from rules.job.inputs import Inputs, escape, member_at
 from rules.job.parse import parse_job
 from rules.job.spec import Job
 from rules.policy import Policy

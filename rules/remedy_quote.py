@@ -18,9 +18,9 @@ from typing import Any
 from rules.estimates.power_cost.power import pdus_required
 from rules.estimates.search import remedy_sizing as sizing
 from rules.estimates.search.remedy_sizing import RackLoad
-from rules.inputs import GPU_FIELDS, SERVER_FIELDS
 from rules.job.cluster import Rack
 from rules.job.fields import member_pointer
+from rules.job.inputs import GPU_FIELDS, SERVER_FIELDS
 from rules.remedy_changes import QUOTE, Change, Situation
 
 _RACKS_UNPRICED = "racks and PDUs are not priced in the quote"

@@ -38,7 +38,7 @@ from rules.estimates.search.layout_search import (
 )
 from rules.estimates.training_time.step_time import StepTime
 from rules.evaluate import submission_digest
-from rules.inputs import Inputs
+from rules.job.inputs import Inputs
 from rules.policy import Policy, default_policy
 from rules.units import bytes_to_gib
 

@@ -378,31 +378,58 @@ def _product_modules() -> Iterator[tuple[Path, ast.Module]]:
             yield path, ast.parse(path.read_text(), str(path))
 
 
-def test_exactly_one_layout_class_and_none_subclasses_it():
-    defined = [path.relative_to(ROOT).as_posix() for path, tree in _product_modules() for node in ast.walk(tree)
-               if isinstance(node, ast.ClassDef) and node.name == "Layout"]
-    subclasses = [f"{path.relative_to(ROOT)}:{node.name}" for path, tree in _product_modules()
-                  for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-                  and any(isinstance(base, ast.Name) and base.id == "Layout" for base in node.bases)]
-    assert defined == ["rules/estimates/model/layout.py"]
-    assert subclasses == []
+# ---- One model of the job ---------------------------------------------------------------------------------------
+# The vocabulary every estimator, search and check shares: exactly one class each, where it lives, none extending
+# it, and no class left under the name of a retired twin.
+VOCABULARY = {"ModelShape": "rules/estimates/model/shapes.py", "Layout": "rules/estimates/model/layout.py",
+              "GpuSpec": "rules/estimates/model/hardware.py", "NodeSpec": "rules/estimates/model/hardware.py"}
+RETIRED_TWINS = ("Hardware", "NodeGroup", "GpuContextSpec", "DeepSpeedHardware", "StepLayout", "MemoryConvention")
+# The job parser (rules/job) is the one place that names the submission's members; field_pointer maps a field of
+# the job to its pointer for evidence, the one name of rules.job.pointers the rest of the code may import.
+JOB_PACKAGE = "rules/job/"
+POINTER_ROOTS = ("/workload", "/quote")
+
+
+def _classes() -> list[tuple[str, ast.ClassDef]]:
+    return [(path.relative_to(ROOT).as_posix(), node) for path, tree in _product_modules() for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef)]
+
+
+@pytest.mark.parametrize("name", sorted(VOCABULARY))
+def test_exactly_one_class_of_the_vocabulary_and_none_extends_it(name):
+    defined = [path for path, node in _classes() if node.name == name]
+    extending = [f"{path}:{node.name}" for path, node in _classes()
+                 if any(ast.unparse(base).rpartition(".")[2] == name for base in node.bases)]
+    assert defined == [VOCABULARY[name]]
+    assert extending == []
+
+
+def test_no_class_keeps_the_name_of_a_retired_twin():
+    assert [f"{path}:{node.name}" for path, node in _classes() if node.name in RETIRED_TWINS] == []
+
+
+def pointer_uses(name: str, tree: ast.AST) -> list[str]:
+    """Returns where ``tree`` imports a pointer constant of rules.job.pointers or spells a pointer into the
+    workload or the quote."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "rules.job.pointers":
+            found += [f"{name}: imports {alias.name}" for alias in node.names if alias.name != "field_pointer"]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(POINTER_ROOTS):
+            found.append(f"{name}:{node.lineno}: {node.value!r}")
+    return found
 
 
 def test_only_the_job_parser_names_submission_pointers():
-    """Outside rules/job (and rules/inputs.py, the parser's first stage) no module imports the pointer constants of
-    rules.job.pointers (field_pointer maps a field to its pointer) or spells a pointer into /workload or /quote."""
-    found = []
-    for path, tree in _product_modules():
-        name = path.relative_to(ROOT).as_posix()
-        if name.startswith("rules/job/") or name == "rules/inputs.py":
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "rules.job.pointers":
-                found += [f"{name}: imports {a.name}" for a in node.names if a.name != "field_pointer"]
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(
-                    ("/workload", "/quote")):
-                found.append(f"{name}:{node.lineno}: {node.value!r}")
-    assert found == []
+    found = [use for path, tree in _product_modules() if not (name := path.relative_to(ROOT).as_posix()).startswith(
+        JOB_PACKAGE) for use in pointer_uses(name, tree)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_pointer_scan_sees_a_constant_imported_and_a_pointer_spelled():
+    tree = ast.parse('from rules.job.pointers import TRAINING, field_pointer\nx = f"{TRAINING}/gpus"\n'
+                     'y = ctx.get("/quote/node_groups")')
+    assert sorted(pointer_uses("m", tree)) == ["m: imports TRAINING", "m:3: '/quote/node_groups'"]
 
 
 # --- The front ends call the application layer, never the packages beneath it ----------------------------------

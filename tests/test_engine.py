@@ -257,7 +257,7 @@ def test_ten_thousand_rule_evaluations_keep_resident_memory_flat() -> None:
 
 
 def _gathered_facts(submission: dict) -> list:
-    from rules.inputs import Inputs
+    from rules.job.inputs import Inputs
     from rules.policy import default_policy
 
     inputs, policy, shared = Inputs(submission), default_policy(), {}
@@ -276,7 +276,7 @@ def _rss_kib() -> int:
 
 
 def test_context_memo_shares_inputs_between_checks() -> None:
-    from rules.inputs import Inputs
+    from rules.job.inputs import Inputs
     from rules.policy import default_policy
 
     inputs = Inputs(json.loads(EXAMPLE.read_text()))
@@ -298,7 +298,7 @@ def test_context_memo_shares_inputs_between_checks() -> None:
 
 
 def test_a_memoised_fact_that_raises_keeps_nothing_and_counts_its_reads_only_when_asked() -> None:
-    from rules.inputs import Inputs
+    from rules.job.inputs import Inputs
     from rules.policy import default_policy
 
     # Given a fact that reads two inputs, notes a third missing, then refuses them

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rules.catalogue import load_catalogue
 from rules.evaluate import evaluate
-from rules.inputs import Inputs
+from rules.job.inputs import Inputs
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "dgx-h100-70b-finetune.json"
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
-from rules.inputs import Inputs, Reader
 from rules.job.given import DEFAULT, Given
+from rules.job.inputs import Inputs, Reader
 from rules.job.parse import parse_job
 from rules.job.spec import Job
 from rules.policy import Policy

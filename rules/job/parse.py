@@ -3,7 +3,7 @@
 The one walk of the submission's members and the one place where the documented defaults of
 schemas/submission.schema.json are applied (each declared beside its field in spec.py). A value filled in
 by a default has source ``default`` (rules/job/given.py), so a check that reads it names no input; a value
-the catalogue filled in (rules/inputs.py) keeps the catalogue's source and datasheet reference.
+the catalogue filled in (rules/job/inputs.py) keeps the catalogue's source and datasheet reference.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from rules.inputs import Inputs, Quantity, escape
 from rules.job.cluster import Cluster
 from rules.job.given import DEFAULT, Given, absent
+from rules.job.inputs import Inputs, Quantity, escape
 from rules.job.measured import Measurements
 from rules.job.pointers import INFERENCE, MEASUREMENTS, QUOTE, TRAINING
 from rules.job.spec import Job

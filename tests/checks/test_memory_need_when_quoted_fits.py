@@ -17,7 +17,7 @@ from rules.checks.facts.memory import memory_estimate, memory_inputs
 from rules.compare import merge_patch
 from rules.errors import InconsistentInput
 from rules.evaluate import evaluate
-from rules.inputs import Inputs
+from rules.job.inputs import Inputs
 from rules.policy import default_policy
 from tests.checks.fixture_support import load_base
 from tests.checks.test_training_properties import training_submissions

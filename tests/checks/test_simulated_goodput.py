@@ -21,7 +21,7 @@ from rules.checks import TimeToResult
 from rules.checks.base import Context
 from rules.estimates.reliability.goodput_sim import GoodputInputs, daly_expected_wall_time_s
 from rules.evaluate import evaluate
-from rules.inputs import Inputs
+from rules.job.inputs import Inputs
 from rules.policy import default_policy, parse_policy
 from tests.checks.fixture_support import load_fixture
 

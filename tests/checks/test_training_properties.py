@@ -20,7 +20,7 @@ from rules.checks.facts.memory import _memory_estimate, memory_estimate
 from rules.errors import InconsistentInput
 from rules.estimates.memory.sharding import SHARDING_ORDER
 from rules.evaluate import evaluate, validate_submission
-from rules.inputs import Inputs
+from rules.job.inputs import Inputs
 from rules.policy import default_policy
 
 SERVERS = load_catalogue().server_models()
