@@ -22,9 +22,9 @@ from bench import pdf_targets
 from bench.api_path import bench_api
 from bench.evaluation import bench_evaluation
 from bench.remedies import bench_remedies
+from rules.advice.search import search_submission
 from rules.estimates.reliability.goodput_sim import GoodputDistribution, GoodputInputs, simulate_goodput
 from rules.evaluate import default_engine, evaluate
-from rules.search import search_submission
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.json"))

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rules.advice.remedies import search_remedies
 from rules.evaluate import default_engine, evaluate
-from rules.remedies import search_remedies
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fail-70b-ddp-one-rack.json"
 TARGET_EVALUATIONS = 50.0  # issue 17: the remediation search in at most 50× one evaluation's time

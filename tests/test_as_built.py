@@ -1,4 +1,4 @@
-"""As built: a record's checks beside the same submission re-decided on measurements (rules/as_built.py)."""
+"""As built: a record's checks beside the same submission re-decided on measurements (rules/advice/as_built.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rules.as_built import ESTIMATORS, FIGURES, calibration, compare, deciding_figures, merged_submission
+from rules.advice.as_built import ESTIMATORS, FIGURES, calibration, compare, deciding_figures, merged_submission
 from rules.evaluate import evaluate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dgx-h100-70b-finetune.json"

@@ -8,10 +8,10 @@ from pathlib import Path
 from click.testing import CliRunner
 
 import schemas
-from rules.best_layout import layout_patch
-from rules.compare import merge_patch
+from rules.advice.best_layout import layout_patch
+from rules.advice.compare import merge_patch
+from rules.advice.search import search_submission
 from rules.evaluate import evaluate
-from rules.search import search_submission
 from service.cli import main
 
 ROOT = Path(__file__).parent.parent

@@ -9,9 +9,9 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 import schemas
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
+from rules.advice.remedies import search_remedies
 from rules.evaluate import evaluate
-from rules.remedies import search_remedies
 from service.cli import main
 
 ROOT = Path(__file__).parent.parent

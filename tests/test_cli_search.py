@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from rules.advice.search import search_submission
 from rules.policy import load_policy
-from rules.search import search_submission
 from service.cli import main
 
 ROOT = Path(__file__).parent.parent

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rules.compare import comparison_key, gpus_quoted, merge_patch, variant_documents
+from rules.advice.compare import comparison_key, gpus_quoted, merge_patch, variant_documents
 from rules.errors import InvalidSubmission
 from rules.evaluate import evaluate
 from workers.tasks import compare_configurations

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import schemas
-from rules.compare import compare
+from rules.advice.compare import compare
 from rules.errors import InvalidSubmission
 from rules.evaluate import parse_submission, validate_submission
 from schemas.json_reader import MAX_LISTED_PROBLEMS

@@ -1,4 +1,5 @@
-"""The remediation search (rules/remedies.py): every listed remedy, applied as a merge patch and evaluated, gets the
+"""The remediation search (rules/advice/remedies.py): every listed remedy, applied as a merge patch and evaluated,
+gets the
 verdict it states; the list is ranked by added cost, then days.
 
 The figures are checked against evaluations of the patched submissions, never against literals the search made.
@@ -14,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
+from rules.advice.remedies import remedy_id, search_remedies
+from rules.advice.remedy_changes import apply_edits, diff_patch, patch_edits
 from rules.evaluate import evaluate
-from rules.remedies import remedy_id, search_remedies
-from rules.remedy_changes import apply_edits, diff_patch, patch_edits
 
 ROOT = Path(__file__).parent.parent
 FAILING = ROOT / "examples" / "fail-70b-ddp-one-rack.json"
@@ -190,8 +191,8 @@ def test_every_fixture_and_example_can_be_searched_and_each_remedy_gets_its_verd
 
 def test_with_cost_per_run_in_the_evidence_the_added_cost_is_its_difference() -> None:
     # Given evaluations whose time-to-result evidence carries a full cost per run (the cost model's figure)
-    from rules.remedies import COST_PER_RUN, Trial, _remedy
-    from rules.remedy_changes import WORKLOAD, Change
+    from rules.advice.remedies import COST_PER_RUN, Trial, _remedy
+    from rules.advice.remedy_changes import WORKLOAD, Change
 
     def record(cost: float | None, sharding: str) -> dict[str, Any]:
         evidence = {"days": 2.0, **({COST_PER_RUN: cost} if cost is not None else {})}

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from rules.best_layout import layout_patch
-from rules.compare import merge_patch
+from rules.advice.best_layout import layout_patch
+from rules.advice.compare import merge_patch
+from rules.advice.search import NothingToSearch, chunks_of, merge_chunks, prepare, search_chunk, search_submission
 from rules.estimates.search.layout_search import SearchSpace, search_layouts
 from rules.evaluate import evaluate
-from rules.search import NothingToSearch, chunks_of, merge_chunks, prepare, search_chunk, search_submission
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "h200-128node-pretraining.json"
 

@@ -1,4 +1,5 @@
-"""The remediation search as a Celery task: ``quotecheck.find_remedies`` (rules/remedies.py, service/app/evaluation.py).
+"""The remediation search as a Celery task: ``quotecheck.find_remedies`` (rules/advice/remedies.py,
+service/app/evaluation.py).
 
 Sent by ``GET /api/v1/submissions/{id}/remedies`` with the submission as JSON text. It keeps its state,
 progress (one step per full evaluation of the policy's budget, ``remedies.max_evaluations``) and result in
@@ -14,8 +15,8 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from rules.advice.remedies import remedies_key
 from rules.evaluate import engine_version
-from rules.remedies import remedies_key
 from service.app import evaluation
 from service.persistence.db import get_db
 from service.tasks import task_runs

@@ -1,10 +1,10 @@
 """The layout search as Celery tasks: a task per chunk of the space, run as a chord whose callback merges them.
 
 ``quotecheck.search_layouts`` (sent by the API with the submission as JSON text) is the search. It marks its
-task row running with one step per chunk (``rules.search.chunks_of``, one per tensor degree) and starts a
+task row running with one step per chunk (``rules.advice.search.chunks_of``, one per tensor degree) and starts a
 chord: ``quotecheck.search_layouts.chunk`` for every chunk, which any worker may take, so more workers
 finish sooner; then ``quotecheck.search_layouts.merge`` with the chunks' results in chunk order, which
-gives ``rules.search.merge_chunks``'s result, the same as ``search_submission``'s.
+gives ``rules.advice.search.merge_chunks``'s result, the same as ``search_submission``'s.
 
 Progress lives in the search's task row, which every worker shares: a chunk that ends adds one step
 (``task_runs.advance``, one atomic UPDATE, so chunks ending at once in different workers both count) and
@@ -28,8 +28,7 @@ from typing import Any
 
 from celery import Task, chord, shared_task
 
-from rules.evaluate import engine_version
-from rules.search import (
+from rules.advice.search import (
     chunk_document,
     chunk_space,
     default_chunks,
@@ -38,6 +37,7 @@ from rules.search import (
     search_key,
     search_submission,
 )
+from rules.evaluate import engine_version
 from service.app import evaluation
 from service.persistence.db import get_db
 from service.tasks import task_runs
@@ -84,7 +84,7 @@ def search_layouts_task(self: Task, submission_json: str) -> dict[str, Any] | No
 @shared_task(name=SEARCH_CHUNK, **TASK_OPTIONS)
 def search_chunk_task(self: Task, submission_json: str, chunk: dict[str, Any], search_id: str | None,
                       total: int) -> dict[str, Any]:
-    """Returns the search of one chunk (``rules.search.search_chunk``) and counts it as a step of the search."""
+    """Returns the search of one chunk (``rules.advice.search.search_chunk``) and counts it as a step of the search."""
     try:
         part = search_chunk(json.loads(submission_json), chunk_space(chunk), evaluation.policy())
     except Exception as error:
@@ -99,7 +99,8 @@ def search_chunk_task(self: Task, submission_json: str, chunk: dict[str, Any], s
 @shared_task(name=MERGE_SEARCH, **TASK_OPTIONS)
 def merge_search_task(self: Task, parts: list[dict[str, Any]], submission_json: str,
                       search_id: str | None) -> dict[str, Any]:
-    """Returns the search merged from its chunks' results (``rules.search.merge_chunks``), kept in the task row."""
+    """Returns the search merged from its chunks' results (``rules.advice.search.merge_chunks``), kept in the task
+    row."""
     if search_id:
         with get_db().session() as session:
             row = task_runs.find(session, search_id)

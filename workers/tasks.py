@@ -1,7 +1,7 @@
 """Heavy work as Celery tasks, registered under the names the service sends them by (service/tasks/tasks_port.py).
 
-``quotecheck.compare_configurations`` runs ``compare_configurations`` (rules.compare, no Celery, no
-database); ``quotecheck.compare_quotes`` ranks stored quotes at their best layouts (rules.compare_quotes);
+``quotecheck.compare_configurations`` runs ``compare_configurations`` (rules.advice.compare, no Celery, no
+database); ``quotecheck.compare_quotes`` ranks stored quotes at their best layouts (rules.advice.compare_quotes);
 ``quotecheck.render_record_pdf`` issues an approved record's signed PDF with
 ``service.approval.record_store.issue_signed_pdf``, the function the API calls when it renders one for a request.
 The tasks run inside the Flask app context (workers/celery_app.py), keep their state, progress and
@@ -22,8 +22,8 @@ from celery import Task, shared_task
 from celery.utils.log import get_task_logger
 from flask import current_app
 
-from rules.compare import compare, comparison_key
-from rules.compare_quotes import compare_quotes, quotes_key
+from rules.advice.compare import compare, comparison_key
+from rules.advice.compare_quotes import compare_quotes, quotes_key
 from rules.evaluate import engine_version
 from service.app import evaluation
 from service.approval import record_store
@@ -48,7 +48,7 @@ def compare_configurations(submission_json: str, variants: list[dict[str, Any]],
                            on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Returns the comparison of the submission in ``submission_json`` under each ``{"name", "patch"}`` variant.
 
-    Each patch is an RFC 7396 JSON merge patch of the submission; see rules.compare for the row of figures
+    Each patch is an RFC 7396 JSON merge patch of the submission; see rules.advice.compare for the row of figures
     per variant. ``policy``: a rules.policy.Policy (default: the bundled one). ``on_progress(done, total)``
     after each variant. InvalidSubmission when a patched submission breaks the schema.
     """
@@ -141,7 +141,7 @@ def compare_configurations_task(self: Task, submission_json: str,
 
 @shared_task(name=COMPARE_QUOTES, **TASK_OPTIONS)
 def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any] | None:
-    """Returns stored quotes ranked at their best layouts (rules.compare_quotes) under the app's policy.
+    """Returns stored quotes ranked at their best layouts (rules.advice.compare_quotes) under the app's policy.
 
     ``quotes_json``: a JSON array of ``[submission id, submission document]`` pairs, in the order requested.
     """

@@ -1,7 +1,7 @@
 """JSON Schemas of the comparisons over the API: the request of POST /api/v1/comparisons and the tasks' results.
 
-One submission under what-if variants (rules/compare.py) answers with a row per variant; stored quotes for
-the same workload (rules/compare_quotes.py) answer with a row per quote, each at its best layout, ranked.
+One submission under what-if variants (rules/advice/compare.py) answers with a row per variant; stored quotes for
+the same workload (rules/advice/compare_quotes.py) answer with a row per quote, each at its best layout, ranked.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """JSON Schemas of the layout search over the API: the request of POST /api/v1/searches and the task's result.
 
-The result is rules.search's contract (``quotecheck search --format json`` prints the same): the layouts
+The result is rules.advice.search's contract (``quotecheck search --format json`` prints the same): the layouts
 searched and fitting, the best layout, the submitted one, the fastest few, and how the two compare.
 """
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import url_for
 
-from rules.as_built import calibration
+from rules.advice.as_built import calibration
 from service.app import evaluation
 from service.approval import addenda
 from service.persistence.audit import Actor

@@ -1,6 +1,7 @@
 """Comparisons: one submission under what-if variants, or stored quotes for the same workload side by side.
 
-Both are background tasks (rules/compare.py, rules/compare_quotes.py): these operations issue them and return
+Both are background tasks (rules/advice/compare.py, rules/advice/compare_quotes.py): these operations issue them and
+return
 the task's id, for the API (``POST /api/v1/comparisons``) and the reviewer pages (the Compare page's ranking).
 """
 
@@ -12,8 +13,8 @@ from typing import Any
 
 from sqlmodel import Session
 
-from rules.compare import comparison_key, variant_documents
-from rules.compare_quotes import check_same_workload, quotes_key
+from rules.advice.compare import comparison_key, variant_documents
+from rules.advice.compare_quotes import check_same_workload, quotes_key
 from rules.errors import InvalidSubmission
 from rules.evaluate import engine_version, submission_digest
 from service.accounts.visibility import ensure_visible

@@ -9,11 +9,11 @@ from typing import Any
 from flask import Flask, current_app
 from sqlmodel import Session
 
-from rules.best_layout import with_layout_search
+from rules.advice.best_layout import with_layout_search
+from rules.advice.remedies import needs_remedies, remedies_key, search_remedies
+from rules.advice.search import NothingToSearch, search_key, search_submission
 from rules.evaluate import default_engine, engine_version, evaluate
 from rules.policy import Policy, default_policy, load_policy
-from rules.remedies import needs_remedies, remedies_key, search_remedies
-from rules.search import NothingToSearch, search_key, search_submission
 from service.monitoring import metrics
 from service.tasks import task_runs
 
@@ -61,7 +61,7 @@ def with_search(session: Session, document: dict[str, Any], record: dict[str, An
 
 def find_remedies(session: Session, document: dict[str, Any], record: dict[str, Any] | None = None,
                   on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Returns the remediation search of ``document`` (rules/remedies.py) under the app's policy.
+    """Returns the remediation search of ``document`` (rules/advice/remedies.py) under the app's policy.
 
     ``record``: its evaluation, when the caller has it. The layout candidate comes from the record's layout
     search, else from a finished search task of the same document, else from a search run here.

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from sqlmodel import Session
 
-from rules.remedies import with_remedies
+from rules.advice.remedies import with_remedies
 from service.app import evaluation
 from service.approval import decisions, store, workflow
 from service.approval.representations import decision_view, submission_view, waiver_view

@@ -14,11 +14,11 @@ from typing import Any
 
 from sqlmodel import Session
 
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
+from rules.advice.remedies import remedies_key
+from rules.advice.search import NothingToSearch, default_chunks, prepare, search_key
 from rules.errors import Problem
 from rules.evaluate import engine_version, submission_digest, validate_submission
-from rules.remedies import remedies_key
-from rules.search import NothingToSearch, default_chunks, prepare, search_key
 from service.accounts.visibility import ensure_visible
 from service.app import evaluation, intake, tasks
 from service.app.evaluation import policy

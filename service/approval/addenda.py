@@ -1,7 +1,7 @@
 """As-built addenda: the acceptance measurements of a delivered system, attached to its approved record, signed.
 
 The approved record is never changed. An addendum is a document of its own (schemas/addendum.schema.json):
-the approved submission re-evaluated with the measurements merged in (rules.as_built), naming the record
+the approved submission re-evaluated with the measurements merged in (rules.advice.as_built), naming the record
 by id and digest, signed with the service's key in the envelope records use, and stored with one
 calibration point per estimator it measured (GET /api/v1/calibration). Issuing one is three steps, so the
 evaluation runs outside any transaction: ``prepare`` (reads), the engine, ``store_addendum`` (writes).
@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
-from rules.as_built import compare, merged_submission
+from rules.advice.as_built import compare, merged_submission
 from rules.errors import Problem
 from rules.evaluate import submission_digest, validate_submission
 from service.accounts.visibility import own_submissions

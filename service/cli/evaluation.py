@@ -11,12 +11,12 @@ from urllib.parse import quote
 
 import click
 
-from rules.best_layout import describe_layout, describe_skipped, evaluate_with_layout_search
+from rules.advice.best_layout import describe_layout, describe_skipped, evaluate_with_layout_search
+from rules.advice.remedies import needs_remedies, search_remedies, with_remedies
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.evaluate import MAX_SUBMISSION_BYTES, OVERSIZE_INSPECT_BYTES, parse_submission
 from rules.evaluate import evaluate as run_evaluation
 from rules.policy import load_policy
-from rules.remedies import needs_remedies, search_remedies, with_remedies
 from service import exports
 from service.cli.common import EXIT_CODES, EXIT_FAILED, EXIT_OK, fail_input
 from service.exports.model import Artifact, Export, headline

@@ -1,4 +1,4 @@
-"""`quotecheck remedies`: the smallest changes that make a submission file pass (rules/remedies.py), offline."""
+"""`quotecheck remedies`: the smallest changes that make a submission file pass (rules/advice/remedies.py), offline."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from rules.advice.remedies import search_remedies
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.policy import load_policy
-from rules.remedies import search_remedies
 from service.cli.common import EXIT_FAILED, EXIT_OK, fail_input
 from service.cli.evaluation import read_submission, remedy_lines
 

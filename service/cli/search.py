@@ -1,4 +1,4 @@
-"""`quotecheck search`: the layout search of a submission file (rules/search.py), no service needed."""
+"""`quotecheck search`: the layout search of a submission file (rules/advice/search.py), no service needed."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from rules.best_layout import describe_skipped
+from rules.advice.best_layout import describe_skipped
+from rules.advice.search import NothingToSearch, default_chunks, prepare, search_submission
 from rules.errors import InvalidPolicy, InvalidSubmission
 from rules.policy import load_policy
-from rules.search import NothingToSearch, default_chunks, prepare, search_submission
 from service.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_OK, fail_input
 from service.cli.evaluation import read_submission
 

@@ -330,7 +330,7 @@ class Addendum(SQLModel, table=True):
 class CalibrationPoint(SQLModel, table=True):
     """One estimator's estimate and measurement in one addendum, stored when the addendum is issued.
 
-    GET /api/v1/calibration summarises them per estimator (rules.as_built.calibration).
+    GET /api/v1/calibration summarises them per estimator (rules.advice.as_built.calibration).
     """
 
     __tablename__ = "calibration_point"

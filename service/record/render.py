@@ -20,7 +20,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 import templates
-from rules.best_layout import describe_layout
+from rules.advice.best_layout import describe_layout
 from rules.errors import QuotecheckError
 from service.record.attestation import sign_dsse, verdict_statement
 from service.record.canonical import canonical_bytes, is_approved, record_digest

@@ -10,8 +10,8 @@ from typing import Any
 from flask import Response, redirect, request, url_for
 from sqlmodel import col, select
 
-from rules.compare import gpus_quoted
-from rules.compare_quotes import check_same_workload, workload_identity
+from rules.advice.compare import gpus_quoted
+from rules.advice.compare_quotes import check_same_workload, workload_identity
 from rules.errors import InvalidSubmission
 from service.accounts.visibility import own_submissions
 from service.app import compare as comparison

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
 from rules.evaluate import evaluate
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "dgx-h100-70b-finetune.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 from api_support import url, waive_all
 
 import schemas
-from rules.search import search_submission
+from rules.advice.search import search_submission
 from service.record import TrustedKeys, verify_record
 
 ROOT = Path(__file__).parent.parent.parent

@@ -9,10 +9,10 @@ from typing import Any
 
 from api_support import Caller
 
-from rules.best_layout import layout_patch
-from rules.compare import merge_patch
+from rules.advice.best_layout import layout_patch
+from rules.advice.compare import merge_patch
+from rules.advice.search import search_submission
 from rules.evaluate import evaluate
-from rules.search import search_submission
 
 ROOT = Path(__file__).parent.parent.parent
 COMPARISONS = "/api/v1/comparisons"

@@ -1,6 +1,6 @@
 """Remedies over HTTP: the search as a task (run in-process: no broker), and a revision made from one remedy.
 
-Results are checked against rules.remedies.search_remedies of the stored document, and a revision against
+Results are checked against rules.advice.remedies.search_remedies of the stored document, and a revision against
 merge_patch of the remedy's patch, never against literals.
 """
 
@@ -18,9 +18,9 @@ from jsonschema import Draft202012Validator
 from sqlmodel import select
 
 import schemas
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
+from rules.advice.remedies import search_remedies
 from rules.evaluate import evaluate
-from rules.remedies import search_remedies
 from service.app import tasks
 from service.persistence import audit
 from service.persistence.db import get_db

@@ -1,6 +1,6 @@
 """Layout searches over HTTP with tasks run in-process (no broker: the chord runs eagerly), on SQLite and PostgreSQL.
 
-The result is checked against rules.search.search_submission of the stored document, never against literals.
+The result is checked against rules.advice.search.search_submission of the stored document, never against literals.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 from sqlmodel import select
 
 import workers.search_tasks
-from rules.search import default_chunks, search_submission
+from rules.advice.search import default_chunks, search_submission
 from service.persistence import audit
 from service.persistence.db import get_db
 from service.persistence.models import AuditEvent

@@ -25,7 +25,7 @@ from api_support import url, waive_all
 from flask import Flask
 from task_support import direct_evaluation, example, poll, three_variants
 
-from rules.search import default_chunks, search_submission
+from rules.advice.search import default_chunks, search_submission
 from service.record import TrustedKeys, verify_document
 
 pytestmark = pytest.mark.redis

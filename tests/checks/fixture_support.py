@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
 
 CHECKS_DIR = Path(__file__).resolve().parent
 BASES_DIR = CHECKS_DIR / "bases"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fixture_support import load_fixture
 
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
 from rules.evaluate import evaluate
 from rules.policy import parse_policy
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
+from rules.advice.compare import merge_patch
 from rules.checks import CHECKS
 from rules.checks.base import Context
 from rules.checks.facts.memory import memory_estimate, memory_inputs
-from rules.compare import merge_patch
 from rules.errors import InconsistentInput
 from rules.evaluate import evaluate
 from rules.job.inputs import Inputs

@@ -208,7 +208,7 @@ class _CandidateMemory:
 
     A candidate's job is the submitted one with the candidate's precision, activation saving (recompute,
     sequence parallelism, FlashAttention), virtual stages and batch, and no offload (the best layout's patch
-    removes it: rules/best_layout.py); its layout is :func:`rules.estimates.model.layout.training_layout` of the
+    removes it: rules/advice/best_layout.py); its layout is :func:`rules.estimates.model.layout.training_layout` of the
     degrees on the quoted nodes. The models of one precision share what they keep (the state on each layout,
     its buffers; :meth:`StepMemoryModel.varied`). Built per search: nothing outlives it.
     """

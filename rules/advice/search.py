@@ -172,7 +172,8 @@ def _ranked(entry: RankedLayout) -> dict[str, Any]:
 
 
 def _described(layout: Layout, step: StepTime) -> dict[str, Any]:
-    """Returns a layout as the search reports it (the members ``layout_patch`` of rules/best_layout.py reads) with
+    """Returns a layout as the search reports it (the members ``layout_patch`` of rules/advice/best_layout.py reads)
+    with
     its modelled step."""
     return {"micro_batch": layout.micro_batch, "global_batch": layout.global_batch, "tensor": layout.tensor,
             "pipeline": layout.pipeline, "virtual_stages": layout.virtual_stages, "context": layout.context,

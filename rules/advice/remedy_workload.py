@@ -1,6 +1,6 @@
 """Changes to the workload that a failing or warning check's evidence proposes: how the quoted hardware is used.
 
-Each function reads one Situation (rules/remedy_changes.py) and returns the changes it proposes, none when
+Each function reads one Situation (rules/advice/remedy_changes.py) and returns the changes it proposes, none when
 its checks pass: another sharding strategy that the sharding check found to fit, the layout search's best
 layout (rules/best_layout.layout_patch), the largest fitting micro-batch that divides the batch, full
 activation recompute, and the Young/Daly checkpoint interval that checkpoint-bandwidth and restart-behavior
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rules.best_layout import describe_layout, layout_patch
+from rules.advice.best_layout import describe_layout, layout_patch
+from rules.advice.remedy_changes import WORKLOAD, Change, Situation, patch_edits
 from rules.estimates.search.remedy_sizing import whole_minutes
-from rules.remedy_changes import WORKLOAD, Change, Situation, patch_edits
 
-# The checks whose outcome depends on the layout (those rules/best_layout.py shows at the best layout).
+# The checks whose outcome depends on the layout (those rules/advice/best_layout.py shows at the best layout).
 MEMORY_CHECKS = ("peak-memory", "sharding", "gradient-accumulation")
 LAYOUT_CHECKS = (*MEMORY_CHECKS, "time-to-result")
 INTERVAL_CHECKS = ("checkpoint-bandwidth", "restart-behavior", "time-to-result")

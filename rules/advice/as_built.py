@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rules.advice.compare import merge_patch
 from rules.checks import CHECKS
-from rules.compare import merge_patch
 from rules.status import Status
 
 # Evidence by check id, as a record's checks carry it.

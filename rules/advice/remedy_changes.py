@@ -1,7 +1,7 @@
 """The changes a remedy is made of: edits of a submission by JSON Pointer, what they target, and what they cost.
 
-A change is proposed from the evidence of a check that fails or warns (rules/remedy_workload.py for the
-workload, rules/remedy_quote.py for the quote) and read from a :class:`Situation`: the submission as changed
+A change is proposed from the evidence of a check that fails or warns (rules/advice/remedy_workload.py for the
+workload, rules/advice/remedy_quote.py for the quote) and read from a :class:`Situation`: the submission as changed
 so far, its inputs with the catalogue's fills, its typed job (rules/job: the members a change edits are named
 by the job's pointers), and the results of its full evaluation. A change is a list of
 edits, each setting (or, with ``None``, removing) the value at one JSON Pointer, so that changes to

@@ -1,6 +1,7 @@
 """Quotes side by side: two or more submissions for the same workload, each at the best layout of its quoted GPUs.
 
-Each quote is searched (rules/search.py) and evaluated at its best layout (rules/best_layout.py), so quotes
+Each quote is searched (rules/advice/search.py) and evaluated at its best layout (rules/advice/best_layout.py), so
+quotes
 are compared by what their hardware can do rather than by the layout each vendor happened to write down.
 A quote the search cannot lay out (no layout fits, or the step-time model lacks an input) is compared as
 submitted, and its row says so. Rows are ranked by modelled days to result (the simulated median, then the
@@ -25,16 +26,16 @@ from typing import Any
 
 import rfc8785
 
-from rules.best_layout import TIME_TO_RESULT, layout_patch
-from rules.compare import gpus_quoted, merge_patch
+from rules.advice.best_layout import TIME_TO_RESULT, layout_patch
+from rules.advice.compare import gpus_quoted, merge_patch
+from rules.advice.remedy_changes import edit_patch
+from rules.advice.search import NothingToSearch, search_submission
 from rules.errors import InvalidSubmission, Problem
 from rules.evaluate import engine_version, evaluate, submission_digest
 from rules.job.inputs import Inputs, member_at
 from rules.job.parse import parse_job
 from rules.job.pointers import field_pointer
 from rules.policy import Policy, default_policy
-from rules.remedy_changes import edit_patch
-from rules.search import NothingToSearch, search_submission
 
 # The fields of the job's training and serving sections that define the job (not how a quote runs it).
 TRAINING_JOB = ("objective", "model", "dataset_tokens", "epochs", "sequence_length", "global_batch",

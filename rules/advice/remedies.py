@@ -1,7 +1,7 @@
 """Remedies: the smallest changes that make every failing or warning check of a submission pass, cheapest first.
 
-The changes are proposed from the evidence of the checks that fail or warn (rules/remedy_workload.py: sharding,
-layout, micro-batch, recompute, checkpoint interval; rules/remedy_quote.py: racks and PDUs, node count, GPU
+The changes are proposed from the evidence of the checks that fail or warn (rules/advice/remedy_workload.py: sharding,
+layout, micro-batch, recompute, checkpoint interval; rules/advice/remedy_quote.py: racks and PDUs, node count, GPU
 or server model, storage bandwidth, compute NICs, host RAM). Every candidate is applied to the submission
 and evaluated in full, so a remedy's verdict is the engine's, not a prediction. The search is bounded by the
 policy (``remedies.max_evaluations`` evaluations, ``remedies.max_changes`` changes in one remedy):
@@ -33,15 +33,24 @@ from typing import Any
 
 import rfc8785
 
+from rules.advice.remedy_changes import (
+    QUOTE,
+    WORKLOAD,
+    Change,
+    Situation,
+    apply_edits,
+    diff_patch,
+    problems_of,
+    situation,
+)
+from rules.advice.remedy_quote import QUOTE_CHANGES
+from rules.advice.remedy_workload import WORKLOAD_CHANGES
+from rules.advice.search import NothingToSearch, search_submission
 from rules.catalogue import Catalogue, load_catalogue
 from rules.errors import InconsistentInput, InvalidSubmission
 from rules.estimates.search.remedy_sizing import added_cost, cost_difference
 from rules.evaluate import engine_version, evaluate, submission_digest, verdict_of
 from rules.policy import Policy, default_policy
-from rules.remedy_changes import QUOTE, WORKLOAD, Change, Situation, apply_edits, diff_patch, problems_of, situation
-from rules.remedy_quote import QUOTE_CHANGES
-from rules.remedy_workload import WORKLOAD_CHANGES
-from rules.search import NothingToSearch, search_submission
 
 TIME_TO_RESULT = "time-to-result"
 COST_PER_RUN, QUOTE_TOTAL = "cost_per_run", "quote_total"

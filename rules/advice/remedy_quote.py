@@ -1,6 +1,6 @@
 """Changes to the quote that a failing or warning check's evidence proposes: what the vendor should quote instead.
 
-Each function reads one Situation (rules/remedy_changes.py) and returns the changes it proposes, none when
+Each function reads one Situation (rules/advice/remedy_changes.py) and returns the changes it proposes, none when
 its checks pass: racks and PDUs sized from rack-power's draw and limits, the node count time-to-result or
 inference-capacity says is needed, a catalogued GPU or server with more memory, storage write and read
 bandwidth, compute NICs, and host RAM. Sizes come from rules/estimates/search/remedy_sizing.py, which inverts the
@@ -15,13 +15,13 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from rules.advice.remedy_changes import QUOTE, Change, Situation
 from rules.estimates.power_cost.power import pdus_required
 from rules.estimates.search import remedy_sizing as sizing
 from rules.estimates.search.remedy_sizing import RackLoad
 from rules.job.cluster import Rack
 from rules.job.fields import member_pointer
 from rules.job.inputs import GPU_FIELDS, SERVER_FIELDS
-from rules.remedy_changes import QUOTE, Change, Situation
 
 _RACKS_UNPRICED = "racks and PDUs are not priced in the quote"
 _PDU_STEP_KW, _RATE_STEP_GBS, _RAM_STEP_GIB = 0.1, 0.1, 1.0

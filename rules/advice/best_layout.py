@@ -1,6 +1,6 @@
 """The submission at the best layout of its quoted GPUs: the layout search's winner applied and evaluated in full.
 
-The layout search (rules/search.py) ranks the layouts of the quoted GPUs that fit memory by modelled step
+The layout search (rules/advice/search.py) ranks the layouts of the quoted GPUs that fit memory by modelled step
 time. Its winner is written back into the submission as a JSON merge patch (RFC 7396, :func:`layout_patch`):
 the tensor, pipeline, virtual-stage and context degrees, sequence parallelism, sharding, micro-batch,
 activation recompute, precision and FlashAttention of ``/workload/training``. The patched submission is
@@ -24,10 +24,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from rules.compare import merge_patch
+from rules.advice.compare import merge_patch
+from rules.advice.search import NothingToSearch, search_submission
 from rules.evaluate import evaluate
 from rules.policy import Policy, default_policy
-from rules.search import NothingToSearch, search_submission
 
 # The checks whose outcome depends on the layout, shown at the best layout next to the submitted one.
 LAYOUT_CHECKS = ("peak-memory", "sharding", "gradient-accumulation", "time-to-result")
@@ -74,7 +74,7 @@ def layout_search_section(submission: dict[str, Any], record: dict[str, Any], se
                           policy: Policy | None = None) -> dict[str, Any]:
     """Returns the record's ``layout_search`` member for ``submission``, whose evaluation is ``record``.
 
-    ``search`` is the layout search's result (``rules.search.search_submission``). With no layout that fits,
+    ``search`` is the layout search's result (``rules.advice.search.search_submission``). With no layout that fits,
     the section says so and has no best-layout evaluation.
     """
     policy = policy or default_policy()
