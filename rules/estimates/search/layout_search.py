@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_bool, require_choice, require_positive_int
 from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.step_figures import StepTerms
 from rules.estimates.memory.step_memory import (
     MemorySettings,
     StepMemoryModel,
@@ -152,18 +153,18 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                           flash_attention=space.flash_attention)
         m = global_batch // (b * d)
         for recompute in space.recompute:
-            memories = [memory_of.model(q, recompute, t > 1, v) for q in precisions]
+            steps = [memory_of.step(q, recompute, v, t, p, c, b) for q in precisions]
             stages: list[StageTime | None] = [None] * len(precisions)  # per precision, modelled when first needed
             bounds = [0.0] * len(precisions)  # the m steady-state stages alone, to the µs: a lower bound of the step
             for sharding in space.sharding:
                 for k, precision in enumerate(precisions):
                     searched += 1
-                    model_of = memories[k]
                     try:
-                        if not model_of.fits(memory_of.sized(precision, t, p, c, sharding), b):
-                            continue
+                        used = steps[k].fitting_bytes(sharding)
                     except InconsistentInput as refusal:  # a convention that cannot size this layout
                         skipped[str(refusal)] += 1
+                        continue
+                    if used is None:
                         continue
                     fitting += 1
                     stage = stages[k]
@@ -177,7 +178,6 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                                     sequence_parallel=t > 1, flash_attention=space.flash_attention,
                                     sharding=sharding, precision=precision)
                     step = model.evaluate(layout, stage)
-                    used = model_of.estimate(memory_of.layout(t, p, c, sharding), micro_batch=b).total_bytes
                     entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
                     if len(heap) < top_n:
                         heapq.heappush(heap, entry)
@@ -210,17 +210,24 @@ class _CandidateMemory:
     A candidate's job is the submitted one with the candidate's precision, activation saving (recompute,
     sequence parallelism, FlashAttention), virtual stages and batch, and no offload (the best layout's patch
     removes it: rules/best_layout.py); its layout is :func:`rules.estimates.model.layout.training_layout` of the
-    degrees on the quoted nodes. The models of one precision share what they keep (the state on each layout,
-    its buffers; :meth:`StepMemoryModel.varied`). Built per search: nothing outlives it.
+    degrees on the quoted nodes. The models of one precision share what they keep (the state on each layout, its
+    buffers; :meth:`StepMemoryModel.varied`), and all share the activations (kept under their counting:
+    :meth:`StepMemoryModel.at_precision`). Here each term is also kept under the degrees that determine its
+    inputs, so that a candidate costs one sum (:meth:`StepTerms.fitting_bytes`): the sized state and the terms
+    that do not depend on the activations under (precision, t, p, c) and the sharding, the activations under
+    (precision, recompute, v, t, p, c, micro-batch), which the shardings of a candidate share. Built per search:
+    nothing outlives it.
     """
 
     def __init__(self, memory: SearchMemory, gpus: int, global_batch: int, flash_attention: bool) -> None:
         self.memory, self.gpus, self.flash_attention = memory, gpus, flash_attention
         self.batch = TrainingBatch(memory.job.batch.sequence_length, None, global_batch)
+        job = replace(memory.job, offload="none")
+        self.submitted = StepMemoryModel(job, memory.gpu_memory_gib, memory.settings)
         self.by_precision: dict[str, StepMemoryModel] = {}
         self.models: dict[tuple[str, str, bool, int], StepMemoryModel] = {}
         self.layouts: dict[tuple[int, int, int, str], TrainingLayout] = {}
-        self.sized_layouts: dict[tuple[str, int, int, int, str], tuple[TrainingLayout, TrainingModelState]] = {}
+        self.sized: dict[tuple[str, int, int, int], dict[str, _Sized]] = {}  # per sharding
 
     def model(self, precision: str, recompute: str, sequence_parallel: bool, virtual_stages: int) -> StepMemoryModel:
         """Returns the memory model of the job at a precision, recompute, sequence parallelism and virtual stages."""
@@ -229,27 +236,61 @@ class _CandidateMemory:
         if model is None:
             base = self.by_precision.get(precision)
             if base is None:
-                job = self.memory.job
-                job = replace(job, model=replace(job.model, precision=precision), offload="none")
-                base = self.by_precision[precision] = StepMemoryModel(job, self.memory.gpu_memory_gib,
-                                                                      self.memory.settings)
+                base = self.by_precision[precision] = self.submitted.at_precision(precision)
             saving = ActivationSaving(recompute, sequence_parallel, self.flash_attention)
             model = self.models[key] = base.varied(saving, virtual_stages, self.batch)
         return model
 
-    def sized(self, precision: str, t: int, p: int, c: int, sharding: str) -> tuple[TrainingLayout, TrainingModelState]:
-        """Returns :meth:`StepMemoryModel.sized` of the degrees at a precision (kept under the degrees)."""
-        key = (precision, t, p, c, sharding)
-        sized = self.sized_layouts.get(key)
+    def step(self, precision: str, recompute: str, v: int, t: int, p: int, c: int, b: int) -> _CandidateStep:
+        """Returns the sizer of a candidate's step under each sharding."""
+        sized = self.sized.get((precision, t, p, c))
         if sized is None:
-            sized = self.sized_layouts[key] = self.by_precision[precision].sized(self.layout(t, p, c, sharding))
-        return sized
+            sized = self.sized[(precision, t, p, c)] = {}
+        return _CandidateStep(self, self.model(precision, recompute, t > 1, v), precision, (t, p, c), b, sized)
 
-    def layout(self, t: int, p: int, c: int, sharding: str) -> TrainingLayout:
-        """Returns the layout of the degrees on the search's GPUs and the quoted nodes."""
-        key = (t, p, c, sharding)
-        layout = self.layouts.get(key)
+    def size(self, precision: str, t: int, p: int, c: int, sharding: str) -> _Sized:
+        """Returns :meth:`StepMemoryModel.sized` of the degrees at a precision and sharding (its other terms not yet
+        asked); InconsistentInput where the model refuses it."""
+        layout = self.layouts.get((t, p, c, sharding))
         if layout is None:
-            layout = self.layouts[key] = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t,
-                                                         pipeline=p, sharding=sharding, context=c)
-        return layout
+            layout = self.layouts[(t, p, c, sharding)] = training_layout(
+                self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p, sharding=sharding, context=c)
+        return _Sized(self.by_precision[precision].sized(layout))
+
+
+class _Sized:
+    """A candidate layout's sized model state and, once asked, its other terms but the activations."""
+
+    __slots__ = ("sized", "terms")
+
+    def __init__(self, sized: tuple[TrainingLayout, TrainingModelState]) -> None:
+        self.sized = sized
+        self.terms: StepTerms | None = None
+
+
+class _CandidateStep:
+    """One candidate's memory under each sharding: :meth:`StepTerms.fitting_bytes` of its terms, asked in the order
+    :meth:`StepMemoryModel.estimate` asks them (state, activations, buffers), so that a refusal is the same."""
+
+    __slots__ = ("memory", "model", "precision", "degrees", "micro_batch", "sized", "known", "activations")
+
+    def __init__(self, memory: _CandidateMemory, model: StepMemoryModel, precision: str, degrees: tuple[int, int, int],
+                 micro_batch: int, sized: dict[str, _Sized]) -> None:
+        self.memory, self.model, self.precision, self.degrees = memory, model, precision, degrees
+        self.micro_batch, self.sized = micro_batch, sized
+        self.known = False  # whether the activations were counted (they do not depend on the sharding)
+        self.activations: float | None = None
+
+    def fitting_bytes(self, sharding: str) -> float | None:
+        """Returns the estimate's total bytes under ``sharding`` when the step fits, None when it does not or is
+        unknown; InconsistentInput where the model refuses it (a refusal is kept nowhere: asked again next time)."""
+        sized = self.sized.get(sharding)
+        if sized is None:
+            sized = self.sized[sharding] = self.memory.size(self.precision, *self.degrees, sharding)
+        if not self.known:
+            self.activations = self.model.activations(sized.sized, self.micro_batch)
+            self.known = True
+        terms = sized.terms
+        if terms is None:
+            terms = sized.terms = self.model.terms(sized.sized)
+        return terms.fitting_bytes(self.activations)
