@@ -145,6 +145,7 @@ class StepMemoryModel:
         self._counted_here: dict[tuple[object, ...], Any] | None = None
         self._counting_kept: ActivationCounting | None = None
         self._kept_layers: dict[tuple[object, ...], float] = {}  # one layer's activations, shared as _counted
+        self._buffered: dict[tuple[object, ...], Buffers] = {}  # the buffers, shared as _counted
         self._usable = gpu_memory_gib * GIB * (1 - settings.headroom_fraction)  # as TrainingMemory.usable_bytes
 
     def varied(self, saving: ActivationSaving, virtual_stages: int, batch: TrainingBatch) -> StepMemoryModel:
@@ -156,6 +157,7 @@ class StepMemoryModel:
         job = replace(self.job, saving=saving, virtual_stages=virtual_stages, batch=batch)
         sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
         sibling._kept, sibling._counted, sibling._kept_layers = self._kept, self._counted, self._kept_layers
+        sibling._buffered = self._buffered
         return sibling
 
     def at_precision(self, precision: str) -> StepMemoryModel:
@@ -167,7 +169,7 @@ class StepMemoryModel:
         """
         job = replace(self.job, model=replace(self.job.model, precision=precision))
         sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
-        sibling._counted, sibling._kept_layers = self._counted, self._kept_layers
+        sibling._counted, sibling._kept_layers, sibling._buffered = self._counted, self._kept_layers, self._buffered
         return sibling
 
     def _keep(self, key: tuple[object, ...], compute: Callable[[], Any],
@@ -247,9 +249,14 @@ class StepMemoryModel:
                          settings.fragmentation_fraction, self._usable)
 
     def _layout_buffers(self, layout: Layout, held: TrainingModelState, sized_here: bool) -> Buffers:
-        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it."""
+        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it:
+        per layout and the two figures of the state :func:`_buffers` reads, so that the job's models at other
+        precisions (:meth:`at_precision`) share them where those figures agree."""
         compute = partial(_buffers, self.job, layout, held.state, held.per_gpu, self.settings)
-        return self._keep(("buffers", layout), compute) if sized_here else compute()
+        if not sized_here:
+            return compute()
+        return self._keep((layout, held.per_gpu.gradients_bytes, held.state.weights_bytes_per_param), compute,
+                          self._buffered)
 
     def _counting(self) -> ActivationCounting:
         counting = self._counting_kept
@@ -295,8 +302,10 @@ class StepMemoryModel:
         if kept is None:
             key = (counting, job.saving, job.virtual_stages, sequence_length)
             kept = self._counted_here = self._counted.setdefault(key, {})
-        return self._keep((micro_batch, tensor, pipeline, context, micro_batches),
-                          lambda: counted_activation_bytes(
+        key = (micro_batch, tensor, pipeline, context, micro_batches)
+        if key in kept:
+            return kept[key]
+        return self._keep(key, lambda: counted_activation_bytes(
                               counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
                               PipelineSchedule(pipeline, job.virtual_stages, micro_batches),
                               context_parallel=context, layer_bytes=self._layer_bytes), kept)
