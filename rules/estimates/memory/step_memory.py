@@ -139,13 +139,9 @@ class StepMemoryModel:
         self.job, self.gpu_memory_gib, self.settings = job, gpu_memory_gib, settings
         self._state_settings = settings.state_settings
         self._kept: dict[tuple[object, ...], Any] = {}
-        # The activations, shared with the models of the job at other precisions: per counting, saving, virtual
-        # stages and sequence (this model's are _counted_here, found when first asked), then per degree.
-        self._counted: dict[tuple[object, ...], dict[tuple[object, ...], Any]] = {}
-        self._counted_here: dict[tuple[object, ...], Any] | None = None
+        self._shared: dict[tuple[object, ...], Any] = {}  # kept under what they read of the precision: at_precision
+        self._counted: dict[tuple[object, ...], Any] | None = None  # this job's activations (a dict in _shared)
         self._counting_kept: ActivationCounting | None = None
-        self._kept_layers: dict[tuple[object, ...], float] = {}  # one layer's activations, shared as _counted
-        self._buffered: dict[tuple[object, ...], Buffers] = {}  # the buffers, shared as _counted
         self._usable = gpu_memory_gib * GIB * (1 - settings.headroom_fraction)  # as TrainingMemory.usable_bytes
 
     def varied(self, saving: ActivationSaving, virtual_stages: int, batch: TrainingBatch) -> StepMemoryModel:
@@ -156,20 +152,18 @@ class StepMemoryModel:
         """
         job = replace(self.job, saving=saving, virtual_stages=virtual_stages, batch=batch)
         sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
-        sibling._kept, sibling._counted, sibling._kept_layers = self._kept, self._counted, self._kept_layers
-        sibling._buffered = self._buffered
+        sibling._kept, sibling._shared = self._kept, self._shared
         return sibling
 
     def at_precision(self, precision: str) -> StepMemoryModel:
         """Returns the model of the job trained at another precision (a training precision of the model state).
 
-        It keeps its own model state, gathered layers and buffers, which read the precision, and shares the
-        activations kept so far: they read it only through their counting (the stored element's width), under
-        which they are kept. The layout search sizes its candidates' precisions so.
+        It keeps its own model state and gathered layers, and shares the activations and buffers, which are kept
+        under what they read of the precision (the counting; two figures of the state). The layout search uses it.
         """
         job = replace(self.job, model=replace(self.job.model, precision=precision))
         sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
-        sibling._counted, sibling._kept_layers, sibling._buffered = self._counted, self._kept_layers, self._buffered
+        sibling._shared = self._shared
         return sibling
 
     def _keep(self, key: tuple[object, ...], compute: Callable[[], Any],
@@ -249,14 +243,13 @@ class StepMemoryModel:
                          settings.fragmentation_fraction, self._usable)
 
     def _layout_buffers(self, layout: Layout, held: TrainingModelState, sized_here: bool) -> Buffers:
-        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it:
-        per layout and the two figures of the state :func:`_buffers` reads, so that the job's models at other
-        precisions (:meth:`at_precision`) share them where those figures agree."""
+        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it
+        (under the layout and the two figures of the state :func:`_buffers` reads)."""
         compute = partial(_buffers, self.job, layout, held.state, held.per_gpu, self.settings)
         if not sized_here:
             return compute()
         return self._keep((layout, held.per_gpu.gradients_bytes, held.state.weights_bytes_per_param), compute,
-                          self._buffered)
+                          self._shared)
 
     def _counting(self) -> ActivationCounting:
         counting = self._counting_kept
@@ -284,9 +277,9 @@ class StepMemoryModel:
     def _activations(self, layout: Layout, micro_batch: int | None) -> float | None:
         """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
 
-        Counted under the job's counting (its convention and its precision's width:
-        :func:`rules.estimates.memory.activation_conventions.counted_activation_bytes`). A context-parallel rank holds
-        sequence_length / context tokens of each activation (Megatron-LM context parallelism;
+        Counted under the job's counting and kept under it
+        (:func:`rules.estimates.memory.activation_conventions.counted_activation_bytes`). A context-parallel rank
+        holds sequence_length / context tokens of each activation (Megatron-LM context parallelism;
         :func:`rules.estimates.memory.activations.activation_bytes_per_gpu`).
         """
         job, counting = self.job, self._counting()
@@ -298,10 +291,10 @@ class StepMemoryModel:
             # Micro-batches per optimizer step on each data-parallel rank (the batch identity of estimates/batch.py).
             micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
         tensor, pipeline, context = layout.tensor, layout.pipeline, layout.context
-        kept = self._counted_here
-        if kept is None:
-            key = (counting, job.saving, job.virtual_stages, sequence_length)
-            kept = self._counted_here = self._counted.setdefault(key, {})
+        kept = self._counted
+        if kept is None:  # this job's activations, kept by those of all precisions that count them alike
+            kept = self._counted = self._shared.setdefault((counting, job.saving, job.virtual_stages, sequence_length),
+                                                           {})
         key = (micro_batch, tensor, pipeline, context, micro_batches)
         if key in kept:
             return kept[key]
@@ -312,15 +305,12 @@ class StepMemoryModel:
 
     def _layer_bytes(self, shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int = 1, *,
                      element_bytes: float = 2) -> float:
-        """Returns :func:`rules.estimates.memory.activations.activation_bytes_per_layer` of the arguments, kept per
-        batch, saving, tensor degree and width for the job's shape: one layer reads neither the pipeline, the
-        context degree nor the micro-batches per step, which the layout search varies most."""
-        def count() -> float:
-            return activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
-
+        """Returns :func:`rules.estimates.memory.activations.activation_bytes_per_layer` of the arguments, kept for the
+        job's shape (one layer reads neither the pipeline, the context degree nor the micro-batches per step)."""
+        count = partial(activation_bytes_per_layer, shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
         if shape is not self.job.shape:
             return count()
-        return self._keep(("layer", batch, saving, tensor_parallel, element_bytes), count, self._kept_layers)
+        return self._keep(("layer", batch, saving, tensor_parallel, element_bytes), count, self._shared)
 
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
         """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""
