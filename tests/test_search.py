@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +12,9 @@ import pytest
 from rules.advice.best_layout import layout_patch
 from rules.advice.compare import merge_patch
 from rules.advice.search import NothingToSearch, chunks_of, merge_chunks, prepare, search_chunk, search_submission
+from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.step_memory import StepMemoryModel, TrainingBatch
+from rules.estimates.model.layout import training_layout
 from rules.estimates.search.layout_search import SearchSpace, search_layouts
 from rules.evaluate import evaluate
 
@@ -84,3 +88,32 @@ def test_a_layout_the_memory_model_refuses_is_skipped_and_counted_by_reason():
     assert (result.searched, result.fitting, result.best, result.skipped_count) == (2, 0, None, 2)
     [(reason, count)] = result.skipped.items()
     assert count == 2 and "optimizer" in reason and "lion" in reason
+
+
+def test_every_candidate_is_sized_as_a_fresh_estimate_of_its_job_sizes_it():
+    """The search's kept terms and its one sum per candidate give what a fresh StepMemoryModel's estimate of the
+    candidate's job gives: the same fit for every candidate, the same total bytes (to the bit) for every one ranked."""
+    submission = json.loads(EXAMPLE.read_text())
+    found, memory = prepare(submission)
+    space = SearchSpace(tensor=(4, 8), pipeline=(2, 4), virtual_stages=(1, 2), context=(1, 2), micro_batch=(1, 2))
+    result = search_layouts(found.model, found.layout.gpus, found.layout.global_batch, memory, space, top_n=10_000)
+
+    fits = 0
+    ranked = {(entry.layout.tensor, entry.layout.pipeline, entry.layout.virtual_stages, entry.layout.context,
+               entry.layout.micro_batch, entry.layout.recompute, entry.layout.sharding, entry.layout.precision):
+              entry.memory_bytes for entry in result.top}
+    for key in itertools.product(space.tensor, space.pipeline, space.virtual_stages, space.context, space.micro_batch,
+                                 space.recompute, space.sharding, space.precisions):
+        t, p, v, c, b, recompute, sharding, precision = key
+        data = found.layout.gpus // (t * p * c)
+        if found.layout.global_batch % (b * data) or (v > 1 and (found.layout.global_batch // (b * data)) % p):
+            continue
+        job = replace(memory.job, model=replace(memory.job.model, precision=precision), offload="none",
+                      saving=ActivationSaving(recompute, t > 1, True), virtual_stages=v,
+                      batch=TrainingBatch(memory.job.batch.sequence_length, None, found.layout.global_batch))
+        layout = training_layout(found.layout.gpus, memory.gpus_per_node, 0, tensor=t, pipeline=p, sharding=sharding,
+                                 context=c)
+        estimate = StepMemoryModel(job, memory.gpu_memory_gib, memory.settings).estimate(layout, micro_batch=b)
+        fits += bool(estimate.fits)
+        assert ranked.get(key) == (estimate.total_bytes if estimate.fits else None)
+    assert fits == result.fitting == len(result.top)

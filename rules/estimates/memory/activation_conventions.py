@@ -16,6 +16,7 @@ results are bytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -26,6 +27,7 @@ from rules.estimates.memory.activations import (
     BatchShape,
     PipelineSchedule,
     activation_bytes_per_gpu,
+    activation_bytes_per_layer,
 )
 from rules.estimates.model.shapes import ModelShape
 
@@ -73,14 +75,18 @@ def activation_element_bytes(precision: str) -> int:
 
 def counted_activation_bytes(counting: ActivationCounting, shape: ModelShape, batch: BatchShape,
                              saving: ActivationSaving, tensor_parallel: int, pipeline: PipelineSchedule, *,
-                             context_parallel: int = 1) -> float:
-    """Returns the first pipeline stage's activation bytes per GPU under ``counting``'s convention and width."""
+                             context_parallel: int = 1,
+                             layer_bytes: Callable[..., float] = activation_bytes_per_layer) -> float:
+    """Returns the first pipeline stage's activation bytes per GPU under ``counting``'s convention and width.
+
+    ``layer_bytes`` counts one layer under the physical convention (:func:`activation_bytes_per_gpu`'s)."""
     require_choice("activation convention", counting.convention, ACTIVATION_CONVENTIONS)
     if counting.convention == "megatron":
         return megatron_activation_bytes(shape, batch, saving, tensor_parallel, pipeline,
                                          element_bytes=counting.element_bytes, context_parallel=context_parallel)
     return activation_bytes_per_gpu(shape, batch, saving, tensor_parallel, pipeline,
-                                    context_parallel=context_parallel, element_bytes=counting.element_bytes)
+                                    context_parallel=context_parallel, element_bytes=counting.element_bytes,
+                                    layer_bytes=layer_bytes)
 
 
 def megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = _NO_SAVING,

@@ -17,6 +17,7 @@ Sources (cited again where used):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -168,7 +169,8 @@ def _check_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving,
 def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
                              tensor_parallel: int = 1, pipeline: PipelineSchedule = PipelineSchedule(), *,
                              include_embedding: bool = True, logits_bytes_per_element: float = FP32_LOGITS_BYTES,
-                             context_parallel: int = 1, element_bytes: float = 2) -> float:
+                             context_parallel: int = 1, element_bytes: float = 2,
+                             layer_bytes: Callable[..., float] = activation_bytes_per_layer) -> float:
     """Return activation bytes on the first pipeline stage's GPU (Korthikanti arXiv 2205.05198 §4.2.3, §4.3).
 
     1F1B: the first stage holds p in-flight micro-batches of ceil(L/p) layers, i.e. L layers' worth when
@@ -188,6 +190,10 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     queries against all s keys, also ÷c. Neglected: the K/V chunks in flight in the ring exchange (each rank
     "only stores the KV of a sequence chunk in forward and gathers KV again in backward", so the other ranks'
     K/V are transient, one layer at a time) and the ring's receive buffers.
+
+    ``layer_bytes`` counts one layer: :func:`activation_bytes_per_layer` itself, or a caller's keeping of it (the
+    same function of the same arguments; rules/estimates/memory/step_memory.py keeps it per job, since it reads
+    neither the pipeline, the context degree nor the micro-batches per step).
     """
     require_positive_int("layers", shape.layers)
     require_positive_int("pipeline_parallel", pipeline.stages)
@@ -196,7 +202,7 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     require_positive_int("context_parallel", context_parallel)
     if pipeline.micro_batches is not None:
         require_positive_int("micro_batches", pipeline.micro_batches)
-    per_layer = activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+    per_layer = layer_bytes(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
     p, v, micro_batches = pipeline.stages, pipeline.virtual_stages, pipeline.micro_batches
     layers_on_stage = math.ceil(shape.layers / p)
     in_flight: float = p if micro_batches is None else min(p, micro_batches)

@@ -86,3 +86,35 @@ def step_total_bytes(model_state_bytes: float, activations_bytes: float | None, 
                      other_bytes: float) -> float:
     """Returns one step's bytes on the GPU: model state + activations (0 when unknown) + gathered + other."""
     return model_state_bytes + (activations_bytes or 0) + gathered_bytes + other_bytes
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """The bytes of one step on a layout that do not depend on its activations, and the sums that add them.
+
+    :class:`rules.estimates.memory.step_memory.StepMemoryModel` sizes every step's other bytes and total with these
+    (its estimates and, candidate by candidate, the layout search), so there is one formula for both.
+    """
+
+    model_state_bytes: float  # weights, gradients and optimizer state on the GPU
+    gathered_bytes: float  # the layers ZeRO-3/FSDP hold unsharded
+    bucket_bytes: float  # the framework's buckets: tensors the allocator holds (fragmented with the others)
+    buffer_bytes: float  # all communication buffers, the buckets included (CommunicationBuffers.total_bytes)
+    cuda_context_bytes: float
+    fragmentation_fraction: float  # allocator overhead over the tensors it holds
+    usable_bytes: float  # the GPU's memory less the headroom
+
+    def other_bytes(self, activations_bytes: float | None) -> float:
+        """Returns the CUDA context, the allocator's fragmentation over the tensors it holds (model state,
+        activations, gathered layers, buckets; NCCL's buffers are not its) and the communication buffers."""
+        tensors = self.model_state_bytes + (activations_bytes or 0) + self.gathered_bytes + self.bucket_bytes
+        return self.cuda_context_bytes + self.fragmentation_fraction * tensors + self.buffer_bytes
+
+    def fitting_bytes(self, activations_bytes: float | None) -> float | None:
+        """Returns the step's total bytes (:attr:`TrainingMemory.total_bytes`) when it fits usable memory; None when
+        it does not, or when the activations are unknown (:attr:`TrainingMemory.fits` false or None)."""
+        if activations_bytes is None:
+            return None
+        total = step_total_bytes(self.model_state_bytes, activations_bytes, self.gathered_bytes,
+                                 self.other_bytes(activations_bytes))
+        return total if total <= self.usable_bytes else None

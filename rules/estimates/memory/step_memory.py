@@ -24,7 +24,12 @@ from rules.estimates.memory.activation_conventions import (
     activation_element_bytes,
     counted_activation_bytes,
 )
-from rules.estimates.memory.activations import ActivationSaving, BatchShape, PipelineSchedule
+from rules.estimates.memory.activations import (
+    ActivationSaving,
+    BatchShape,
+    PipelineSchedule,
+    activation_bytes_per_layer,
+)
 from rules.estimates.memory.comm_buffers import (
     BufferInputs,
     CommunicationBuffers,
@@ -39,8 +44,8 @@ from rules.estimates.memory.model_state import (
     model_state_bytes_per_param,
 )
 from rules.estimates.memory.offload import ZeroSettings
+from rules.estimates.memory.step_figures import StepTerms
 from rules.estimates.memory.step_figures import TrainingMemory as TrainingMemory  # what it returns
-from rules.estimates.memory.step_figures import step_total_bytes
 from rules.estimates.memory.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
 from rules.estimates.model.layout import Layout, resized, with_sharding
 from rules.estimates.model.parameters import first_stage_parameter_factor, largest_layer_parameters
@@ -134,6 +139,10 @@ class StepMemoryModel:
         self.job, self.gpu_memory_gib, self.settings = job, gpu_memory_gib, settings
         self._state_settings = settings.state_settings
         self._kept: dict[tuple[object, ...], Any] = {}
+        self._shared: dict[tuple[object, ...], Any] = {}  # kept under what they read of the precision: at_precision
+        self._counted: dict[tuple[object, ...], Any] | None = None  # this job's activations (a dict in _shared)
+        self._counting_kept: ActivationCounting | None = None
+        self._usable = gpu_memory_gib * GIB * (1 - settings.headroom_fraction)  # as TrainingMemory.usable_bytes
 
     def varied(self, saving: ActivationSaving, virtual_stages: int, batch: TrainingBatch) -> StepMemoryModel:
         """Returns the model of the job with another activation saving, virtual-stage count and batch.
@@ -143,11 +152,23 @@ class StepMemoryModel:
         """
         job = replace(self.job, saving=saving, virtual_stages=virtual_stages, batch=batch)
         sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
-        sibling._kept = self._kept
+        sibling._kept, sibling._shared = self._kept, self._shared
         return sibling
 
-    def _keep(self, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
-        kept = self._kept
+    def at_precision(self, precision: str) -> StepMemoryModel:
+        """Returns the model of the job trained at another precision (a training precision of the model state).
+
+        It keeps its own model state and gathered layers, and shares the activations and buffers, which are kept
+        under what they read of the precision (the counting; two figures of the state). The layout search uses it.
+        """
+        job = replace(self.job, model=replace(self.job.model, precision=precision))
+        sibling = StepMemoryModel(job, self.gpu_memory_gib, self.settings)
+        sibling._shared = self._shared
+        return sibling
+
+    def _keep(self, key: tuple[object, ...], compute: Callable[[], Any],
+              kept: dict[tuple[object, ...], Any] | None = None) -> Any:
+        kept = self._kept if kept is None else kept
         try:
             return kept[key]
         except KeyError:
@@ -183,8 +204,9 @@ class StepMemoryModel:
             layout, held = with_sharding(layout, model_state.sharding), model_state
         job, settings = self.job, self.settings
         micro_batch = micro_batch or job.batch.micro_batch
-        activations, buffers, other = self._step(layout, held, micro_batch,
+        activations, buffers, terms = self._step(layout, held, micro_batch,
                                                  lambda: self._layout_buffers(layout, held, model_state is None))
+        other = terms.other_bytes(activations)
         per_gpu, counting = held.per_gpu, self._counting()
         capacity = self.gpu_memory_gib * GIB
         return TrainingMemory(
@@ -202,54 +224,64 @@ class StepMemoryModel:
         """Returns ``layout`` under the sharding its model state is sized with, and that state (kept per layout)."""
         return self._sized(layout)
 
-    def fits(self, sized: tuple[Layout, TrainingModelState], micro_batch: int | None = None) -> bool | None:
-        """Returns :attr:`TrainingMemory.fits` of :meth:`estimate` at ``micro_batch`` on a layout :meth:`sized`
-        (of this model or one :meth:`varied` from it), without building the estimate."""
+    def activations(self, sized: tuple[Layout, TrainingModelState], micro_batch: int) -> float | None:
+        """Returns the activations :meth:`estimate` counts at ``micro_batch`` on a layout :meth:`sized` (kept)."""
+        return self._activations(sized[0], micro_batch)
+
+    def terms(self, sized: tuple[Layout, TrainingModelState]) -> StepTerms:
+        """Returns the terms of :meth:`estimate` on a layout :meth:`sized` (of this model or one :meth:`varied` from
+        it) that do not depend on the activations, its buffers kept per layout: ``terms(sized).fitting_bytes(
+        activations(sized, micro_batch))`` is the estimate's total when it fits, without building it."""
         layout, held = sized
-        return self._fits(layout, held, micro_batch or self.job.batch.micro_batch,
-                          lambda: self._layout_buffers(layout, held, True))
+        return self._terms(held, self._layout_buffers(layout, held, True))
+
+    def _terms(self, held: TrainingModelState, buffers: Buffers) -> StepTerms:
+        settings = self.settings
+        return StepTerms(held.per_gpu.gpu_total_bytes, held.gathered_bytes, buffers.bucket_bytes if buffers else 0.0,
+                         buffers.total_bytes if buffers else 0.0, settings.cuda_context_gib * GIB,
+                         settings.fragmentation_fraction, self._usable)
 
     def _layout_buffers(self, layout: Layout, held: TrainingModelState, sized_here: bool) -> Buffers:
-        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it."""
+        """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it
+        (under the layout and the two figures of the state :func:`_buffers` reads)."""
         compute = partial(_buffers, self.job, layout, held.state, held.per_gpu, self.settings)
-        return self._keep(("buffers", layout), compute) if sized_here else compute()
+        if not sized_here:
+            return compute()
+        return self._keep((layout, held.per_gpu.gradients_bytes, held.state.weights_bytes_per_param), compute,
+                          self._shared)
 
     def _counting(self) -> ActivationCounting:
-        settings, precision = self.settings, self.job.model.precision
-        return self._keep(("counting",), lambda: ActivationCounting(settings.activation_convention,
-                                                                    activation_element_bytes(precision)))
+        counting = self._counting_kept
+        if counting is None:  # a raise keeps nothing
+            settings, precision = self.settings, self.job.model.precision
+            counting = self._counting_kept = ActivationCounting(settings.activation_convention,
+                                                                activation_element_bytes(precision))
+        return counting
 
     def _step(self, layout: Layout, held: TrainingModelState, micro_batch: int | None,
-              buffers_of: Callable[[], Buffers]) -> tuple[float | None, Buffers, float]:
-        """Returns the activations, the buffers and the other bytes of one step on ``layout`` (already under the
+              buffers_of: Callable[[], Buffers]) -> tuple[float | None, Buffers, StepTerms]:
+        """Returns the activations, the buffers and the other terms of one step on ``layout`` (already under the
         state's sharding) at ``micro_batch``, the buffers being ``buffers_of()``, asked after the activations
         are sized (so that of two refusals the same one comes first)."""
-        settings = self.settings
-        activations = self._activations(layout, int(micro_batch) if micro_batch else None, self._counting())
+        activations = self._activations(layout, int(micro_batch) if micro_batch else None)
         buffers = buffers_of()
-        buckets = buffers.bucket_bytes if buffers else 0.0
-        tensors = held.per_gpu.gpu_total_bytes + (activations or 0) + held.gathered_bytes + buckets
-        context = settings.cuda_context_gib * GIB
-        other = context + settings.fragmentation_fraction * tensors + (buffers.total_bytes if buffers else 0.0)
-        return activations, buffers, other
+        return activations, buffers, self._terms(held, buffers)
 
     def _fits(self, layout: Layout, held: TrainingModelState, micro_batch: int | None,
               buffers_of: Callable[[], Buffers]) -> bool | None:
         """Returns :attr:`TrainingMemory.fits` of that step, without building the estimate."""
-        activations, _, other = self._step(layout, held, micro_batch, buffers_of)
-        usable = self.gpu_memory_gib * GIB * (1 - self.settings.headroom_fraction)
-        if activations is None:
-            return None
-        return step_total_bytes(held.per_gpu.gpu_total_bytes, activations, held.gathered_bytes, other) <= usable
+        activations, _, terms = self._step(layout, held, micro_batch, buffers_of)
+        return None if activations is None else terms.fitting_bytes(activations) is not None
 
-    def _activations(self, layout: Layout, micro_batch: int | None, counting: ActivationCounting) -> float | None:
+    def _activations(self, layout: Layout, micro_batch: int | None) -> float | None:
         """Returns the first stage's activation bytes; None when the shape, sequence or micro-batch is unknown.
 
-        Counted under ``counting`` (:func:`rules.estimates.memory.activation_conventions.counted_activation_bytes`). A
-        context-parallel rank holds sequence_length / context tokens of each activation (Megatron-LM context
-        parallelism; :func:`rules.estimates.memory.activations.activation_bytes_per_gpu`).
+        Counted under the job's counting and kept under it
+        (:func:`rules.estimates.memory.activation_conventions.counted_activation_bytes`). A context-parallel rank
+        holds sequence_length / context tokens of each activation (Megatron-LM context parallelism;
+        :func:`rules.estimates.memory.activations.activation_bytes_per_gpu`).
         """
-        job = self.job
+        job, counting = self.job, self._counting()
         sequence_length = job.batch.sequence_length
         if job.shape is None or sequence_length is None or micro_batch is None:
             return None
@@ -258,12 +290,26 @@ class StepMemoryModel:
             # Micro-batches per optimizer step on each data-parallel rank (the batch identity of estimates/batch.py).
             micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
         tensor, pipeline, context = layout.tensor, layout.pipeline, layout.context
-        return self._keep(("activations", job.saving, job.virtual_stages, sequence_length, micro_batch, tensor,
-                           pipeline, context, micro_batches),
-                          lambda: counted_activation_bytes(
+        kept = self._counted
+        if kept is None:  # this job's activations, kept by those of all precisions that count them alike
+            kept = self._counted = self._shared.setdefault((counting, job.saving, job.virtual_stages, sequence_length),
+                                                           {})
+        key = (micro_batch, tensor, pipeline, context, micro_batches)
+        if key in kept:
+            return kept[key]
+        return self._keep(key, lambda: counted_activation_bytes(
                               counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
                               PipelineSchedule(pipeline, job.virtual_stages, micro_batches),
-                              context_parallel=context))
+                              context_parallel=context, layer_bytes=self._layer_bytes), kept)
+
+    def _layer_bytes(self, shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int = 1, *,
+                     element_bytes: float = 2) -> float:
+        """Returns :func:`rules.estimates.memory.activations.activation_bytes_per_layer` of the arguments, kept for the
+        job's shape (one layer reads neither the pipeline, the context degree nor the micro-batches per step)."""
+        count = partial(activation_bytes_per_layer, shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+        if shape is not self.job.shape:
+            return count()
+        return self._keep(("layer", batch, saving, tensor_parallel, element_bytes), count, self._shared)
 
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
         """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""

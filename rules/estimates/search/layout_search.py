@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_bool, require_choice, require_positive_int
 from rules.estimates.memory.activations import ActivationSaving
+from rules.estimates.memory.step_figures import StepTerms
 from rules.estimates.memory.step_memory import (
     MemorySettings,
     StepMemoryModel,
@@ -141,7 +142,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     space = space or SearchSpace()
     _check_space(space)
     precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.gpu.fp8_tflops is not None]
-    memory_of = _CandidateMemory(memory, gpus, global_batch, space.flash_attention)
+    memory_of = _CandidateMemory(memory, gpus, global_batch, space.flash_attention, precisions, space.sharding)
     searched = fitting = 0
     skipped: Counter[str] = Counter()
     heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
@@ -151,18 +152,18 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                           flash_attention=space.flash_attention)
         m = global_batch // (b * d)
         for recompute in space.recompute:
-            memories = [memory_of.model(q, recompute, t > 1, v) for q in precisions]
+            candidates = memory_of.candidates(recompute, v, t, p, c, b)
             stages: list[StageTime | None] = [None] * len(precisions)  # per precision, modelled when first needed
             bounds = [0.0] * len(precisions)  # the m steady-state stages alone, to the µs: a lower bound of the step
-            for sharding in space.sharding:
+            for j, sharding in enumerate(space.sharding):
                 for k, precision in enumerate(precisions):
                     searched += 1
-                    model_of = memories[k]
                     try:
-                        if not model_of.fits(memory_of.sized(precision, t, p, c, sharding), b):
-                            continue
+                        used = candidates.fitting_bytes(j, k)
                     except InconsistentInput as refusal:  # a convention that cannot size this layout
                         skipped[str(refusal)] += 1
+                        continue
+                    if used is None:
                         continue
                     fitting += 1
                     stage = stages[k]
@@ -176,7 +177,6 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                                      recompute=recompute, sequence_parallel=t > 1,
                                      flash_attention=space.flash_attention, precision=precision)
                     step = model.evaluate(layout, stage)
-                    used = model_of.estimate(split, micro_batch=b).total_bytes
                     entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
                     if len(heap) < top_n:
                         heapq.heappush(heap, entry)
@@ -209,46 +209,99 @@ class _CandidateMemory:
     A candidate's job is the submitted one with the candidate's precision, activation saving (recompute,
     sequence parallelism, FlashAttention), virtual stages and batch, and no offload (the best layout's patch
     removes it: rules/advice/best_layout.py); its layout is :func:`rules.estimates.model.layout.training_layout` of the
-    degrees on the quoted nodes. The models of one precision share what they keep (the state on each layout,
-    its buffers; :meth:`StepMemoryModel.varied`). Built per search: nothing outlives it.
+    degrees on the quoted nodes. The models of one precision share what they keep (the state on each layout;
+    :meth:`StepMemoryModel.varied`), and all share the activations and buffers (kept under what they read:
+    :meth:`StepMemoryModel.at_precision`). Here each term is also kept under the degrees that determine its
+    inputs, so that a candidate costs one sum (:meth:`StepTerms.fitting_bytes`): the sized state and the terms
+    that do not depend on the activations per (t, p, c), sharding and precision, the activations per
+    (recompute, v, t, p, c, micro-batch) and precision, which the shardings of a candidate share. Built per
+    search: nothing outlives it.
     """
 
-    def __init__(self, memory: SearchMemory, gpus: int, global_batch: int, flash_attention: bool) -> None:
+    def __init__(self, memory: SearchMemory, gpus: int, global_batch: int, flash_attention: bool,
+                 precisions: list[str], shardings: tuple[str, ...]) -> None:
         self.memory, self.gpus, self.flash_attention = memory, gpus, flash_attention
-        self.batch = TrainingBatch(memory.job.batch.sequence_length, None, global_batch)
-        self.by_precision: dict[str, StepMemoryModel] = {}
-        self.models: dict[tuple[str, str, bool, int], StepMemoryModel] = {}
+        self.shardings = shardings
+        batch = TrainingBatch(memory.job.batch.sequence_length, None, global_batch)
+        submitted = StepMemoryModel(replace(memory.job, offload="none"), memory.gpu_memory_gib, memory.settings)
+        self.batch, self.by_precision = batch, [submitted.at_precision(q) for q in precisions]
+        # Per (recompute, sequence parallelism, virtual stages): the model of each precision, varied.
+        self.models: dict[tuple[str, bool, int], list[StepMemoryModel]] = {}
+        self.sized: dict[tuple[int, int, int], list[list[_Sized]]] = {}  # per sharding, per precision
         self.layouts: dict[tuple[int, int, int, str], Layout] = {}
-        self.sized_layouts: dict[tuple[str, int, int, int, str], tuple[Layout, TrainingModelState]] = {}
 
-    def model(self, precision: str, recompute: str, sequence_parallel: bool, virtual_stages: int) -> StepMemoryModel:
-        """Returns the memory model of the job at a precision, recompute, sequence parallelism and virtual stages."""
-        key = (precision, recompute, sequence_parallel, virtual_stages)
-        model = self.models.get(key)
-        if model is None:
-            base = self.by_precision.get(precision)
-            if base is None:
-                job = self.memory.job
-                job = replace(job, model=replace(job.model, precision=precision), offload="none")
-                base = self.by_precision[precision] = StepMemoryModel(job, self.memory.gpu_memory_gib,
-                                                                      self.memory.settings)
-            saving = ActivationSaving(recompute, sequence_parallel, self.flash_attention)
-            model = self.models[key] = base.varied(saving, virtual_stages, self.batch)
-        return model
-
-    def sized(self, precision: str, t: int, p: int, c: int, sharding: str) -> tuple[Layout, TrainingModelState]:
-        """Returns :meth:`StepMemoryModel.sized` of the degrees at a precision (kept under the degrees)."""
-        key = (precision, t, p, c, sharding)
-        sized = self.sized_layouts.get(key)
+    def candidates(self, recompute: str, v: int, t: int, p: int, c: int, b: int) -> _Candidates:
+        """Returns the candidates of the degrees and recompute, under each sharding and precision."""
+        sized = self.sized.get((t, p, c))
         if sized is None:
-            sized = self.sized_layouts[key] = self.by_precision[precision].sized(self.layout(t, p, c, sharding))
-        return sized
+            sized = self.sized[(t, p, c)] = [self._size(t, p, c, sharding) for sharding in self.shardings]
+        models = self.models.get((recompute, t > 1, v))
+        if models is None:
+            saving = ActivationSaving(recompute, t > 1, self.flash_attention)
+            models = self.models[(recompute, t > 1, v)] = [base.varied(saving, v, self.batch)
+                                                            for base in self.by_precision]
+        return _Candidates(sized, models, b)
 
     def layout(self, t: int, p: int, c: int, sharding: str) -> Layout:
-        """Returns the layout of the degrees on the search's GPUs and the quoted nodes."""
+        """Returns the layout of the degrees on the search's GPUs and the quoted nodes (kept under the degrees)."""
         key = (t, p, c, sharding)
         layout = self.layouts.get(key)
         if layout is None:
             layout = self.layouts[key] = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t,
                                                          pipeline=p, sharding=sharding, context=c)
         return layout
+
+    def _size(self, t: int, p: int, c: int, sharding: str) -> list[_Sized]:
+        """Returns :meth:`StepMemoryModel.sized` of the degrees and sharding at each precision, or its refusal."""
+        try:
+            layout = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p,
+                                     sharding=sharding, context=c)
+        except InconsistentInput as refusal:
+            return [_Sized(None, refusal) for _ in self.by_precision]
+        row = []
+        for base in self.by_precision:
+            try:
+                row.append(_Sized(base.sized(layout), None))
+            except InconsistentInput as refusal:
+                row.append(_Sized(None, refusal))
+        return row
+
+
+class _Sized:
+    """A candidate layout's sized model state (or the model's refusal) and, once asked, its other terms but the
+    activations."""
+
+    __slots__ = ("sized", "refusal", "terms")
+
+    def __init__(self, sized: tuple[Layout, TrainingModelState] | None, refusal: InconsistentInput | None):
+        self.sized, self.refusal = sized, refusal
+        self.terms: StepTerms | None = None
+
+
+class _Candidates:
+    """The candidates of one (degrees, recompute) under each sharding and precision: :meth:`StepTerms.fitting_bytes`
+    of their terms, asked in the order :meth:`StepMemoryModel.estimate` asks them (state, activations, buffers),
+    so that a refusal is the same one; the activations are counted once per precision, for every sharding."""
+
+    __slots__ = ("sized", "models", "micro_batch", "counted", "activations")
+
+    def __init__(self, sized: list[list[_Sized]], models: list[StepMemoryModel], micro_batch: int) -> None:
+        self.sized, self.models, self.micro_batch = sized, models, micro_batch
+        self.counted = [False] * len(models)
+        self.activations: list[float | None] = [None] * len(models)
+
+    def fitting_bytes(self, sharding: int, precision: int) -> float | None:
+        """Returns the estimate's total bytes under the ``sharding``-th sharding and ``precision``-th precision when
+        the step fits, None when it does not or is unknown; InconsistentInput where the model refuses it: the
+        refusal of the first term refused (the state's is kept per layout; the others are asked again)."""
+        sized = self.sized[sharding][precision]
+        if sized.refusal is not None:
+            raise sized.refusal.with_traceback(None)
+        model = self.models[precision]
+        if not self.counted[precision]:
+            self.activations[precision] = model.activations(sized.sized, self.micro_batch)
+            self.counted[precision] = True
+        terms = sized.terms
+        if terms is None:
+            terms = sized.terms = model.terms(sized.sized)
+        return terms.fitting_bytes(self.activations[precision])
