@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
 from rules.job.given import DEFAULT, Given
@@ -226,6 +227,7 @@ class Context:
         self.num = self.reader.num  # type: ignore[method-assign]
         self.need = self.reader.need  # type: ignore[method-assign]
         self.get = self.reader.get  # type: ignore[method-assign]
+        self._note = self.reader.note
 
     # ---- inputs -------------------------------------------------------------------------------
     def num(self, pointer: str, default: float | None = None) -> float | None:
@@ -241,7 +243,7 @@ class Context:
     def missing(self) -> list[str]:
         return self.reader.missing
 
-    @property
+    @cached_property
     def job(self) -> Job:
         """Returns the evaluation's job (rules/job), parsed from its inputs once and shared by every check."""
         job = self._shared.get(Job)
@@ -254,7 +256,7 @@ class Context:
         states it (a default is not an input of the submission)."""
         # An array of texts or numbers (a tuple) is looked into, not named as an input itself, as its items' are not.
         if given.value is not None and given.source != DEFAULT and type(given.value) is not tuple:
-            self.reader.mark_read((given.pointer,))
+            self._note(given.pointer)
         return given.value
 
     def needed(self, given: Given[T]) -> T | None:

@@ -254,6 +254,10 @@ class Reader:
             self._read[pointer] = None
         return value
 
+    def note(self, pointer: str) -> None:
+        """Notes one pointer as read (a value of the typed job the check used)."""
+        self._read[pointer] = None
+
     def mark_read(self, pointers: list[str] | dict[str, None]) -> None:
         """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs), in order."""
         self._read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
