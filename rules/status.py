@@ -22,3 +22,20 @@ class Source(StrEnum):
     MEASUREMENT = "measurement"
     VENDOR_LIMIT = "vendor_limit"
     FACILITY_DESIGN = "facility_design"
+
+
+class FigureFrom:
+    """Where a figure of a check's evidence came from, as its ``*_from`` and ``*_basis`` members name it.
+
+    The checks write these names and rules/advice/as_built.py and the remedies read them (plain strings, so the
+    records hold the same text), so that rewording a check's message changes neither what as-built compares nor
+    a remedy.
+    """
+
+    QUOTED = "quoted"
+    MEASURED = "measured"
+    NAMEPLATE_MAXIMUM = "nameplate maximum"
+    MEASURED_SUSTAINED_DRAW = "measured sustained draw"
+    RESTORE_TEST = "restore test"
+    SUBMISSION = "submission"
+    POLICY_DEFAULT = "policy default"

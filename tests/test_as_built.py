@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 
-from rules.advice.as_built import ESTIMATORS, FIGURES, calibration, compare, deciding_figures, merged_submission
+from rules.advice.as_built import (
+    ESTIMATORS,
+    FIGURES,
+    calibration,
+    compare,
+    deciding_figures,
+    estimates,
+    merged_submission,
+)
 from rules.evaluate import evaluate
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "dgx-h100-70b-finetune.json"
@@ -154,3 +162,22 @@ def test_deciding_figures_are_the_headline_fields_the_evidence_holds():
 
     assert set(deciding_figures(peak)) == {"total_gib", "usable_gib"}
     assert deciding_figures({"id": "no-such-check", "evidence": {"x": 1}}) == {}
+
+
+def test_measurements_are_recognised_by_member_names_not_by_the_wording_of_the_evidence():
+    # Given an interconnect-scaling estimate, and as-built evidence whose free text says nothing of a measurement
+    record = {"checks": [{"id": "interconnect-scaling", "evidence": {"efficiency": 0.9, "node_busbw_gbs": 360.0,
+                                                                     "decided_by": "measured, so it says"}}]}
+    as_built = {"checks": [{"id": "interconnect-scaling", "evidence": {
+        "efficiency": 0.8, "measured_gpus": 64, "decided_by": "reworded", "node_busbw_gbs": 300.0,
+        "measured_node_busbw_gbs": 300.0, "intra_node_link": "reworded too"}}]}
+
+    # When the estimates are paired with the measurements
+    pairs = {pair["figure"]: (pair["estimated"], pair["measured"]) for pair in estimates(record, as_built)}
+
+    # Then the members measured_gpus and measured_node_busbw_gbs decide, whatever the text around them says
+    assert pairs == {"efficiency": (0.9, 0.8), "node_busbw_gbs": (360.0, 300.0)}
+    # and a record that measured them already is no estimate
+    measured_record = {"checks": [{"id": "interconnect-scaling", "evidence": {
+        "efficiency": 0.9, "measured_gpus": 64, "node_busbw_gbs": 360.0, "measured_node_busbw_gbs": 360.0}}]}
+    assert estimates(measured_record, as_built) == []

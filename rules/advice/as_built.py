@@ -8,8 +8,10 @@ addenda per estimator: how many, the median, and the worst (furthest from 1). Pu
 
 An estimator is named by the evidence figure it produces (``peak-memory total_gib``). Each ``Figure`` says
 where its estimate is read (the approved record's evidence, or the as-built evidence where a check reports
-the estimate at exactly the measured point) and when the as-built evidence holds a measurement of it (the
-marker member the check writes: ``storage_write_from: "measured"``, ``decided_by: "measured at 64 GPUs"``).
+the estimate at exactly the measured point) and when the as-built evidence holds a measurement of it: by the
+name of a member the check writes only from a measurement (``measured_gpus``, ``measured_node_busbw_gbs``), or
+by a named origin the check writes and this module reads from one place (rules.status.FigureFrom,
+``storage_write_from: "measured"``), never by the wording of a message.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Any
 
 from rules.advice.compare import merge_patch
 from rules.checks import CHECKS
-from rules.status import Status
+from rules.estimates.communication.interconnect import MEASURED_BOUND
+from rules.status import FigureFrom, Status
 
 # Evidence by check id, as a record's checks carry it.
 Evidence = Mapping[str, Mapping[str, Any]]
@@ -45,12 +48,12 @@ def _is_not(unwanted: str) -> Callable[[Any], bool]:
     return lambda value: value != unwanted
 
 
-def _starts(prefix: str) -> Callable[[Any], bool]:
-    return lambda value: isinstance(value, str) and value.startswith(prefix)
+def _present(value: Any) -> bool:
+    return value is not None
 
 
-def _not_starts(prefix: str) -> Callable[[Any], bool]:
-    return lambda value: isinstance(value, str) and not value.startswith(prefix)
+def _absent(value: Any) -> bool:
+    return value is None
 
 
 @dataclass(frozen=True)
@@ -95,38 +98,41 @@ class Figure:
 
 PEAK_MEMORY, SCALING, CHECKPOINT, DATA_FEED = "peak-memory", "interconnect-scaling", "checkpoint-bandwidth", "data-feed"
 RACK_POWER, RESTART, TIME_TO_RESULT, SERVING = "rack-power", "restart-behavior", "time-to-result", "inference-capacity"
-_MEASURED_SCALING = _starts("measured")
+# interconnect-scaling writes measured_gpus only when measured scaling points decide it, and
+# measured_node_busbw_gbs only when a single-node nccl-tests run gives the intra-node busbw.
+SCALING_MEASURED, NODE_BUSBW_MEASURED = "measured_gpus", "measured_node_busbw_gbs"
 
 FIGURES: tuple[Figure, ...] = (
     # The estimate at the micro-batch the measurement ran (peak-memory reports both when a run matches).
     Figure(PEAK_MEMORY, "total_gib", "GiB", "/measurements/peak_memory", ABOVE,
            Reading(PEAK_MEMORY, "estimated_total_gib"), AS_BUILT, Reading(PEAK_MEMORY, "measured_total_gib")),
     Figure(SCALING, "efficiency", "fraction", "/measurements/scaling", BELOW,
-           Reading(SCALING, "efficiency", "decided_by", _is("modelled")), RECORD,
-           Reading(SCALING, "efficiency", "decided_by", _MEASURED_SCALING), ("/measurements/scaling_csv",)),
+           Reading(SCALING, "efficiency", SCALING_MEASURED, _absent), RECORD,
+           Reading(SCALING, "efficiency", SCALING_MEASURED, _present), ("/measurements/scaling_csv",)),
     Figure(SCALING, "node_busbw_gbs", "GB/s", "/measurements/nccl_tests", BELOW,
-           Reading(SCALING, "node_busbw_gbs", "intra_node_link", _not_starts("measured")), RECORD,
-           Reading(SCALING, "node_busbw_gbs", "intra_node_link", _starts("measured"))),
+           Reading(SCALING, "node_busbw_gbs", NODE_BUSBW_MEASURED, _absent), RECORD,
+           Reading(SCALING, "node_busbw_gbs", NODE_BUSBW_MEASURED, _present)),
     Figure(SCALING, "cluster_busbw_gbs", "GB/s", "/measurements/nccl_tests", BELOW,
-           Reading(SCALING, "cluster_busbw_gbs", "busbw_bound_by", _is_not("measured")), RECORD,
-           Reading(SCALING, "cluster_busbw_gbs", "busbw_bound_by", _is("measured"))),
+           Reading(SCALING, "cluster_busbw_gbs", "busbw_bound_by", _is_not(MEASURED_BOUND)), RECORD,
+           Reading(SCALING, "cluster_busbw_gbs", "busbw_bound_by", _is(MEASURED_BOUND))),
     Figure(CHECKPOINT, "write_gbs", "GB/s", "/measurements/storage/write_gbs", BELOW,
-           Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is("quoted")), RECORD,
-           Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is("measured")), ("/measurements/fio",)),
+           Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is(FigureFrom.QUOTED)), RECORD,
+           Reading(CHECKPOINT, "write_gbs", "storage_write_from", _is(FigureFrom.MEASURED)), ("/measurements/fio",)),
     Figure(DATA_FEED, "storage_read_gbs", "GB/s", "/measurements/storage/read_gbs", BELOW,
-           Reading(DATA_FEED, "storage_read_gbs", "storage_read_from", _is("quoted")), RECORD,
-           Reading(DATA_FEED, "storage_read_gbs", "storage_read_from", _is("measured"))),
+           Reading(DATA_FEED, "storage_read_gbs", "storage_read_from", _is(FigureFrom.QUOTED)), RECORD,
+           Reading(DATA_FEED, "storage_read_gbs", "storage_read_from", _is(FigureFrom.MEASURED))),
     Figure(RACK_POWER, "site_kw", "kW", "/measurements/power", ABOVE,
-           Reading(RACK_POWER, "site_kw", "draw_basis", _is("nameplate maximum")), RECORD,
-           Reading(RACK_POWER, "site_kw", "draw_basis", _is("measured sustained draw")), ("/measurements/power_csv",)),
+           Reading(RACK_POWER, "site_kw", "draw_basis", _is(FigureFrom.NAMEPLATE_MAXIMUM)), RECORD,
+           Reading(RACK_POWER, "site_kw", "draw_basis", _is(FigureFrom.MEASURED_SUSTAINED_DRAW)),
+           ("/measurements/power_csv",)),
     Figure(RESTART, "restart_min", "min", "/measurements/restore_test", ABOVE,
-           Reading(RESTART, "restart_min", "restart_from", _is_not("restore test")), RECORD,
-           Reading(RESTART, "restart_min", "restart_from", _is("restore test"))),
+           Reading(RESTART, "restart_min", "restart_from", _is_not(FigureFrom.RESTORE_TEST)), RECORD,
+           Reading(RESTART, "restart_min", "restart_from", _is(FigureFrom.RESTORE_TEST))),
     # The per-GPU rate the schedule assumed, against the rate measured at the smallest scaling point, where
     # data-parallel communication costs least (the scaling efficiency is its own figure above).
     Figure(TIME_TO_RESULT, "tokens_per_s_per_gpu", "tokens/s", "/measurements/scaling", BELOW,
            Reading(TIME_TO_RESULT, "tokens_per_s_per_gpu"), RECORD,
-           Reading(SCALING, "tokens_per_s_per_gpu_at_base", "decided_by", _MEASURED_SCALING),
+           Reading(SCALING, "tokens_per_s_per_gpu_at_base", SCALING_MEASURED, _present),
            ("/measurements/scaling_csv",)),
     # The roofline at the measured batch (inference-capacity reports both where measured latencies decide).
     Figure(SERVING, "ttft_ms", "ms", "/measurements/serving_latency", ABOVE,

@@ -22,6 +22,7 @@ from rules.estimates.search.remedy_sizing import RackLoad
 from rules.job.cluster import Rack
 from rules.job.fields import member_pointer
 from rules.job.inputs import GPU_FIELDS, SERVER_FIELDS
+from rules.status import FigureFrom
 
 _RACKS_UNPRICED = "racks and PDUs are not priced in the quote"
 _PDU_STEP_KW, _RATE_STEP_GBS, _RAM_STEP_GIB = 0.1, 0.1, 1.0
@@ -288,7 +289,7 @@ def storage_changes(s: Situation) -> list[Change]:
     changes = []
     saved = s.evidence("checkpoint-bandwidth")
     if s.open("checkpoint-bandwidth", "save-too-slow") and saved.get("save_bound_by") == "storage" and \
-            saved.get("storage_write_from") == "quoted":
+            saved.get("storage_write_from") == FigureFrom.QUOTED:
         write = sizing.round_up(sizing.write_gbs_for_save(saved["checkpoint_gb"], saved["max_save_s"],
                                                           saved["write_efficiency"]), _RATE_STEP_GBS)
         changes.append(Change(f"storage:write={write:g}", QUOTE,
@@ -299,7 +300,7 @@ def storage_changes(s: Situation) -> list[Change]:
                               "storage bandwidth is not priced in the quote"))
     feed = s.evidence("data-feed")
     if s.open("data-feed", "storage-too-slow", "storage-within-headroom") and \
-            feed.get("storage_read_from") == "quoted":
+            feed.get("storage_read_from") == FigureFrom.QUOTED:
         headroom = s.threshold("data-feed", "storage_headroom_fraction")
         read = sizing.round_up(sizing.capacity_with_spare(feed["required_read_gbs"], headroom), _RATE_STEP_GBS)
         changes.append(Change(f"storage:read={read:g}", QUOTE,

@@ -7,7 +7,7 @@ from rules.checks.facts.layout import cpu_cores_per_node, layout, training_group
 from rules.checks.facts.throughput import throughput_facts
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import spare_fraction
-from rules.status import Basis, Status
+from rules.status import Basis, FigureFrom, Status
 
 _FEED = ("{cluster_tokens_per_s:,.0f} tokens/s ({tokens_per_s_per_gpu:,.0f} per GPU from {throughput_from}) × "
          "{bytes_per_token:g} B/token")
@@ -73,7 +73,7 @@ class DataFeed(Check):
             "bytes_per_token": bytes_per_token,
             "required_read_gbs": required,
             "storage_read_gbs": storage_read,
-            "storage_read_from": "measured" if measured is not None else "quoted",
+            "storage_read_from": FigureFrom.MEASURED if measured is not None else FigureFrom.QUOTED,
             "storage_spare_fraction": spare_fraction(required, storage_read),
             "tokens_per_s_per_core": per_core,
             "decode_cores_cluster": decode.cluster_cores,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import scaling
+from rules.estimates.communication.interconnect import MEASURED_BOUND
 from rules.status import Basis, Status
 
 _REMEDY = ("Quote more or faster compute NICs (one 400 Gb/s NIC per GPU), a non-blocking fabric, or NVLink GPUs; "
@@ -61,7 +62,7 @@ class InterconnectScaling(Check):
 
 def _modelled_detail(e: dict) -> str:
     network = (f", network tier {e['network_busbw_gbs']:.0f} GB/s" if e.get("network_busbw_gbs") is not None else "")
-    bound = "measured" if e["busbw_bound_by"] == "measured" else f"bound by the {e['busbw_bound_by']} tier"
+    bound = "measured" if e["busbw_bound_by"] == MEASURED_BOUND else f"bound by the {e['busbw_bound_by']} tier"
     if e.get("estimated_cluster_busbw_gbs") is not None:
         bound += (f"; nameplates would give {e['estimated_node_busbw_gbs']:.0f} GB/s in a node and "
                   f"{e['estimated_cluster_busbw_gbs']:.0f} GB/s across the job")

@@ -8,7 +8,7 @@ from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.racks import measured_draw, quoted_site
 from rules.estimates.power_cost.site_power import SitePower, SizedRack, site_power
 from rules.job.fields import member_pointer
-from rules.status import Basis, Status
+from rules.status import Basis, FigureFrom, Status
 
 
 class RackPower(Check):
@@ -62,7 +62,7 @@ class RackPower(Check):
             "redundancy_unmet": len(sized.short_of_pdus),
             "redundancy_note": _redundancy_note(sized),
             "racks_over_limit": sized.racks_over_limit,
-            "draw_basis": "measured sustained draw" if measured else "nameplate maximum",
+            "draw_basis": FigureFrom.MEASURED_SUSTAINED_DRAW if measured else FigureFrom.NAMEPLATE_MAXIMUM,
             **_worst(sized.worst),
         }
         if draw.not_used:

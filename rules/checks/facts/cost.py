@@ -23,6 +23,7 @@ from rules.estimates.power_cost.rental import RATE_KINDS, RentalRates
 from rules.estimates.reliability.goodput_sim import GoodputInputs
 from rules.estimates.training_time.schedule import NEVER_DAYS
 from rules.job.cluster import QuotedNodeGroup
+from rules.status import FigureFrom
 
 _KIND_NAMES = {"on_demand": "on-demand", "reserved": "reserved", "spot": "spot"}
 
@@ -118,7 +119,8 @@ def training_cost(ctx: Context, run: RunPlan, job: GoodputInputs | None) -> dict
     evidence: dict[str, Any] = {
         **_NO_COST, "cost_currency": ctx.setting("cost.currency"), "cost_as_of": ctx.setting("cost.as_of"),
         "cost_comparable": problem is None, "cost_problem": problem, "power_kw": hardware.owned.it_kw,
-        "power_basis": "measured sustained draw" if sustained_w_per_node(ctx) is not None else "nameplate maximum",
+        "power_basis": (FigureFrom.MEASURED_SUSTAINED_DRAW if sustained_w_per_node(ctx) is not None
+                        else FigureFrom.NAMEPLATE_MAXIMUM),
         "power_unknown_groups": list(hardware.unknown_power), "pue": rates.pue,
         "electricity_per_kwh": rates.electricity_per_kwh, "amortisation_years": rates.amortisation_years,
         "rent_gpu_model": gpu_model, "rent_cost_per_run": dict.fromkeys(RATE_KINDS), "rent_spot_days": None,

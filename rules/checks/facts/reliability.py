@@ -17,7 +17,7 @@ from rules.checks.facts.model import model_state_inputs, note_missing_formats, t
 from rules.estimates.reliability import checkpoint
 from rules.estimates.reliability import failures as reliability
 from rules.job.fields import member_pointer
-from rules.status import Basis
+from rules.status import Basis, FigureFrom
 from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 
 
@@ -81,7 +81,7 @@ class CheckpointFacts:
             "write_gbs": self.save.write_gbs,
             "storage_write_gbs": self.storage_write_gbs,
             "write_efficiency": self.write_efficiency,
-            "storage_write_from": "measured" if self.basis is Basis.MEASURED else "quoted",
+            "storage_write_from": FigureFrom.MEASURED if self.basis is Basis.MEASURED else FigureFrom.QUOTED,
             "node_nics_gbs": self.save.node_nics_gbs,
             "storage_path": self.storage_path,
             "writing_nodes": self.nodes,
@@ -227,15 +227,15 @@ def _goodput(ctx: Context) -> GoodputFacts | None:
     training = ctx.job.training
     interval_min = ctx.needed(training.checkpoint.interval_min)
     outcome = restore_test(ctx)
-    restart_min, restart_from, assumed = None, "submission", []
+    restart_min, restart_from, assumed = None, FigureFrom.SUBMISSION, []
     if outcome == "passed":
         restart_min = ctx.value(ctx.job.measurements.restore_test.restore_min)
-        restart_from = "restore test"
+        restart_from = FigureFrom.RESTORE_TEST
     stated_restart = training.reliability.restart_min
     if restart_min is None:
-        restart_min, restart_from = ctx.value(stated_restart), "submission"
+        restart_min, restart_from = ctx.value(stated_restart), FigureFrom.SUBMISSION
     if restart_min is None:
-        restart_min, restart_from = ctx.setting("restart.default_restart_min"), "policy default"
+        restart_min, restart_from = ctx.setting("restart.default_restart_min"), FigureFrom.POLICY_DEFAULT
         assumed.append(f"{stated_restart.pointer} = {restart_min:g} min (policy restart.default_restart_min)")
     if saved is None or mtbf_h is None or interval_min is None:
         return None

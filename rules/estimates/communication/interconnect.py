@@ -34,6 +34,9 @@ COLLECTIVES: tuple[str, ...] = (
     "all-to-all",
 )
 
+# The bound of a job's cluster busbw when a multi-node nccl-tests run gave it (Bandwidth.bound_by).
+MEASURED_BOUND = "measured"
+
 
 # --------------------------------------------------------------------------------------------------
 # nccl-tests bandwidth definitions
@@ -268,7 +271,7 @@ class Bandwidth:
     node_busbw_gbs: float
     cluster_busbw_gbs: float  # equals node_busbw_gbs on one node
     network_busbw_gbs: float | None  # compute NICs per node × achieved GB/s per NIC ÷ oversubscription
-    bound_by: str  # "node", "network", or "measured" (nccl-tests across nodes)
+    bound_by: str  # "node", "network", or MEASURED_BOUND (nccl-tests across nodes)
     intra_node_link: str
     source: str  # what the figures rest on, in words
     nodes: int
@@ -310,7 +313,7 @@ def job_bandwidth(nodes: int, dp_ranks_per_node: int, gpus_per_node: int, measur
         busbw = min(node, busbw * share) if share < 1 else busbw
         sources.append(f"cross-node busbw measured by nccl-tests on {measured.cluster_nodes} nodes (the job spans "
                        f"{nodes}){_read_at(measured)}{shared}")
-        return Bandwidth(node, busbw, busbw, "measured", described, "; ".join(sources + notes), nodes, measured)
+        return Bandwidth(node, busbw, busbw, MEASURED_BOUND, described, "; ".join(sources + notes), nodes, measured)
     if network is None:
         raise ValueError("the compute network is needed without a multi-node nccl-tests measurement")
     per_nic_gbps = network.gbps / network.nics
