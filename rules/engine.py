@@ -139,6 +139,9 @@ class RuleEngine:
                        for check in self.checks}
         self._named = {check_id: frozenset().union(*(condition | exemption for condition, exemption in needs))
                        for check_id, needs in self._needs.items()}
+        # The facts the rules' conditions name: when all were given and no rule matched, the check passes.
+        self._conditions = {check_id: frozenset().union(*(condition for condition, _ in needs))
+                            for check_id, needs in self._needs.items()}
         self.ruleset = f"quotecheck_{next(_names)}"
         self._verdicts: dict[str, dict[str, set[tuple[str, int]]]] = defaultdict(lambda: defaultdict(set))
         with _lock:
@@ -179,7 +182,7 @@ class RuleEngine:
     def _collector(self, check_id: str, verdict: tuple[str, int]):
         """Returns the action of one rule: it notes ``verdict`` for ``check_id`` under the state's sid."""
         def action(c: Any) -> None:
-            self._verdicts[c.m.sid][check_id].add(verdict)
+            self._verdicts[c.s.sid][check_id].add(verdict)  # the state's sid: fewer of durable's lookups than c.m.sid
 
         return action
 
@@ -200,7 +203,11 @@ class RuleEngine:
             if not (_SEEN in seen if facts.stage is Stage.DECIDE else stages):
                 raise EngineError(f"durable_rules did not see the facts of check {check_id}")
             if facts.stage is Stage.DECIDE:
-                decided[check_id] = _conclusion(check, self._needs[check_id], set(fact) | facts.unjudged, seen)
+                given = set(fact) | facts.unjudged
+                if len(seen) == 1 and self._conditions[check_id] <= given:  # no rule matched, and each could
+                    decided[check_id] = (check.passing.status, check.passing.name)
+                else:
+                    decided[check_id] = _conclusion(check, self._needs[check_id], given, seen)
             else:
                 if len(stages) != 1:
                     raise EngineError(f"check {check_id} at stage {facts.stage.value} matched {len(stages)} "
