@@ -102,14 +102,20 @@ def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: 
     since no condition can read them (a threshold of that name outranks the evidence, as when all are posted).
     """
     fact: dict[str, Any] = {}
-    evidence = facts.evidence
+    evidence, unjudged = facts.evidence, facts.unjudged
     if named is None:
         values = {**evidence, **thresholds}
-    else:
-        values = {key: thresholds[key] if key in thresholds else evidence[key]
-                  for key in named if key in thresholds or key in evidence}
-    for key, value in values.items():
-        if key in facts.unjudged:
+        keys: Iterable[str] = values
+    else:  # one pass over the named facts, without a dict of the values first
+        values, keys = evidence, named
+    for key in keys:
+        if key in thresholds:
+            value = thresholds[key]
+        elif key in values:
+            value = values[key]
+        else:
+            continue
+        if key in unjudged:
             continue
         kind = type(value)
         # The common cases as durable reads them, without durable_number's checks: repr writes no exponent
@@ -228,7 +234,9 @@ class RuleEngine:
         with _lock:
             try:
                 for check, facts, thresholds in items:
-                    fact = fact_for(check, facts, thresholds, sid, self._named[check.id])
+                    # At a stage other than decide only the stage is read (by its shared rule): no evidence.
+                    fact = fact_for(check, facts, thresholds, sid, self._named[check.id]
+                                    if facts.stage is Stage.DECIDE else frozenset())
                     posted[check.id] = (check, facts, fact)
                     if not batch:
                         self._assert([fact], f"of check {check.id}")
