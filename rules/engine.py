@@ -4,8 +4,9 @@ durable_rules keeps every state it has seen until it is deleted (an evaluation t
 fails with MemoryError after a few thousand runs), keeps exceptions raised inside actions on the state
 instead of raising them, and raises MessageNotHandledException when no rule matches a fact. This module
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
-EngineError, and every fact is acknowledged by one rule (its check's acknowledgement at the decide stage,
-the shared rule of its stage otherwise) and must have been seen by it.
+EngineError, and every fact is acknowledged by one rule shared by every check (the acknowledgement of the
+decide stage, or the rule of its other stage), which takes all the facts of its stage in one action, and
+must have been seen by it.
 
 A check is decided as conftest decides a policy: every rule of the check whose condition holds is a
 finding; the most severe finding decides (fail before warn), the first declared among equals gives the
@@ -101,14 +102,20 @@ def fact_for(check: type[Check], facts: Facts, thresholds: dict[str, Any], sid: 
     since no condition can read them (a threshold of that name outranks the evidence, as when all are posted).
     """
     fact: dict[str, Any] = {}
-    evidence = facts.evidence
+    evidence, unjudged = facts.evidence, facts.unjudged
     if named is None:
         values = {**evidence, **thresholds}
-    else:
-        values = {key: thresholds[key] if key in thresholds else evidence[key]
-                  for key in named if key in thresholds or key in evidence}
-    for key, value in values.items():
-        if key in facts.unjudged:
+        keys: Iterable[str] = values
+    else:  # one pass over the named facts, without a dict of the values first
+        values, keys = evidence, named
+    for key in keys:
+        if key in thresholds:
+            value = thresholds[key]
+        elif key in values:
+            value = values[key]
+        else:
+            continue
+        if key in unjudged:
             continue
         kind = type(value)
         # The common cases as durable reads them, without durable_number's checks: repr writes no exponent
@@ -138,6 +145,9 @@ class RuleEngine:
                        for check in self.checks}
         self._named = {check_id: frozenset().union(*(condition | exemption for condition, exemption in needs))
                        for check_id, needs in self._needs.items()}
+        # The facts the rules' conditions name: when all were given and no rule matched, the check passes.
+        self._conditions = {check_id: frozenset().union(*(condition for condition, _ in needs))
+                            for check_id, needs in self._needs.items()}
         self.ruleset = f"quotecheck_{next(_names)}"
         self._verdicts: dict[str, dict[str, set[tuple[str, int]]]] = defaultdict(lambda: defaultdict(set))
         with _lock:
@@ -147,29 +157,38 @@ class RuleEngine:
     def _definition(self) -> dict[str, Any]:
         """Returns the ruleset's definition as ``durable.lang.ruleset.define`` writes it: ``r_<n>`` → the n-th
         rule's condition and action."""
-        rules = []
+        # Every fact is acknowledged by one rule of its stage: at the decide stage the acknowledgement, at the
+        # others the shared stage rule (a fact's stage is one of Stage's four), so durable never meets an
+        # unhandled fact: deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
+        # Each takes every fact of its stage in one action (cap: at most one fact per check is posted at a time),
+        # instead of one action per fact.
+        every = lang.cap(max(1, len(self.checks)))
+        rules = [lang.when_all(every, lang.m.stage == Stage.DECIDE.value)(self._acknowledger(_SEEN))]
+        rules.extend(lang.when_all(every, lang.m.stage == shared.stage.value)(self._acknowledger(("stage", index)))
+                     for index, shared in enumerate(SHARED_RULES))
         for check in self.checks:
-            of_check = lang.m.check == check.id
-            decide = lang.m.stage == Stage.DECIDE.value
-            # Every fact of a check is acknowledged by one rule, this one at the decide stage and a shared stage
-            # rule at the others (a fact's stage is one of Stage's four), so durable never meets an unhandled
-            # fact: deleting a state that holds one crashes durable_rules 2.0.28 (segmentation fault).
-            rules.append(lang.when_all(of_check & decide)(self._collector(check.id, _SEEN)))
-            for index, shared in enumerate(SHARED_RULES):
-                rules.append(lang.when_all(of_check & (lang.m.stage == shared.stage.value))(
-                    self._collector(check.id, ("stage", index))))
+            decided = (lang.m.check == check.id) & (lang.m.stage == Stage.DECIDE.value)
             for index, rule in enumerate(check.rules):
-                rules.append(lang.when_all(of_check & decide & rule.when(lang.m))(
-                    self._collector(check.id, ("rule", index))))
+                rules.append(lang.when_all(decided & rule.when(lang.m))(self._collector(check.id, ("rule", index))))
                 if rule.unless is not None:
-                    rules.append(lang.when_all(of_check & decide & rule.unless.when(lang.m))(
+                    rules.append(lang.when_all(decided & rule.unless.when(lang.m))(
                         self._collector(check.id, ("exemption", index))))
         return {f"r_{index}": rule.define() for index, rule in enumerate(rules)}
+
+    def _acknowledger(self, verdict: tuple[str, int]):
+        """Returns the action of a rule every check shares: it notes ``verdict`` for the check of each fact it
+        matched (a list, the rule being capped) under the state's sid."""
+        def action(c: Any) -> None:
+            noted = self._verdicts[c.s.sid]
+            for fact in c.m:
+                noted[fact["check"]].add(verdict)
+
+        return action
 
     def _collector(self, check_id: str, verdict: tuple[str, int]):
         """Returns the action of one rule: it notes ``verdict`` for ``check_id`` under the state's sid."""
         def action(c: Any) -> None:
-            self._verdicts[c.m.sid][check_id].add(verdict)
+            self._verdicts[c.s.sid][check_id].add(verdict)  # the state's sid: fewer of durable's lookups than c.m.sid
 
         return action
 
@@ -190,7 +209,11 @@ class RuleEngine:
             if not (_SEEN in seen if facts.stage is Stage.DECIDE else stages):
                 raise EngineError(f"durable_rules did not see the facts of check {check_id}")
             if facts.stage is Stage.DECIDE:
-                decided[check_id] = _conclusion(check, self._needs[check_id], set(fact) | facts.unjudged, seen)
+                given = set(fact) | facts.unjudged
+                if len(seen) == 1 and self._conditions[check_id] <= given:  # no rule matched, and each could
+                    decided[check_id] = (check.passing.status, check.passing.name)
+                else:
+                    decided[check_id] = _conclusion(check, self._needs[check_id], given, seen)
             else:
                 if len(stages) != 1:
                     raise EngineError(f"check {check_id} at stage {facts.stage.value} matched {len(stages)} "
@@ -211,7 +234,9 @@ class RuleEngine:
         with _lock:
             try:
                 for check, facts, thresholds in items:
-                    fact = fact_for(check, facts, thresholds, sid, self._named[check.id])
+                    # At a stage other than decide only the stage is read (by its shared rule): no evidence.
+                    fact = fact_for(check, facts, thresholds, sid, self._named[check.id]
+                                    if facts.stage is Stage.DECIDE else frozenset())
                     posted[check.id] = (check, facts, fact)
                     if not batch:
                         self._assert([fact], f"of check {check.id}")

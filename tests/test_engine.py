@@ -151,6 +151,31 @@ def test_the_state_is_deleted_after_every_evaluation_even_on_error() -> None:
             engine._rules.get_state(sid)
 
 
+def test_a_state_holding_facts_only_the_shared_acknowledgements_matched_is_deleted() -> None:
+    # Deleting a state that holds a fact no rule matched crashes durable_rules 2.0.28; here no check's own rule
+    # matches, so each fact is held only by the capped acknowledgement of its stage, taken in one action.
+    checks = [_check(f"quiet-{n}", Rule(Status.FAIL, "negative", lambda m: m.value < 0, "")) for n in range(3)]
+    engine = RuleEngine(checks)
+    sids: list[str] = []
+    assert_facts = engine._rules.assert_facts
+
+    def noting_sids(facts: list[dict]):
+        sids.extend(fact["sid"] for fact in facts)
+        return assert_facts(facts)
+
+    engine._rules.assert_facts = noting_sids
+    stages = [_facts(value=1), Facts(stage=Stage.NOT_APPLICABLE), Facts(stage=Stage.INSUFFICIENT_DATA)]
+    for _ in range(3):
+        assert engine.decide([(check, facts, {}) for check, facts in zip(checks, stages, strict=True)]) == {
+            "quiet-0": (Status.PASS, "ok"), "quiet-1": (Status.NOT_APPLICABLE, "not-applicable"),
+            "quiet-2": (Status.INSUFFICIENT_DATA, "insufficient-data")}
+
+    assert engine._verdicts == {} and len(set(sids)) == 3
+    for sid in set(sids):
+        with pytest.raises(Exception, match="error code"):
+            engine._rules.get_state(sid)
+
+
 def test_stage_rules_decide_insufficient_and_not_applicable() -> None:
     check = _check("stage-check", Rule(Status.FAIL, "negative", lambda m: m.value < 0, ""))
     engine = RuleEngine([check])
