@@ -35,6 +35,8 @@ from typing import Final
 
 from rules.estimates._args import require_bool, require_non_negative, require_non_negative_int
 from rules.estimates.model.layout import Layout
+from rules.estimates.model.parameters import largest_layer_parameters
+from rules.estimates.model.shapes import ModelShape
 
 NCCL_SIMPLE_BUFFER_BYTES: Final = 4_194_304  # NCCL_BUFFSIZE default (1 << 22)
 NCCL_LL_BUFFER_BYTES: Final = 8 * 512 * 8 * 16  # lines/thread × threads × steps × sizeof(ncclLLFifoLine)
@@ -144,3 +146,23 @@ def communication_buffers(inputs: BufferInputs, settings: CommunicationSettings)
                    / sharded_over)
     return CommunicationBuffers(framework=framework, communicators=communicators, nccl_bytes=nccl,
                                 bucket_bytes=buckets)
+
+
+def rank_buffers(shape: ModelShape | None, layout: Layout, convention: str, gradients_on_gpu_bytes: float,
+                 working_bytes_per_param: float, gradient_as_bucket_view: bool,
+                 settings: CommunicationSettings | None) -> CommunicationBuffers | None:
+    """Returns :func:`communication_buffers` of a training rank of ``layout``, None when ``settings`` do not count them.
+
+    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
+    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
+    (rules/estimates/memory/step_memory.py sizes each step's buffers with it.)
+    """
+    if settings is None:
+        return None
+    unit = None
+    if shape is not None and shape.vocab is not None:
+        unit = largest_layer_parameters(shape, "block") / layout.tensor
+    inputs = BufferInputs(layout=layout, convention=convention, gradients_on_gpu_bytes=gradients_on_gpu_bytes,
+                          working_bytes_per_param=working_bytes_per_param, largest_unit_parameters=unit,
+                          gradient_as_bucket_view=gradient_as_bucket_view)
+    return communication_buffers(inputs, settings)

@@ -31,14 +31,11 @@ from rules.estimates.memory.activations import (
     activation_bytes_per_layer,
 )
 from rules.estimates.memory.comm_buffers import (
-    BufferInputs,
     CommunicationBuffers,
     CommunicationSettings,
-    communication_buffers,
+    rank_buffers,
 )
 from rules.estimates.memory.model_state import (
-    ModelStatePerGpu,
-    StateBytesPerParam,
     TrainedModel,
     effective_sharding,
     model_state_bytes_per_param,
@@ -48,7 +45,7 @@ from rules.estimates.memory.step_figures import StepTerms
 from rules.estimates.memory.step_figures import TrainingMemory as TrainingMemory  # what it returns
 from rules.estimates.memory.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
 from rules.estimates.model.layout import Layout, resized, with_sharding
-from rules.estimates.model.parameters import first_stage_parameter_factor, largest_layer_parameters
+from rules.estimates.model.parameters import first_stage_parameter_factor
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.search.bisection import most_fitting
 from rules.estimates.search.fitting_counts import fewest_fitting_gpus
@@ -185,15 +182,21 @@ class StepMemoryModel:
         return layout, self._keep(("held", layout), lambda: self._held(layout))
 
     def _held(self, layout: Layout) -> TrainingModelState:
-        """Returns the model state on ``layout``, already under the sharding it is sized with."""
+        """Returns the model state on ``layout``, already under the sharding it is sized with.
+
+        Its figures read of the precision only the bytes per parameter (not their citation): they are kept under
+        those bytes, shared with the :meth:`at_precision` siblings whose bytes are the same."""
         job, settings, sharding = self.job, self._state_settings, layout.sharding
         model, shape, pipeline = job.model, job.shape, layout.pipeline
-        state = self._keep(("state", sharding), lambda: model_state_bytes_per_param(
-            model.precision, model.optimizer, settings.convention, sharding))
-        stage_factor = self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline))
-        return sharded_model_state(model, shape, job.offload, layout, settings, state, stage_factor,
-                                   lambda: self._keep(("gathered", sharding),
-                                                      lambda: gathered_bytes(shape, sharding, state, settings)))
+        state, figures = self._keep(("state", sharding), lambda: (bytes_per_param := model_state_bytes_per_param(
+            model.precision, model.optimizer, settings.convention, sharding), replace(bytes_per_param, citation="")))
+        held = self._keep(("held", layout, figures), lambda: sharded_model_state(
+            model, shape, job.offload, layout, settings, state,
+            self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline)),
+            lambda: self._keep(("gathered", sharding), lambda: gathered_bytes(shape, sharding, state, settings))),
+            self._shared)
+        return held if held.state == state else TrainingModelState(
+            sharding, state, held.per_gpu, held.gathered_bytes, held.host, held.first_stage_factor)
 
     def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
                  model_state: TrainingModelState | None = None) -> TrainingMemory:
@@ -243,8 +246,10 @@ class StepMemoryModel:
 
     def _layout_buffers(self, layout: Layout, held: TrainingModelState, sized_here: bool) -> Buffers:
         """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it
-        (under the layout and the two figures of the state :func:`_buffers` reads)."""
-        compute = partial(_buffers, self.job, layout, held.state, held.per_gpu, self.settings)
+        (under the layout and the two figures of the state :func:`rank_buffers` reads)."""
+        job, settings = self.job, self.settings
+        compute = partial(rank_buffers, job.shape, layout, settings.convention, held.per_gpu.gradients_bytes,
+                          held.state.weights_bytes_per_param, job.gradient_as_bucket_view, settings.communication)
         if not sized_here:
             return compute()
         return self._keep((layout, held.per_gpu.gradients_bytes, held.state.weights_bytes_per_param), compute,
@@ -348,24 +353,6 @@ class StepMemoryModel:
         return (f"no GPU count fits memory: under {estimate.sharding} one training step needs "
                 f"{estimate.total_bytes / GIB:,.1f} GiB per GPU even on {gpus:,} GPUs, more than the "
                 f"{estimate.usable_bytes / GIB:,.1f} GiB usable")
-
-
-def _buffers(job: TrainingJob, layout: Layout, state: StateBytesPerParam, per_gpu: ModelStatePerGpu,
-             settings: MemorySettings) -> CommunicationBuffers | None:
-    """Returns the rank's communication buffers, None when the settings do not count them.
-
-    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
-    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
-    """
-    if settings.communication is None:
-        return None
-    unit = None
-    if job.shape is not None and job.shape.vocab is not None:
-        unit = largest_layer_parameters(job.shape, "block") / layout.tensor
-    inputs = BufferInputs(layout=layout, convention=settings.convention, gradients_on_gpu_bytes=per_gpu.gradients_bytes,
-                          working_bytes_per_param=state.weights_bytes_per_param, largest_unit_parameters=unit,
-                          gradient_as_bucket_view=job.gradient_as_bucket_view)
-    return communication_buffers(inputs, settings.communication)
 
 
 def largest_fitting_micro_batch(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings,
