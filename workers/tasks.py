@@ -25,10 +25,10 @@ from flask import current_app
 from rules.advice.compare import compare, comparison_key
 from rules.advice.compare_quotes import compare_quotes, quotes_key
 from rules.evaluate import engine_version
+from service.accounts.actors import Actor
 from service.app import evaluation
 from service.approval import record_store
 from service.config import clock_of
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.record import signing_keys
 from service.tasks import task_runs

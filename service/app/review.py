@@ -15,12 +15,12 @@ from typing import Any, TypeVar
 from sqlmodel import Session
 
 from rules.advice.remedies import with_remedies
+from service.accounts.actors import Actor
 from service.app import evaluation
 from service.approval import decisions, store, workflow
 from service.approval.representations import decision_view, submission_view, waiver_view
 from service.approval.store import Snapshot
 from service.identifiers import new_id
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import Decision, Waiver
 from service.record import SigningKeys

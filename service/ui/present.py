@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Any
 
+from service.accounts.actors import Actor
 from service.accounts.auth import authorize
 from service.approval import workflow
 from service.approval.store import Snapshot
 from service.approval.workflow import Event, State
 from service.errors import Forbidden, WorkflowConflict
-from service.persistence.audit import Actor
 from service.record.view import SOURCE_LABELS, display_number, exact
 
 # Each status as a word and a symbol; the stylesheet adds a colour, which only repeats what these say.

@@ -21,10 +21,10 @@ from typing import Any
 from sqlalchemy import case, or_
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
 from service.accounts.visibility import own_submissions
 from service.approval import store, verdicts, workflow
 from service.approval.workflow import State
-from service.persistence.audit import Actor
 from service.persistence.models import ApiToken, Decision, Revision, Submission, Waiver
 from service.ui.present import may
 
