@@ -450,9 +450,6 @@ NOT_YET_MOVED = {
     ("service.cli.accounts", "service.persistence.audit"),
     ("service.cli.accounts", "service.persistence.db"),
     ("service.cli.accounts", "service.persistence.models"),
-    ("service.cli.audit", "service.persistence.audit"),
-    ("service.cli.audit", "service.persistence.db"),
-    ("service.cli.server", "service.persistence.db"),
     ("service.ui.actions", "service.approval.store"),
     ("service.ui.compare", "service.approval.store"),
     ("service.ui.compare", "service.approval.verdicts"),
@@ -482,7 +479,6 @@ NOT_YET_MOVED = {
     ("workers.tasks", "service.approval.record_store"),
     ("workers.tasks", "service.persistence.db"),
     ("workers.tasks", "service.tasks.task_runs"),
-    ("workers.worker", "service.persistence.db"),
 }
 FRONT_ENDS = ("service.api", "service.ui", "service.cli", "workers")
 
