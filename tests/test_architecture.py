@@ -472,13 +472,6 @@ NOT_YET_MOVED = {
     ("service.ui.submission_views", "service.approval.store"),
     ("service.ui.submission_views", "service.persistence.audit"),
     ("service.ui.submission_views", "service.persistence.db"),
-    ("workers.remedy_tasks", "service.persistence.db"),
-    ("workers.remedy_tasks", "service.tasks.task_runs"),
-    ("workers.search_tasks", "service.persistence.db"),
-    ("workers.search_tasks", "service.tasks.task_runs"),
-    ("workers.tasks", "service.approval.record_store"),
-    ("workers.tasks", "service.persistence.db"),
-    ("workers.tasks", "service.tasks.task_runs"),
 }
 FRONT_ENDS = ("service.api", "service.ui", "service.cli", "workers")
 
