@@ -447,15 +447,11 @@ ALLOWED_BENEATH = {
 # Imports of the pages, the CLI and the workers not yet moved onto the application layer (service/app), as they
 # stand: the list may only shrink. A new import beneath the layer fails, and so does an entry no longer imported.
 NOT_YET_MOVED = {
-    ("service.ui.actions", "service.approval.store"),
     ("service.ui.compare", "service.approval.store"),
     ("service.ui.compare", "service.approval.verdicts"),
     ("service.ui.compare", "service.persistence.db"),
     ("service.ui.compare", "service.persistence.models"),
     ("service.ui.compare", "service.tasks.task_runs"),
-    ("service.ui.downloads", "service.persistence.db"),
-    ("service.ui.history", "service.approval.workflow"),
-    ("service.ui.history", "service.persistence.models"),
     ("service.ui.present", "service.approval.store"),
     ("service.ui.present", "service.approval.workflow"),
     ("service.ui.queue_views", "service.persistence.db"),
