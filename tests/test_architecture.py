@@ -452,8 +452,6 @@ NOT_YET_MOVED = {
     ("service.ui.compare", "service.persistence.db"),
     ("service.ui.compare", "service.persistence.models"),
     ("service.ui.compare", "service.tasks.task_runs"),
-    ("service.ui.present", "service.approval.store"),
-    ("service.ui.present", "service.approval.workflow"),
     ("service.ui.queue_views", "service.persistence.db"),
     ("service.ui.queues", "service.approval.store"),
     ("service.ui.queues", "service.approval.verdicts"),

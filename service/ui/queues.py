@@ -23,10 +23,10 @@ from sqlmodel import Session, col, select
 
 from service.accounts.actors import Actor
 from service.accounts.visibility import own_submissions
+from service.app.review import may
 from service.approval import store, verdicts, workflow
 from service.approval.workflow import State
 from service.persistence.models import ApiToken, Decision, Revision, Submission, Waiver
-from service.ui.present import may
 
 
 @dataclass(frozen=True)
