@@ -17,9 +17,7 @@ from celery import Task, shared_task
 
 from rules.advice.remedies import remedies_key
 from rules.evaluate import engine_version
-from service.app import evaluation
-from service.persistence.db import get_db
-from service.tasks import task_runs
+from service.app import evaluation, runs
 from service.tasks.tasks_port import FIND_REMEDIES
 from workers.tasks import TASK_OPTIONS, run_keyed
 
@@ -30,9 +28,5 @@ def find_remedies_task(self: Task, submission_json: str) -> dict[str, Any]:
     submission = json.loads(submission_json)
     policy = evaluation.policy()
     key = remedies_key(submission, engine_version(), policy.identity()["digest"])
-
-    def search(progress: Any) -> dict[str, Any]:
-        with get_db().session() as session:
-            return evaluation.find_remedies(session, submission, on_progress=progress)
-
-    return run_keyed(self, task_runs.REMEDIES, key, int(policy.value("remedies.max_evaluations")), search)
+    return run_keyed(self, runs.REMEDIES, key, int(policy.value("remedies.max_evaluations")),
+                     lambda progress: runs.remedies_of(submission, on_progress=progress))

@@ -7,7 +7,7 @@ finish sooner; then ``quotecheck.search_layouts.merge`` with the chunks' results
 gives ``rules.advice.search.merge_chunks``'s result, the same as ``search_submission``'s.
 
 Progress lives in the search's task row, which every worker shares: a chunk that ends adds one step
-(``task_runs.advance``, one atomic UPDATE, so chunks ending at once in different workers both count) and
+(``runs.advance``, one atomic UPDATE, so chunks ending at once in different workers both count) and
 reports the count under the search's own task id in the result backend (``update_state(state="PROGRESS",
 meta={"current", "total"})``), which is where ``GET /api/v1/tasks/{id}`` looks. The merge runs under the
 search's task id too, so its result, or the chord's failure when a chunk died before it could record it
@@ -38,9 +38,7 @@ from rules.advice.search import (
     search_submission,
 )
 from rules.evaluate import engine_version
-from service.app import evaluation
-from service.persistence.db import get_db
-from service.tasks import task_runs
+from service.app import evaluation, runs
 from service.tasks.tasks_port import SEARCH_LAYOUTS
 from workers.tasks import TASK_OPTIONS, claim_run, publish_progress, report_progress
 
@@ -50,7 +48,7 @@ MERGE_SEARCH = SEARCH_LAYOUTS + ".merge"  # (the chunks' results, submission JSO
 
 def _failing(search_id: str | None, error: BaseException) -> None:
     if search_id:
-        task_runs.fail(search_id, error)
+        runs.fail(search_id, error)
 
 
 # ignore_result: what the search leaves in the result backend is its progress and, under the same id, the
@@ -67,8 +65,8 @@ def search_layouts_task(self: Task, submission_json: str) -> dict[str, Any] | No
         return search_submission(submission, evaluation.policy())
     chunks = default_chunks()
     key = search_key(submission, engine_version(), evaluation.policy().identity()["digest"])
-    claim = claim_run(self, task_runs.SEARCH, key, len(chunks))
-    if claim.outcome != task_runs.RUN:
+    claim = claim_run(self, runs.SEARCH, key, len(chunks))
+    if claim.outcome != runs.RUN:
         return claim.row.result
     report_progress(self, 0, len(chunks))
     header = [search_chunk_task.s(submission_json, chunk_document(chunk), search_id, len(chunks)) for chunk in chunks]
@@ -91,7 +89,7 @@ def search_chunk_task(self: Task, submission_json: str, chunk: dict[str, Any], s
         _failing(search_id, error)
         raise
     if search_id:
-        done = task_runs.advance(search_id)
+        done = runs.advance(search_id)
         publish_progress(self, done, total, task_id=search_id)
     return part
 
@@ -101,16 +99,13 @@ def merge_search_task(self: Task, parts: list[dict[str, Any]], submission_json: 
                       search_id: str | None) -> dict[str, Any]:
     """Returns the search merged from its chunks' results (``rules.advice.search.merge_chunks``), kept in the task
     row."""
-    if search_id:
-        with get_db().session() as session:
-            row = task_runs.find(session, search_id)
-        if row is not None and row.state == task_runs.SUCCESS and row.result is not None:
-            return row.result
+    if search_id and (finished := runs.finished_result(search_id)) is not None:
+        return finished
     try:
         result = merge_chunks(json.loads(submission_json), parts, policy=evaluation.policy())
     except Exception as error:
         _failing(search_id, error)
         raise
     if search_id:
-        task_runs.succeed(search_id, result)
+        runs.succeed(search_id, result)
     return result

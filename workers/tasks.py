@@ -2,10 +2,10 @@
 
 ``quotecheck.compare_configurations`` runs ``compare_configurations`` (rules.advice.compare, no Celery, no
 database); ``quotecheck.compare_quotes`` ranks stored quotes at their best layouts (rules.advice.compare_quotes);
-``quotecheck.render_record_pdf`` issues an approved record's signed PDF with
-``service.approval.record_store.issue_signed_pdf``, the function the API calls when it renders one for a request.
+``quotecheck.render_record_pdf`` issues an approved record's signed PDF with ``service.app.runs.render_signed_pdf``
+(``service.approval.record_store.issue_signed_pdf``), the function the API calls when it renders one for a request.
 The tasks run inside the Flask app context (workers/celery_app.py), keep their state, progress and
-outcome in the task table (service/tasks/task_runs.py), report progress with
+outcome in the task table (service/tasks/task_runs.py, through service/app/runs.py), report progress with
 ``update_state(state="PROGRESS", meta={"current", "total"})``, and are idempotent: each run claims its
 row first (``claim_run``), so a task delivered again returns its stored result, one redelivered after its
 worker died runs again, and one sent twice runs once. Only JSON crosses the broker, so no task returns
@@ -20,18 +20,12 @@ from typing import Any
 
 from celery import Task, shared_task
 from celery.utils.log import get_task_logger
-from flask import current_app
 
 from rules.advice.compare import compare, comparison_key
 from rules.advice.compare_quotes import compare_quotes, quotes_key
 from rules.evaluate import engine_version
-from service.app import evaluation
-from service.approval import record_store
-from service.config import clock_of
-from service.persistence.audit import Actor
-from service.persistence.db import get_db
-from service.record import signing_keys
-from service.tasks import task_runs
+from service.accounts.actors import Actor
+from service.app import evaluation, runs
 from service.tasks.tasks_port import COMPARE_CONFIGURATIONS, COMPARE_QUOTES, RENDER_RECORD_PDF
 
 # Options every task shares; the app-wide settings (workers/celery_app.py) say the same, but a task
@@ -77,7 +71,7 @@ def report_progress(task: Task, current: int, total: int) -> None:
         return
     publish_progress(task, current, total)
     if current:
-        task_runs.progress(task_id, current, total)
+        runs.progress(task_id, current, total)
 
 
 def delivery_tag(task: Task) -> str | None:
@@ -87,18 +81,18 @@ def delivery_tag(task: Task) -> str | None:
     return str(tag) if tag is not None else None
 
 
-def claim_run(task: Task, kind: str, key: str, total: int) -> task_runs.Claim:
-    """Returns the claim of the task's row (task_runs.claim): RUN, DONE or ENDED.
+def claim_run(task: Task, kind: str, key: str, total: int) -> runs.Claim:
+    """Returns the claim of the task's row (runs.claim): RUN, DONE or ENDED.
 
     While another run holds the row the task is retried (a new message, this one acknowledged) for when
     that run would be stale; after BUSY_RETRIES it gives up with ENDED, leaving the row to that run.
     """
-    claim = task_runs.claim(task.request.id, kind, key, total, delivery_tag(task))
-    if claim.outcome != task_runs.BUSY:
+    claim = runs.claim(task.request.id, kind, key, total, delivery_tag(task))
+    if claim.outcome != runs.BUSY:
         return claim
     if task.request.retries >= BUSY_RETRIES:
         logger.warning("task %s is held by another run; leaving it to that run", task.request.id)
-        return task_runs.Claim(task_runs.ENDED, claim.row)
+        return runs.Claim(runs.ENDED, claim.row)
     raise task.retry(countdown=claim.wait_s, max_retries=BUSY_RETRIES)
 
 
@@ -113,19 +107,19 @@ def run_keyed(task: Task, kind: str, key: str, total: int,
     task_id = task.request.id
     if task_id:
         claim = claim_run(task, kind, key, total)
-        if claim.outcome == task_runs.DONE:
+        if claim.outcome == runs.DONE:
             return claim.row.result
-        if claim.outcome == task_runs.ENDED:
+        if claim.outcome == runs.ENDED:
             return None
     report_progress(task, 0, total)
     try:
         result = work(lambda done, of: report_progress(task, done, of))
     except Exception as error:
         if task_id:
-            task_runs.fail(task_id, error)
+            runs.fail(task_id, error)
         raise
     if task_id:
-        task_runs.succeed(task_id, result)
+        runs.succeed(task_id, result)
     return result
 
 
@@ -135,7 +129,7 @@ def compare_configurations_task(self: Task, submission_json: str,
     """Returns the comparison (see ``compare_configurations``) under the app's policy, keeping it in the task table."""
     policy = evaluation.policy()
     key = comparison_key(json.loads(submission_json), variants, engine_version(), policy.identity()["digest"])
-    return run_keyed(self, task_runs.COMPARISON, key, len(variants), lambda progress: compare_configurations(
+    return run_keyed(self, runs.COMPARISON, key, len(variants), lambda progress: compare_configurations(
         submission_json, variants, policy, on_progress=progress))
 
 
@@ -148,7 +142,7 @@ def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any] | None:
     quotes = [(name, document) for name, document in json.loads(quotes_json)]
     policy = evaluation.policy()
     key = quotes_key(quotes, engine_version(), policy.identity()["digest"])
-    return run_keyed(self, task_runs.QUOTE_COMPARISON, key, len(quotes),
+    return run_keyed(self, runs.QUOTE_COMPARISON, key, len(quotes),
                      lambda progress: compare_quotes(quotes, policy, on_progress=progress))
 
 
@@ -166,22 +160,18 @@ def render_record_pdf_task(self: Task, record_id: str, actor: dict[str, Any]) ->
     task_id = self.request.id
     who = Actor(**actor)
     try:
-        with get_db().session() as session:
-            record = record_store.get_record(session, record_id)
+        work = runs.pdf_work(record_id)
         if task_id:
-            claim = claim_run(self, task_runs.RECORD_PDF, record_store.record_pdf_key(record.id, record.digest), 1)
-            if claim.outcome != task_runs.RUN:
+            claim = claim_run(self, runs.RECORD_PDF, work.key, 1)
+            if claim.outcome != runs.RUN:
                 return claim.row.result
         report_progress(self, 0, 1)
-        stored = record_store.issue_signed_pdf(who, record, signing_keys(), clock_of(current_app.config)())
-        result = {"record_id": record.id, "record_digest": record.digest, "record_status": "signed",
-                  "pdf_digest": stored.pdf_digest, "bytes": len(stored.pdf),
-                  "href": f"/api/v1/records/{record.id}.pdf"}
+        result = runs.render_signed_pdf(who, work)
     except Exception as error:
         if task_id:
-            task_runs.fail(task_id, error)
+            runs.fail(task_id, error)
         raise
     report_progress(self, 1, 1)
     if task_id:
-        task_runs.succeed(task_id, result)
+        runs.succeed(task_id, result)
     return result

@@ -13,7 +13,7 @@ from typing import Any
 from celery.signals import setup_logging, worker_process_init, worker_ready, worker_shutting_down
 
 from service import create_app, logs
-from service.persistence.db import get_db
+from service.app.database import drop_inherited_connections
 from service.startup import settle_after_start_up
 from workers.dispatcher import Dispatcher
 
@@ -34,7 +34,7 @@ if logs.json_logs(flask_app.config):
 def _fresh_database_connections(**_: Any) -> None:
     # A prefork child inherits the parent's pooled connections; sharing a socket across processes corrupts
     # it. Drop them without closing (the parent still owns them); the child opens its own.
-    get_db(flask_app).engine.dispose(close=False)
+    drop_inherited_connections(flask_app)
     # What every evaluation reads, loaded and frozen out of the garbage collector's walks (service/startup.py).
     settle_after_start_up()
 

@@ -20,9 +20,10 @@ from flask import Flask, current_app, g, request
 from sqlmodel import Session, col, select
 
 from service.accounts import users
+from service.accounts.actors import Actor
 from service.config import DEFAULT_TOKEN_LIFETIME_DAYS, clock_of
 from service.errors import Forbidden, InvalidRequest, Unauthorized
-from service.persistence.audit import Actor, append, timestamp
+from service.persistence.audit import append, timestamp
 from service.persistence.db import get_db
 from service.persistence.models import ApiToken, User
 

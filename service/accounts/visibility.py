@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
 from service.errors import NotFound
-from service.persistence.audit import Actor
 from service.persistence.models import ApiToken, Submission
 
 

@@ -14,9 +14,9 @@ from typing import Any
 from flask import url_for
 
 from rules.advice.as_built import calibration
+from service.accounts.actors import Actor
 from service.app import evaluation
 from service.approval import addenda
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import Addendum
 from service.record import signing_keys

@@ -17,12 +17,12 @@ from rules.advice.compare import comparison_key, variant_documents
 from rules.advice.compare_quotes import check_same_workload, quotes_key
 from rules.errors import InvalidSubmission
 from rules.evaluate import engine_version, submission_digest
+from service.accounts.actors import Actor
 from service.accounts.visibility import ensure_visible
 from service.app import tasks
 from service.app.evaluation import policy
 from service.approval import store
 from service.errors import InvalidRequest
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.tasks import task_runs
 

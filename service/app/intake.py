@@ -15,12 +15,12 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from service.accounts.actors import Actor
 from service.app.evaluation import evaluate_submission, required_approvers
 from service.approval import store
 from service.approval.representations import submission_view
 from service.approval.store import Snapshot
 from service.approval.workflow import State
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 
 # The states a submission can be in (service/approval/workflow.py), for the filters of a listing.

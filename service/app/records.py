@@ -14,9 +14,9 @@ from datetime import datetime
 from flask import url_for
 from sqlmodel import Session
 
+from service.accounts.actors import Actor
 from service.app import tasks
 from service.approval import draft_pdfs, purchase_orders, record_store
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import Record
 from service.record import SigningKeys, canonical_bytes, signing_keys

@@ -15,17 +15,24 @@ from typing import Any, TypeVar
 from sqlmodel import Session
 
 from rules.advice.remedies import with_remedies
+from service.accounts.actors import Actor
+from service.accounts.auth import authorize
 from service.app import evaluation
 from service.approval import decisions, store, workflow
 from service.approval.representations import decision_view, submission_view, waiver_view
 from service.approval.store import Snapshot
+from service.approval.workflow import Event, State
+from service.errors import Forbidden, WorkflowConflict
 from service.identifiers import new_id
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import Decision, Waiver
 from service.record import SigningKeys
 
 T = TypeVar("T")
+
+
+__all__ = ["Snapshot", "State", "allowed_in", "decide", "final_record", "forms_for", "may", "prepare_final_record",
+           "waive", "with_decision", "with_waiver"]
 
 
 def final_record(session: Session, snap: Snapshot, made: list[Decision], now: datetime) -> dict[str, Any]:
@@ -116,3 +123,60 @@ def with_decision(submission_id: str, today: date) -> Callable[[Session, Decisio
         view["decision"] = decision_view(decision)
         return view
     return respond
+
+
+# --- What a user may do on a submission: roles, the workflow, four-eyes and what blocks approval -------------
+
+def may(actor: Actor, action: str) -> bool:
+    """Returns whether ``actor``'s role may perform ``action`` (service.accounts.auth.authorize)."""
+    try:
+        authorize(actor, action)
+    except Forbidden:
+        return False
+    return True
+
+
+def allowed_in(state: str, event: Event) -> bool:
+    """Returns whether the workflow lets ``event`` happen to a submission in ``state``."""
+    try:
+        workflow.check_transition(state, event)
+    except WorkflowConflict:
+        return False
+    return True
+
+
+def forms_for(actor: Actor, snap: Snapshot, today: date) -> dict[str, Any]:
+    """Returns which forms the page shows ``actor`` on this submission, and why one is held back where that helps.
+
+    A form appears only when the role may use it (service.accounts.auth.PERMISSIONS), the state allows the event
+    (service.approval.workflow), and the four-eyes rule lets this user act (service.approval.store applies the same
+    rules again when the form is sent). The reviewer pages show what it returns.
+    """
+    state = snap.submission.state
+    authors = snap.author_users()
+    notes: list[str] = []
+    waive = may(actor, "waive") and allowed_in(state, Event.WAIVE)
+    if waive and actor.user_id in authors:
+        waive = False
+        notes.append("You submitted or revised this quote, so you may not waive its checks (four-eyes rule).")
+    approve = may(actor, "approve") and allowed_in(state, Event.APPROVE)
+    if approve:
+        reason = workflow.check_four_eyes(actor.user_id or -1, actor.name, authors, snap.waiver_users())
+        if reason:
+            notes.append(f"You may not approve: {reason} (four-eyes rule).")
+            approve = False
+        elif actor.user_id in snap.approver_users():
+            notes.append(f"You approved revision {snap.submission.revision} already; it needs further approvers.")
+            approve = False
+    blockers = workflow.approval_blockers(snap.checks, set(snap.active_waivers(today)))
+    return {
+        "waive": waive,
+        "approve": approve,
+        "request_changes": may(actor, "request-changes") and allowed_in(state, Event.REQUEST_CHANGES),
+        "reject": may(actor, "reject") and allowed_in(state, Event.REJECT),
+        "revise": (may(actor, "revise") and allowed_in(state, Event.REVISE)
+                   and (actor.role == "admin" or actor.user_id == snap.submitter_user)),
+        "link_purchase_order": may(actor, "link-purchase-order") and state == State.APPROVED,
+        "notes": notes,
+        "blockers": blockers,
+    }

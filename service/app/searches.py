@@ -19,13 +19,13 @@ from rules.advice.remedies import remedies_key
 from rules.advice.search import NothingToSearch, default_chunks, prepare, search_key
 from rules.errors import Problem
 from rules.evaluate import engine_version, submission_digest, validate_submission
+from service.accounts.actors import Actor
 from service.accounts.visibility import ensure_visible
 from service.app import evaluation, intake, tasks
 from service.app.evaluation import policy
 from service.approval import store
 from service.approval.store import Snapshot
 from service.errors import InvalidRequest, NotFound
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.tasks import task_runs
 

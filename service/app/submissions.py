@@ -11,6 +11,7 @@ from sqlalchemy import or_
 from sqlmodel import Session, col, func, select
 
 from rules.evaluate import verdict_of
+from service.accounts.actors import Actor
 from service.accounts.visibility import ensure_visible, own_submissions
 from service.app.evaluation import required_approvers
 from service.approval import store, verdicts, workflow
@@ -19,7 +20,7 @@ from service.approval.store import Snapshot
 from service.errors import NotFound
 from service.exports.model import Artifact, Export
 from service.persistence import audit
-from service.persistence.audit import Actor, timestamp
+from service.persistence.audit import timestamp
 from service.persistence.db import get_db
 from service.persistence.models import Submission, Waiver
 

@@ -17,10 +17,11 @@ from typing import Any
 from flask import current_app, url_for
 from sqlalchemy.exc import IntegrityError
 
+from service.accounts.actors import Actor
 from service.accounts.visibility import may_see
 from service.errors import NotFound, ServiceUnavailable
 from service.persistence import audit
-from service.persistence.audit import Actor, timestamp
+from service.persistence.audit import timestamp
 from service.persistence.db import get_db
 from service.persistence.models import TaskRun
 from service.tasks import task_outbox, task_runs

@@ -12,8 +12,9 @@ from typing import Any
 from flask import current_app, url_for
 from sqlmodel import Session, col, func, select
 
+from service.accounts.actors import Actor
 from service.api_schemas.webhooks import DELIVERY_STATES
-from service.persistence.audit import Actor, timestamp
+from service.persistence.audit import timestamp
 from service.persistence.db import get_db
 from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from service.webhooks import subscriptions

@@ -19,13 +19,13 @@ from sqlmodel import Session, col, select
 from rules.advice.as_built import compare, merged_submission
 from rules.errors import Problem
 from rules.evaluate import submission_digest, validate_submission
+from service.accounts.actors import Actor
 from service.accounts.visibility import own_submissions
 from service.approval import record_store, store
 from service.approval.workflow import State
 from service.errors import Forbidden, InvalidRequest, NotFound, WorkflowConflict
 from service.identifiers import new_id
 from service.persistence import audit
-from service.persistence.audit import Actor
 from service.persistence.models import Addendum, CalibrationPoint, Record, Revision, Submission
 from service.record import SigningKeys, sign_record
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from sqlmodel import Session
 
+from service.accounts.actors import Actor
 from service.approval import workflow
 from service.approval.record_store import store_final_record
 from service.approval.store import Snapshot, compare_and_set
 from service.approval.workflow import Event, State
 from service.errors import Forbidden, WorkflowConflict
 from service.persistence import audit
-from service.persistence.audit import Actor
 from service.persistence.models import Decision, Record, Waiver
 from service.record import SigningKeys
 

@@ -8,12 +8,12 @@ from typing import Any
 from sqlalchemy import update
 from sqlmodel import Session, col
 
+from service.accounts.actors import Actor
 from service.approval.record_store import engine_policy, get_record, is_signed_record, latest_issue, store_final_record
 from service.approval.workflow import State
 from service.errors import WorkflowConflict
 from service.identifiers import new_id
 from service.persistence import audit
-from service.persistence.audit import Actor
 from service.persistence.models import Record, Submission
 from service.record import SigningKeys
 

@@ -17,12 +17,12 @@ from sqlalchemy import update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
 from service.accounts.visibility import may_see
 from service.approval.workflow import State
 from service.errors import NotFound, WorkflowConflict
 from service.identifiers import body_digest
 from service.persistence import audit
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import Record, RecordPdf
 from service.record import SigningKeys, is_approved, sign_record

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import insert, update
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
 from service.accounts.visibility import ensure_visible
 from service.approval import workflow
 from service.approval.record_store import engine_policy
@@ -23,7 +24,6 @@ from service.approval.workflow import Event, State, WaiverState
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
 from service.identifiers import etag_of, new_id
 from service.persistence import audit
-from service.persistence.audit import Actor
 from service.persistence.models import (
     ApiToken,
     CheckResult,

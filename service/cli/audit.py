@@ -9,10 +9,8 @@ from typing import Any, NamedTuple
 import click
 
 from rules.errors import QuotecheckError
+from service.app.audit_chain import Anchor, anchor_of, verify_chain
 from service.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_OK, fail_input, service_app
-from service.persistence import audit as audit_log
-from service.persistence.audit import Anchor
-from service.persistence.db import get_db
 from service.record import TrustedKeys, signing_keys, verify_document
 
 
@@ -49,10 +47,8 @@ def audit_verify(record_file: str | None, key_files: tuple[str, ...]) -> None:
         click.echo("error: --key is used with --against RECORD only", err=True)
         sys.exit(EXIT_INVALID)
     signed = _anchored_record(app, record_file, key_files) if record_file else None
-    with get_db(app).session() as session:
-        result = audit_log.verify(session)
-        held = (audit_log.check_anchor(session, signed.anchor, signed.record["record_id"], signed.digest)
-                if signed else None)
+    result, held = (verify_chain(app, signed.anchor, signed.record["record_id"], signed.digest) if signed
+                    else verify_chain(app))
     if result.ok:
         click.echo(f"audit chain OK: {result.count} events, head {result.head_hash}")
     else:
@@ -103,7 +99,7 @@ def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> Anchore
         click.echo("\n".join(f"  x {reason}" for reason in verification.all_reasons()))
         sys.exit(EXIT_FAILED)
     try:
-        anchor = Anchor.of_record(record)
+        anchor = anchor_of(record)
     except ValueError as error:
         fail_input(QuotecheckError(f"{path}: {error}"))
     if anchor is None:

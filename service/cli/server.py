@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from service.app import database
 from service.cli.common import SERVICE_EXIT_CODES, service_app
-from service.persistence.db import current_revision, get_db, head_revision, upgrade
 
 
 @click.command(epilog=SERVICE_EXIT_CODES)
@@ -26,16 +26,13 @@ def db() -> None:
 @click.option("--revision", default="head", show_default=True, help="migration to upgrade to")
 def db_upgrade(revision: str) -> None:
     """Apply the migrations up to REVISION to the configured database."""
-    app = service_app(AUTO_MIGRATE=False)
-    engine = get_db(app).engine
-    upgrade(engine, revision)
-    click.echo(f"database {engine.url.render_as_string(hide_password=True)} is at migration "
-               f"{current_revision(engine)}")
+    migrated = database.migrate(service_app(AUTO_MIGRATE=False), revision)
+    click.echo(f"database {migrated.url} is at migration {migrated.revision}")
 
 
 @db.command("current", epilog=SERVICE_EXIT_CODES)
 def db_current() -> None:
     """Print the migration the configured database is at, and the newest one shipped."""
-    app = service_app(AUTO_MIGRATE=False)
-    click.echo(f"current: {current_revision(get_db(app).engine) or 'none'}   head: {head_revision()}")
+    current, head = database.revisions(service_app(AUTO_MIGRATE=False))
+    click.echo(f"current: {current or 'none'}   head: {head}")
 

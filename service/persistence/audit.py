@@ -22,6 +22,7 @@ from sqlalchemy import TextClause, Update, bindparam, text, update
 from sqlmodel import Session, col, func, select
 
 from schemas.canonical_json import canonical_json
+from service.accounts.actors import Actor
 from service.persistence.models import AuditChainHead, AuditEvent
 from service.signals import audit_anchored, audit_appended
 
@@ -29,21 +30,6 @@ GENESIS_HASH = "0" * 64
 HEAD_ID = 1
 # Events are verified in pages of this many, so a long chain never sits in memory at once.
 VERIFY_BATCH = 1000
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acts: the user's name, the token's role (and prefix, which identifies the token without its secret).
-
-    ``user_id`` is what the four-eyes rule compares; ``scope`` is the token's (service.accounts.auth.Scope).
-    """
-
-    name: str
-    role: str
-    token_id: int | None = None
-    token_prefix: str | None = None
-    user_id: int | None = None
-    scope: str = "all"
 
 
 def timestamp(moment: datetime) -> str:

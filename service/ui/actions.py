@@ -14,7 +14,6 @@ from rules.errors import QuotecheckError
 from service.accounts.auth import authorize
 from service.api_schemas.bodies import DECISION_BODY, PURCHASE_ORDER_BODY, WAIVER_BODY
 from service.app import records, review
-from service.approval import store
 from service.errors import PreconditionFailed, status_of
 from service.http import now
 from service.identifiers import body_digest
@@ -46,7 +45,7 @@ def stale_words(current: int | None) -> str:
             "quote as it is now: review the change, then send the form again.")
 
 
-def expect_version(snap: store.Snapshot) -> None:
+def expect_version(snap: review.Snapshot) -> None:
     """Raises PreconditionFailed, in words, unless the form was rendered from the submission's current version."""
     raw = request.form.get("version", "")
     if raw.isdigit() and int(raw) == snap.submission.version:

@@ -12,14 +12,11 @@ import json
 
 from flask import Response, current_app, request
 
-from service.accounts.visibility import ensure_visible
-from service.app import responses
+from service.app import history, responses
 from service.app.records import read_record, read_record_pdf
 from service.app.submissions import audit_trail, read_checks
 from service.errors import InvalidRequest
 from service.http import now
-from service.persistence.db import get_db
-from service.ui import history
 from service.ui.blueprint import bp
 from service.ui.render import current_visitor, signed_in
 
@@ -71,9 +68,7 @@ def audit_csv(submission_id: str) -> Response:
 @signed_in
 def revision_json(submission_id: str, number: int) -> Response:
     """The document of one revision, exactly the JSON that was submitted (parsed and written again)."""
-    with get_db().session() as session:
-        ensure_visible(session, current_visitor().actor, submission_id)
-        document = history.revision_document(session, submission_id, number)
+    document = history.visible_revision_document(current_visitor().actor, submission_id, number)
     response = current_app.response_class(json.dumps(document, ensure_ascii=False, indent=2),
                                           mimetype="application/json")
     return _attachment(response, f"quotecheck-{submission_id}-revision-{number}.json")

@@ -1,18 +1,14 @@
 """How the pages write things: status and verdict labels (words and a symbol, never colour alone), the order of
-checks, evidence as rows, an estimate beside its measurement, and which forms a signed-in user is shown."""
+checks, evidence as rows and an estimate beside its measurement. Which forms a signed-in user is shown is decided by
+service/app/review.py (forms_for)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from service.accounts.auth import authorize
-from service.approval import workflow
-from service.approval.store import Snapshot
-from service.approval.workflow import Event, State
-from service.errors import Forbidden, WorkflowConflict
-from service.persistence.audit import Actor
+from service.app.review import State
 from service.record.view import SOURCE_LABELS, display_number, exact
 
 # Each status as a word and a symbol; the stylesheet adds a colour, which only repeats what these say.
@@ -46,23 +42,6 @@ def moment(value: datetime | str | None) -> str:
             return value
     aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     return aware.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def may(actor: Actor, action: str) -> bool:
-    """Returns whether ``actor``'s role may perform ``action`` (service.accounts.auth.authorize)."""
-    try:
-        authorize(actor, action)
-    except Forbidden:
-        return False
-    return True
-
-
-def _allowed_in(state: str, event: Event) -> bool:
-    try:
-        workflow.check_transition(state, event)
-    except WorkflowConflict:
-        return False
-    return True
 
 
 def sorted_checks(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -112,40 +91,3 @@ def inputs_of(record: Mapping[str, Any], evidence: Mapping[str, Any]) -> list[di
             rows.append({"pointer": pointer, "value": exact(quantity["value"]), "source": source,
                          "ref": quantity.get("ref")})
     return rows
-
-
-def forms_for(actor: Actor, snap: Snapshot, today: date) -> dict[str, Any]:
-    """Returns which forms the page shows ``actor`` on this submission, and why one is held back where that helps.
-
-    A form appears only when the role may use it (service.accounts.auth.PERMISSIONS), the state allows the event
-    (service.approval.workflow), and the four-eyes rule lets this user act (service.approval.store applies the same
-    rules again when the form is sent).
-    """
-    state = snap.submission.state
-    authors = snap.author_users()
-    notes: list[str] = []
-    waive = may(actor, "waive") and _allowed_in(state, Event.WAIVE)
-    if waive and actor.user_id in authors:
-        waive = False
-        notes.append("You submitted or revised this quote, so you may not waive its checks (four-eyes rule).")
-    approve = may(actor, "approve") and _allowed_in(state, Event.APPROVE)
-    if approve:
-        reason = workflow.check_four_eyes(actor.user_id or -1, actor.name, authors, snap.waiver_users())
-        if reason:
-            notes.append(f"You may not approve: {reason} (four-eyes rule).")
-            approve = False
-        elif actor.user_id in snap.approver_users():
-            notes.append(f"You approved revision {snap.submission.revision} already; it needs further approvers.")
-            approve = False
-    blockers = workflow.approval_blockers(snap.checks, set(snap.active_waivers(today)))
-    return {
-        "waive": waive,
-        "approve": approve,
-        "request_changes": may(actor, "request-changes") and _allowed_in(state, Event.REQUEST_CHANGES),
-        "reject": may(actor, "reject") and _allowed_in(state, Event.REJECT),
-        "revise": (may(actor, "revise") and _allowed_in(state, Event.REVISE)
-                   and (actor.role == "admin" or actor.user_id == snap.submitter_user)),
-        "link_purchase_order": may(actor, "link-purchase-order") and state == State.APPROVED,
-        "notes": notes,
-        "blockers": blockers,
-    }

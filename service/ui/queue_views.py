@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from flask import Response, current_app, request
 
+from service.app.queues import QUEUES, SCAN_LIMIT, SORTS, VERDICTS, read_filters, read_queue
 from service.errors import NotFound
 from service.http import now
-from service.persistence.db import get_db
 from service.ui.blueprint import bp
 from service.ui.present import STATE_WORDS
-from service.ui.queues import QUEUES, SCAN_LIMIT, SORTS, VERDICTS, queue_page, read_filters
 from service.ui.render import current_visitor, page, signed_in
 
 COLUMNS = (("created", "Submitted"), ("vendor", "Vendor"), ("submitter", "Submitter"), ("state", "State"),
@@ -25,7 +24,6 @@ def queue(slug: str) -> Response:
         raise NotFound(f"there is no queue {slug!r}; the queues are: {', '.join(QUEUES)}")
     actor = current_visitor().actor
     filters, problems = read_filters(request.args)
-    with get_db().session() as session:
-        result = queue_page(session, actor, chosen, filters, now().date(), current_app.config["DEFAULT_PAGE_SIZE"])
+    result = read_queue(actor, chosen, filters, now().date(), current_app.config["DEFAULT_PAGE_SIZE"])
     return page("queue.html", queue=chosen, result=result, filters=filters, problems=problems, states=STATE_WORDS,
                 verdicts=VERDICTS, columns=COLUMNS, sorts=SORTS, scan_limit=SCAN_LIMIT)

@@ -12,11 +12,12 @@ from flask import Response, current_app, redirect, render_template, request, url
 from werkzeug.exceptions import HTTPException
 
 from rules.errors import QuotecheckError
+from service.app.queues import QUEUES
+from service.app.review import may
 from service.errors import Forbidden, status_of
 from service.ui import session as ui_session
 from service.ui.blueprint import bp
-from service.ui.present import STATE_WORDS, STATUS, VERDICT, may
-from service.ui.queues import QUEUES
+from service.ui.present import STATE_WORDS, STATUS, VERDICT
 
 F = TypeVar("F", bound=Callable[..., Any])
 

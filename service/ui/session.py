@@ -19,10 +19,10 @@ from flask import Response, current_app, g, request
 from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
 from service.accounts.auth import actor_of_token, authenticate, aware
 from service.errors import Forbidden, Unauthorized
 from service.http import now
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import ApiToken, UiSession
 

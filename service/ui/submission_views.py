@@ -7,7 +7,9 @@ from typing import Any
 
 from flask import Response, request
 
+from service.app import history
 from service.app.evaluation import required_approvers
+from service.app.review import forms_for
 from service.approval import store
 from service.approval.representations import audit_event_view, submission_view
 from service.errors import InvalidRequest
@@ -16,9 +18,8 @@ from service.http import now
 from service.persistence import audit
 from service.persistence.db import get_db
 from service.record.charts import chart_for, chart_title
-from service.ui import history
 from service.ui.blueprint import bp
-from service.ui.present import estimate_pairs, evidence_rows, forms_for, inputs_of, sorted_checks
+from service.ui.present import estimate_pairs, evidence_rows, inputs_of, sorted_checks
 from service.ui.render import current_visitor, page, signed_in
 
 # What a form that succeeded says on the page it returns to (``?done=``); nothing of the request is echoed.

@@ -24,9 +24,10 @@ from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from rules.errors import Problem
+from service.accounts.actors import Actor
 from service.errors import InvalidRequest, NotFound
 from service.identifiers import new_id
-from service.persistence.audit import Actor, append, timestamp
+from service.persistence.audit import append, timestamp
 from service.persistence.models import AuditEvent, Submission
 from service.persistence.webhook_models import WebhookDelivery, WebhookSubscription
 from service.signals import audit_appended

@@ -20,9 +20,9 @@ from click.testing import CliRunner
 from sqlalchemy import text
 from sqlmodel import col, select
 
+from service.accounts.actors import Actor
 from service.cli import main
 from service.persistence import audit
-from service.persistence.audit import Actor
 from service.persistence.db import get_db
 from service.persistence.models import AuditChainHead, AuditEvent
 from service.record import SigningKeys, sign_record

@@ -13,7 +13,7 @@ from typing import Any
 from api_support import url, waive_all
 from sqlmodel import select
 
-from service.persistence.audit import Actor
+from service.accounts.actors import Actor
 from service.persistence.db import get_db
 from service.persistence.models import AuditEvent, RecordPdf, TaskRun
 from service.tasks.tasks_port import RENDER_RECORD_PDF

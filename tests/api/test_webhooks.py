@@ -14,7 +14,8 @@ from api_support import Caller, token_for, url, waive_all
 from sqlmodel import select
 from webhook_support import Receiver, signature_is_valid
 
-from service.persistence.audit import Actor, append
+from service.accounts.actors import Actor
+from service.persistence.audit import append
 from service.persistence.db import get_db
 from service.persistence.webhook_models import WebhookDelivery
 from service.webhooks.delivery import Outbox

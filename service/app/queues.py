@@ -9,7 +9,8 @@
 - ``mine``: the quotes the user submitted, revised, waived a check of or decided on;
 - ``all``: every quote the user may see.
 
-A token of scope ``own`` sees only its user's quotes in each (service.accounts.visibility).
+A token of scope ``own`` sees only its user's quotes in each (service.accounts.visibility). The queue pages
+(service/ui/queue_views.py) show what ``read_queue`` returns.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from typing import Any
 from sqlalchemy import case, or_
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
 from service.accounts.visibility import own_submissions
+from service.app.review import may
 from service.approval import store, verdicts, workflow
 from service.approval.workflow import State
-from service.persistence.audit import Actor
+from service.persistence.db import get_db
 from service.persistence.models import ApiToken, Decision, Revision, Submission, Waiver
-from service.ui.present import may
 
 
 @dataclass(frozen=True)
@@ -217,3 +219,9 @@ def queue_page(session: Session, actor: Actor, queue: Queue, filters: Filters, t
     pages = max(1, -(-len(items) // per_page))
     page = min(filters.page, pages)
     return QueuePage(items[(page - 1) * per_page:page * per_page], len(items), page, pages, truncated)
+
+
+def read_queue(actor: Actor, queue: Queue, filters: Filters, today: date, per_page: int) -> QueuePage:
+    """Returns the page of ``queue`` that ``filters`` select for ``actor`` (``queue_page``) from the database."""
+    with get_db().session() as session:
+        return queue_page(session, actor, queue, filters, today, per_page)

@@ -1,6 +1,6 @@
 """A submission's revisions as the pages show them: each revision's document and evaluation record, and the
 difference of the checks between two revisions (service.approval.workflow.diff_checks, as a revision's response has
-it)."""
+it). Read by the submission page and its downloads (service/ui)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from typing import Any
 
 from sqlmodel import Session, col, select
 
+from service.accounts.actors import Actor
+from service.accounts.visibility import ensure_visible
 from service.approval import workflow
 from service.errors import NotFound
+from service.persistence.db import get_db
 from service.persistence.models import Evaluation, Record, Revision
 
 
@@ -50,6 +53,14 @@ def revision_document(session: Session, submission_id: str, number: int) -> dict
     if document is None:
         raise NotFound(f"submission {submission_id!r} has no revision {number}")
     return document
+
+
+def visible_revision_document(actor: Actor, submission_id: str, number: int) -> dict[str, Any]:
+    """Returns the document of revision ``number`` as it was submitted, when ``actor`` may see the submission;
+    NotFound otherwise, or when there is no such revision."""
+    with get_db().session() as session:
+        ensure_visible(session, actor, submission_id)
+        return revision_document(session, submission_id, number)
 
 
 def evaluation_record(session: Session, submission_id: str, number: int) -> dict[str, Any]:
