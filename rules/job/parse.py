@@ -41,16 +41,30 @@ def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
     container = inputs.get(pointer)
     if not isinstance(container, dict):
         return _absent_section(cls, pointer)
+    return _built(cls, pointer, container, inputs)
+
+
+@cache
+def _absent_section(cls: type, pointer: str) -> Any:
+    """Returns the section ``cls`` at ``pointer`` of a submission that has no object there (immutable, so shared):
+    a serving-only submission's training section, a node group without a cpu object."""
+    return _built(cls, pointer, {}, None)
+
+
+def _built(cls: type, pointer: str, container: dict[str, Any], inputs: Inputs | None) -> Any:
+    """Returns the section ``cls`` read from ``container``, the object at ``pointer`` (``inputs`` None: an absent
+    object, whose nested sections are absent too)."""
     values: dict[str, Any] = {}
-    quantities = inputs.quantities
+    quantities = inputs.quantities if inputs is not None else {}
     for name, member, default, section, each, scalars, keyed in _declared(cls):
         where = f"{pointer}/{member}"
         if section is not None:
-            values[name] = _section(section, inputs, where)
+            values[name] = (_section(section, inputs, where) if inputs is not None
+                            else _absent_section(section, where))
         elif each is not None:
             items = container.get(member)
             count = len(items) if isinstance(items, list) else 0
-            values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))
+            values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))  # type: ignore[arg-type]
         elif keyed:
             members = container.get(member)
             values[name] = tuple((key, _leaf(item, f"{where}/{escape(key)}", None, {}, quantities))
@@ -71,21 +85,3 @@ def _leaf(value: Any, pointer: str, default: Any, section: dict[str, Any],
     quantity = quantities.get(pointer)
     # Text and flags carry no source of their own in the submission format: their source is None.
     return Given(value, pointer, quantity.source if quantity is not None else None)
-
-
-@cache
-def _absent_section(cls: type, pointer: str) -> Any:
-    """Returns the section ``cls`` at ``pointer`` of a submission that has no object there (immutable, so shared):
-    a serving-only submission's training section, a node group without a cpu object."""
-    values: dict[str, Any] = {}
-    for name, member, default, section, each, scalars, keyed in _declared(cls):
-        where = f"{pointer}/{member}"
-        if section is not None:
-            values[name] = _absent_section(section, where)
-        elif each is not None or keyed:
-            values[name] = ()
-        elif scalars:
-            values[name] = absent(where)
-        else:
-            values[name] = _leaf(None, where, default, values, {})
-    return cls(**values, pointer=pointer)

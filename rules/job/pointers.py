@@ -9,38 +9,7 @@ from rules.job.measured import Measurements
 from rules.job.workload import Serving, Training
 
 TRAINING = "/workload/training"
-TRAINING_MODEL = f"{TRAINING}/model"
-ARCHITECTURE = f"{TRAINING_MODEL}/architecture"
-PARALLELISM = f"{TRAINING}/parallelism"
-THROUGHPUT = f"{TRAINING}/throughput"
-CHECKPOINT = f"{TRAINING}/checkpoint"
-RELIABILITY = f"{TRAINING}/reliability"
-DATALOADER = f"{TRAINING}/dataloader"
-TRAINING_DATA = f"{TRAINING}/data"
-SHARED_CLUSTER_UTILISATION = f"{TRAINING}/shared_cluster_utilisation"
-MEASURED_QUEUE_WAIT = f"{TRAINING}/measured_queue_wait_days"
-
 INFERENCE = "/workload/inference"
-INFERENCE_MODEL = f"{INFERENCE}/model"
-INFERENCE_ARCHITECTURE = f"{INFERENCE_MODEL}/architecture"
-SLO = f"{INFERENCE}/slo"
-
-NODE_GROUPS = "/quote/node_groups"
-LINE_ITEMS = "/quote/line_items"
-FABRIC = "/quote/fabric"
-STORAGE = "/quote/storage"
-RACKS = "/quote/racks"
-CURRENCY = "/quote/currency"
-
-PEAK_MEMORY_RUNS = "/measurements/peak_memory"
-SCALING_RUNS = "/measurements/scaling"
-NCCL_TESTS_RUNS = "/measurements/nccl_tests"
-MEASURED_READ = "/measurements/storage/read_gbs"
-MEASURED_WRITE = "/measurements/storage/write_gbs"
-RESTORE_TEST = "/measurements/restore_test"
-MEASURED_POWER = "/measurements/power/sustained_w_per_node"
-SERVING_LATENCY_RUNS = "/measurements/serving_latency"
-
 QUOTE = "/quote"
 MEASUREMENTS = "/measurements"
 
