@@ -1,16 +1,33 @@
-"""The hardware catalogue (rules/data/catalogue.json): datasheet values that fill what a quote leaves out."""
+"""The catalogue (rules/data/catalogue.json): datasheet values that fill what a quote leaves out, and the public
+models whose published configuration fills a model the submission names (``models``)."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
 import schemas
 
 CATALOGUE_RESOURCE = "data/catalogue.json"
+# Words of a model name that name a variant with the base model's architecture (an instruction-tuned or chat
+# release, a base release, the Hugging Face conversion), dropped before a name is looked up.
+VARIANT_WORDS = frozenset({"instruct", "chat", "base", "it", "hf"})
+_SEPARATORS = re.compile(r"[\s_-]+")
+
+
+def model_key(name: str) -> str:
+    """Returns the look-up key of a model name: lower case, without the publisher's prefix (``meta-llama/``), a
+    leading ``meta``, the variant words and the separators (``meta-llama/Meta-Llama-3-8B-Instruct``, ``llama3-8b``
+    and ``Llama 3 8B`` are all ``llama38b``; the dot of a version stays: ``Llama-3.1-8B`` is ``llama3.18b``)."""
+    words = [word for word in _SEPARATORS.split(name.strip().lower().rpartition("/")[2]) if word]
+    if words[:1] == ["meta"]:
+        words = words[1:]
+    return "".join(word for word in words if word not in VARIANT_WORDS)
 
 
 @dataclass(frozen=True)
@@ -35,13 +52,41 @@ class Catalogue:
     def server_models(self) -> list[str]:
         return sorted(self.document["servers"])
 
+    def model(self, name: str | None) -> dict[str, Any] | None:
+        """Returns the catalogued model ``name`` names (its canonical name or an alias, as ``model_key`` reads
+        them), or None."""
+        found = self._model_names.get(model_key(name)) if isinstance(name, str) and name.strip() else None
+        return self.document["models"][found] if found else None
+
+    def model_names(self) -> list[str]:
+        return sorted(self.document.get("models", {}))
+
+    def closest_models(self, name: str, count: int = 3) -> list[str]:
+        """Returns the canonical names of the catalogued models whose names are closest to ``name``, closest first."""
+        keys = difflib.get_close_matches(model_key(name), list(self._model_names), n=3 * count, cutoff=0.6)
+        return list(dict.fromkeys(self._model_names[key] for key in keys))[:count]
+
+    @cached_property
+    def _model_names(self) -> dict[str, str]:
+        """Look-up key → canonical name, of every model's name and aliases. ValueError for a key two models share."""
+        names: dict[str, str] = {}
+        for canonical, entry in self.document.get("models", {}).items():
+            for spelling in (canonical, *entry.get("aliases", ())):
+                key = model_key(spelling)
+                if names.setdefault(key, canonical) != canonical:
+                    raise ValueError(f"model names {canonical!r} and {names[key]!r} share the look-up key {key!r}")
+        return names
+
 
 @cache
 def load_catalogue() -> Catalogue:
-    """Returns the bundled catalogue, validated against schemas/catalogue.schema.json once per process."""
+    """Returns the bundled catalogue, validated against schemas/catalogue.schema.json (and its model names against
+    each other) once per process."""
     text = resources.files("rules").joinpath(CATALOGUE_RESOURCE).read_text(encoding="utf-8")
     document = json.loads(text)
     problems = schemas.validate("catalogue", document)
     if problems:
         raise ValueError("bundled catalogue is invalid: " + "; ".join(f"{p.pointer}: {p.message}" for p in problems))
-    return Catalogue(document)
+    catalogue = Catalogue(document)
+    catalogue._model_names  # noqa: B018 - built now: refuses two models whose names share a look-up key
+    return catalogue

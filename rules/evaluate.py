@@ -17,6 +17,7 @@ from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
 from rules.job.inputs import Inputs
+from rules.job.models import model_name_problems
 from rules.policy import Policy, default_policy
 from rules.status import Status
 from schemas.canonical_json import digest_of
@@ -133,7 +134,7 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     problems, so a refusal costs little whatever the document holds; the detail says when more are not
     listed. Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema
     problems; a raw diagnostic in ``measurements`` that its parser cannot read (rules/artifacts.py) once the
-    schema holds.
+    schema holds, and then a model that only a name the model catalogue lacks describes (rules/job/models.py).
     """
     if not counted:
         check_counts(document, origin)
@@ -142,7 +143,8 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     problems = schemas.validate("submission", document, at_most=MAX_LISTED_PROBLEMS + 1, holds_tuple=tuples)
     complete = len(problems) <= MAX_LISTED_PROBLEMS
     problems = (problems + (hidden_text_problems(document) if complete and holds_hidden_text(texts) else [])
-                or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document))
+                or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document)
+                or model_name_problems(document, load_catalogue()))
     if problems:
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({_counted(problems, complete)})",
                                 problems[:MAX_LISTED_PROBLEMS])

@@ -1,10 +1,11 @@
-"""A validated submission with the provenance of every number, filled from the hardware catalogue.
+"""A validated submission with the provenance of every number, filled from the catalogue.
 
 Every number in a submission is either bare (an assumption) or ``{value, source, ref}``. ``Inputs``
 resolves both forms to plain numbers in ``document`` and keeps a ``Quantity`` per JSON Pointer, so each
 check can say which of the inputs it rested on are still assumptions. Values a quote leaves out but the
 catalogue knows (from the GPU or server model) are filled in with source ``vendor_limit`` and the
-datasheet reference.
+datasheet reference; so are the parameters and architecture of a model given by name alone (rules/job/models.py),
+with the model's config file as the reference. This is the one place the catalogue fills a submission.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rules.catalogue import Catalogue, load_catalogue
+from rules.job.models import named_models
 from rules.status import Source
 
 # Fields a GPU model fills in a node group's ``gpu`` object, and fields a server model fills in the group.
@@ -155,6 +157,7 @@ class Inputs:
         self.fills.append(quantity)
 
     def _fill_from_catalogue(self) -> None:
+        self._fill_models()
         for index, group in enumerate(self.document.get("quote", {}).get("node_groups", [])):
             base = f"/quote/node_groups/{index}"
             server = self.catalogue.server(group.get("server_model"))
@@ -175,6 +178,19 @@ class Inputs:
                 refs = spec.get("refs", {})
                 for key in GPU_FIELDS:
                     self._fill(gpu, key, spec.get(key), f"{base}/gpu/{key}", refs.get(key))
+
+    def _fill_models(self) -> None:
+        """Fills each model given by a catalogued name and no parameters: its parameters and every architecture
+        member it leaves out (the members it gives win)."""
+        for pointer, model in named_models(self.document):
+            entry = self.catalogue.model(model["name"])
+            if entry is None:
+                continue
+            refs = entry["refs"]
+            self._fill(model, "parameters", entry["parameters"], f"{pointer}/parameters", refs["parameters"])
+            architecture = model.setdefault("architecture", {})
+            for member, value in entry["architecture"].items():
+                self._fill(architecture, member, value, f"{pointer}/architecture/{member}", refs["architecture"])
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """Returns the resolved value at ``pointer`` (numbers plain), or ``default`` when absent."""

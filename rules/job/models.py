@@ -1,0 +1,50 @@
+"""Models by name: the model objects of a submission that the model catalogue describes, and the refusal of a name
+it lacks when the name is all the submission says of the model.
+
+A model object (``workload.training.model``, ``workload.inference.model``) that gives a ``name`` and no
+``parameters`` is described by its name: the catalogue (rules/data/catalogue.json, ``models``) fills the parameters
+and every architecture member the submission leaves out (rules/job/inputs.py, beside the hardware fills, so each
+filled value carries the catalogue's source and the config file it came from; the members given win). With
+``parameters`` given the name is a label, as it always was, so a submission that states its model is read as
+before. A name the catalogue lacks, given with neither ``parameters`` nor ``architecture``, describes nothing: the
+submission is refused at the name's pointer, with the closest catalogued names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rules.catalogue import Catalogue
+from rules.job.pointers import INFERENCE, TRAINING
+from schemas.problem import Problem
+
+# Where a submission holds a model object.
+MODEL_POINTERS = (f"{TRAINING}/model", f"{INFERENCE}/model")
+
+
+def named_models(document: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yields (pointer, model object) of each model object of ``document`` that gives a name and no parameters."""
+    for pointer in MODEL_POINTERS:
+        model = document
+        for member in pointer.split("/")[1:]:
+            model = model.get(member) if isinstance(model, dict) else None
+        if isinstance(model, dict) and isinstance(model.get("name"), str) and "parameters" not in model:
+            yield pointer, model
+
+
+def model_name_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
+    """Returns a problem for each model of ``document`` that only a name describes when the catalogue lacks it."""
+    return [Problem(f"{pointer}/name", unknown_model(model["name"], pointer, catalogue))
+            for pointer, model in named_models(document)
+            if "architecture" not in model and catalogue.model(model["name"]) is None]
+
+
+def unknown_model(name: str, pointer: str, catalogue: Catalogue) -> str:
+    """Returns why ``name`` at ``pointer`` describes no model, and which catalogued names come closest."""
+    closest = catalogue.closest_models(name)
+    hint = (f"did you mean {', '.join(closest)}?" if closest
+            else f"the catalogue holds {', '.join(catalogue.model_names())}.")
+    return (f"model {name!r} is not in the model catalogue, and the submission gives neither {pointer}/parameters "
+            f"nor {pointer}/architecture; {hint} A model the catalogue lacks is described by its parameters "
+            "(and architecture).")
