@@ -234,6 +234,13 @@ class StepTimeModel:
                       memory_s=layers * layer.memory_s + output.memory_s,
                       tp_s=layers * layer.tp_s, cp_exposed_s=layers * layer.cp_exposed_s)
 
+    def least_step_s(self, stage: StageTime, micro_batches: int, pipeline: int, virtual_stages: int) -> float:
+        """Returns a lower bound of :meth:`evaluate`'s step of a layout whose stage is ``stage``: its m steady-state
+        stages and its (p − 1)/v bubble, without the sends, the exposed data-parallel collectives and the optimizer
+        step (none negative), less 2⁻⁴⁰ of it, far more than the rounding of either sum. The layout search skips a
+        layout whose bound is slower than the best it keeps (rules/estimates/search/layout_search.py)."""
+        return (micro_batches + (pipeline - 1) / virtual_stages) * stage.total_s * (1 - 2.0**-40)
+
     def _p2p_s(self, layout: Layout, rates: Rates) -> float:
         """Return the pipeline sends on the critical path: 2·v per micro-batch (activation, gradient).
 
