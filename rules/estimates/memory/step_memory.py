@@ -301,11 +301,15 @@ class StepMemoryModel:
                                                            {})
         key = (micro_batch, tensor, pipeline, context, micro_batches)
         counted = kept.get(key)
-        if counted is None:  # a raise keeps nothing
-            counted = kept[key] = counted_activation_bytes(
-                counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
-                PipelineSchedule(pipeline, job.virtual_stages, micro_batches), context_parallel=context,
-                layer_bytes=self._layer_bytes)
+        if counted is None:  # a raise keeps nothing; the batch and schedule, immutable, are kept (with their types)
+            shared, virtual_stages = self._shared, job.virtual_stages
+            batch = self._keep(("batch", int(sequence_length), type(micro_batch), micro_batch),
+                               lambda: BatchShape(int(sequence_length), micro_batch), shared)
+            schedule = self._keep(("schedule", type(pipeline), pipeline, type(virtual_stages), virtual_stages,
+                                   micro_batches), lambda: PipelineSchedule(pipeline, virtual_stages, micro_batches),
+                                  shared)
+            counted = kept[key] = counted_activation_bytes(counting, job.shape, batch, job.saving, tensor, schedule,
+                                                           context_parallel=context, layer_bytes=self._layer_bytes)
         return counted
 
     def _layer_bytes(self, shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int = 1, *,
