@@ -7,6 +7,7 @@ fragmentation, in bytes; the step fits when their sum is within the GPU's memory
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rules.estimates.memory.activation_conventions import ActivationCounting
@@ -118,3 +119,26 @@ class StepTerms:
         total = step_total_bytes(self.model_state_bytes, activations_bytes, self.gathered_bytes,
                                  self.other_bytes(activations_bytes))
         return total if total <= self.usable_bytes else None
+
+    def activation_bounds(self) -> tuple[float, float]:
+        """Returns (fit, no_fit): activations of at most ``fit`` bytes fit (:meth:`fitting_bytes` is not None), and
+        more than ``no_fit`` bytes do not; between the two, only :meth:`fitting_bytes` tells.
+
+        The total is (1 + fragmentation) · activations + the rest, so the step fits below the activations
+        (usable − rest) / (1 + fragmentation). Summed in floating point the total may differ from that by a few
+        units in the last place of the largest term (each of the ~10 operations rounds by at most half of one),
+        so both bounds stand 2⁻³⁰ of the sum of the terms (and of the usable bytes) from it: 10⁶ times wider than
+        that error. Unless every term and the fragmentation are finite and not negative, nothing is bounded
+        (−inf, inf). The layout search sorts its candidates with these (rules/estimates/search/layout_search.py)
+        and asks :meth:`fitting_bytes` of those between them and of those it ranks.
+        """
+        state, gathered, buckets = self.model_state_bytes, self.gathered_bytes, self.bucket_bytes
+        context, buffers = self.cuda_context_bytes, self.buffer_bytes
+        fragmentation, usable = self.fragmentation_fraction, self.usable_bytes
+        scale = (state + gathered + buckets + context + buffers + usable) * (1 + fragmentation)
+        if not (state >= 0 and gathered >= 0 and buckets >= 0 and context >= 0 and buffers >= 0 and usable >= 0
+                and fragmentation >= 0 and scale < math.inf):  # NaN compares false
+            return -math.inf, math.inf
+        rest = state + gathered + context + fragmentation * (state + gathered + buckets) + buffers
+        limit, margin = (usable - rest) / (1 + fragmentation), scale * 2.0**-30
+        return limit - margin, limit + margin

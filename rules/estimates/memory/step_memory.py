@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from rules.errors import InconsistentInput
@@ -52,6 +51,7 @@ from rules.estimates.search.fitting_counts import fewest_fitting_gpus
 from rules.units import GIB
 
 Buffers = CommunicationBuffers | None  # None: not counted (MemorySettings.communication)
+_UNKEPT = object()  # what StepMemoryModel._keep finds where nothing is kept
 # The searches over GPU counts stop here: no fit below this many GPUs means "not by adding GPUs".
 MAX_SEARCH_GPUS = 131_072
 
@@ -167,12 +167,12 @@ class StepMemoryModel:
               kept: dict[tuple[object, ...], Any] | None = None) -> Any:
         kept = self._kept if kept is None else kept
         try:
-            return kept[key]
-        except KeyError:
-            value = kept[key] = compute()  # a raise keeps nothing
-            return value
+            value = kept.get(key, _UNKEPT)
         except TypeError:  # an unhashable argument (never a valid one): computed, for the estimator to refuse
             return compute()
+        if value is _UNKEPT:
+            value = kept[key] = compute()  # a raise keeps nothing
+        return value
 
     def _sized(self, layout: Layout, sharding: str | None = None) -> tuple[Layout, TrainingModelState]:
         """Returns ``layout`` under the sharding its model state is sized with, and that state:
@@ -248,12 +248,12 @@ class StepMemoryModel:
         """Returns the buffers of ``layout`` holding ``held``, kept when ``held`` is what this model sized on it
         (under the layout and the two figures of the state :func:`rank_buffers` reads)."""
         job, settings = self.job, self.settings
-        compute = partial(rank_buffers, job.shape, layout, settings.convention, held.per_gpu.gradients_bytes,
-                          held.state.weights_bytes_per_param, job.gradient_as_bucket_view, settings.communication)
-        if not sized_here:
-            return compute()
-        return self._keep((layout, held.per_gpu.gradients_bytes, held.state.weights_bytes_per_param), compute,
-                          self._shared)
+        gradients, working = held.per_gpu.gradients_bytes, held.state.weights_bytes_per_param
+
+        def compute() -> Buffers:
+            return rank_buffers(job.shape, layout, settings.convention, gradients, working,
+                                job.gradient_as_bucket_view, settings.communication)
+        return self._keep((layout, gradients, working), compute, self._shared) if sized_here else compute()
 
     def _counting(self) -> ActivationCounting:
         counting = self._counting_kept
@@ -300,21 +300,32 @@ class StepMemoryModel:
             kept = self._counted = self._shared.setdefault((counting, job.saving, job.virtual_stages, sequence_length),
                                                            {})
         key = (micro_batch, tensor, pipeline, context, micro_batches)
-        if key in kept:
-            return kept[key]
-        return self._keep(key, lambda: counted_activation_bytes(
-                              counting, job.shape, BatchShape(int(sequence_length), micro_batch), job.saving, tensor,
-                              PipelineSchedule(pipeline, job.virtual_stages, micro_batches),
-                              context_parallel=context, layer_bytes=self._layer_bytes), kept)
+        counted = kept.get(key)
+        if counted is None:  # a raise keeps nothing; the batch and schedule, immutable, are kept (with their types)
+            shared, virtual_stages = self._shared, job.virtual_stages
+            batch = self._keep(("batch", int(sequence_length), type(micro_batch), micro_batch),
+                               lambda: BatchShape(int(sequence_length), micro_batch), shared)
+            schedule = self._keep(("schedule", type(pipeline), pipeline, type(virtual_stages), virtual_stages,
+                                   micro_batches), lambda: PipelineSchedule(pipeline, virtual_stages, micro_batches),
+                                  shared)
+            counted = kept[key] = counted_activation_bytes(counting, job.shape, batch, job.saving, tensor, schedule,
+                                                           context_parallel=context, layer_bytes=self._layer_bytes)
+        return counted
 
     def _layer_bytes(self, shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int = 1, *,
                      element_bytes: float = 2) -> float:
         """Returns :func:`rules.estimates.memory.activations.activation_bytes_per_layer` of the arguments, kept for the
-        job's shape (one layer reads neither the pipeline, the context degree nor the micro-batches per step)."""
-        count = partial(activation_bytes_per_layer, shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+        job's shape (one layer reads neither the pipeline, the context degree nor the micro-batches per step), under
+        the fields of the batch and saving (their dataclasses compare and hash as these)."""
         if shape is not self.job.shape:
-            return count()
-        return self._keep(("layer", batch, saving, tensor_parallel, element_bytes), count, self._shared)
+            return activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+        key = ("layer", batch.sequence_length, batch.micro_batch, saving.recompute, saving.sequence_parallel,
+               saving.flash_attention, tensor_parallel, element_bytes)
+        counted = self._shared.get(key)
+        if counted is None:  # a raise keeps nothing
+            counted = self._shared[key] = activation_bytes_per_layer(shape, batch, saving, tensor_parallel,
+                                                                     element_bytes=element_bytes)
+        return counted
 
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
         """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""

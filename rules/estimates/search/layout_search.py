@@ -14,8 +14,8 @@ and counted by reason, never raised. It stays fast by pruning before it models: 
 GPUs, heads, layers or batch are never built; the memory models keep what repeats (the state on a layout, the
 activations per micro-batch and degree); the step time is modelled only for layouts that fit, with the
 per-layer work memoised by ``StepTimeModel``, each (recompute, precision) stage of a combination modelled once,
-and only when the layout's steady state alone (m micro-batches on its slowest stage, a lower bound of its step)
-is faster than the slowest of the best found so far.
+and only when the layout's steady state and bubble alone ((m + (p − 1)/v) stages on its slowest,
+``StepTimeModel.least_step_s``, a lower bound of its step) are faster than the slowest of the best found so far.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from rules.estimates.memory.step_memory import (
     TrainingJob,
 )
 from rules.estimates.memory.training_state import TrainingModelState
-from rules.estimates.model.layout import Layout, training_layout
+from rules.estimates.model.layout import Layout, training_layout, with_sharding
 from rules.estimates.training_time.step_time import StageTime, StepTime, StepTimeModel
 from rules.estimates.training_time.transformer_work import RECOMPUTE_MODES, LayerSlice
 
@@ -135,6 +135,12 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     microsecond are ties, won by the layout enumerated first: lower degrees, smaller micro-batch, less
     recompute, less aggressive sharding, bf16 before fp8, so that of equally fast layouts the simplest wins.
     A layout the memory model refuses (InconsistentInput) is counted in ``skipped`` under its reason.
+
+    A candidate's fit is :meth:`StepTerms.fitting_bytes` of its terms and activations, asked in the order
+    :meth:`StepMemoryModel.estimate` asks them (state, activations, buffers), so that a refusal is the same one:
+    the state's is kept per layout, the activations are counted once per precision for every sharding, and the
+    other terms are kept per layout. Activations within :meth:`StepTerms.activation_bounds` decide the fit
+    without the sum; the sum is asked of those between the bounds and of every layout ranked.
     """
     require_positive_int("gpus", gpus)
     require_positive_int("global_batch", global_batch)
@@ -147,35 +153,54 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     skipped: Counter[str] = Counter()
     heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
     slowest = math.inf  # once top_n are kept, the slowest kept step (to the µs), which a new layout must not exceed
+    kinds = range(len(precisions))
+    shardings = list(enumerate(space.sharding))
+    flash_attention = space.flash_attention
     for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
         part = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c, sequence_parallel=t > 1,
-                          flash_attention=space.flash_attention)
+                          flash_attention=flash_attention)
         m = global_batch // (b * d)
+        sized_of = memory_of.sized(t, p, c)
         for recompute in space.recompute:
-            candidates = memory_of.candidates(recompute, v, t, p, c, b)
+            models = memory_of.models(recompute, t > 1, v)
+            counted: list[float | None | _Unasked] = [_UNASKED] * len(precisions)  # activations, per precision
             stages: list[StageTime | None] = [None] * len(precisions)  # per precision, modelled when first needed
-            bounds = [0.0] * len(precisions)  # the m steady-state stages alone, to the µs: a lower bound of the step
-            for j, sharding in enumerate(space.sharding):
-                for k, precision in enumerate(precisions):
+            bounds = [0.0] * len(precisions)  # a lower bound of the step, to the µs (StepTimeModel.least_step_s)
+            for j, sharding in shardings:
+                row = sized_of[j]
+                for k in kinds:
                     searched += 1
-                    try:
-                        used = candidates.fitting_bytes(j, k)
-                    except InconsistentInput as refusal:  # a convention that cannot size this layout
-                        skipped[str(refusal)] += 1
+                    sized = row[k]
+                    if sized.reason is not None:  # the state's refusal (a convention that cannot size this layout)
+                        skipped[sized.reason] += 1
                         continue
-                    if used is None:
+                    activations = counted[k]
+                    if activations is _UNASKED or sized.terms is None:
+                        try:
+                            if activations is _UNASKED:
+                                activations = counted[k] = models[k].activations(sized.sized, b)
+                            if sized.terms is None:
+                                sized.size_terms(models[k])
+                        except InconsistentInput as refusal:
+                            skipped[str(refusal)] += 1
+                            continue
+                    if activations is None or activations > sized.no_fit:  # unknown, or it does not fit
+                        continue
+                    if activations > sized.fit and sized.terms.fitting_bytes(activations) is None:
                         continue
                     fitting += 1
                     stage = stages[k]
                     if stage is None:
+                        precision = precisions[k]
                         stage = stages[k] = model.stage(part, recompute, precision, p, v)
-                        bounds[k] = _rounded(m * stage.total_s)
+                        bounds[k] = _rounded(model.least_step_s(stage, m, p, v))
                     if bounds[k] > slowest:  # it cannot enter the top
                         continue
+                    used = sized.terms.fitting_bytes(activations)
                     split = memory_of.layout(t, p, c, sharding)
-                    layout = replace(split, virtual_stages=v, micro_batch=b, global_batch=global_batch,
-                                     recompute=recompute, sequence_parallel=t > 1,
-                                     flash_attention=space.flash_attention, precision=precision)
+                    layout = Layout(split.gpus, split.gpus_per_node, split.nodes, t, p, split.data_parallel, sharding,
+                                    split.shard_group, c, v, b, global_batch, recompute, t > 1, flash_attention,
+                                    precisions[k])
                     step = model.evaluate(layout, stage)
                     entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
                     if len(heap) < top_n:
@@ -212,10 +237,11 @@ class _CandidateMemory:
     degrees on the quoted nodes. The models of one precision share what they keep (the state on each layout;
     :meth:`StepMemoryModel.varied`), and all share the activations and buffers (kept under what they read:
     :meth:`StepMemoryModel.at_precision`). Here each term is also kept under the degrees that determine its
-    inputs, so that a candidate costs one sum (:meth:`StepTerms.fitting_bytes`): the sized state and the terms
-    that do not depend on the activations per (t, p, c), sharding and precision, the activations per
-    (recompute, v, t, p, c, micro-batch) and precision, which the shardings of a candidate share. Built per
-    search: nothing outlives it.
+    inputs, so that a candidate costs a comparison (:meth:`StepTerms.activation_bounds`) or one sum
+    (:meth:`StepTerms.fitting_bytes`): the sized state and the terms that do not depend on the activations per
+    (t, p, c), sharding and precision (:meth:`sized`); the activations per (recompute, v, t, p, c, micro-batch) and
+    precision, which the shardings of a candidate share (:func:`search_layouts` keeps them). Built per search:
+    nothing outlives it.
     """
 
     def __init__(self, memory: SearchMemory, gpus: int, global_batch: int, flash_attention: bool,
@@ -226,21 +252,31 @@ class _CandidateMemory:
         submitted = StepMemoryModel(replace(memory.job, offload="none"), memory.gpu_memory_gib, memory.settings)
         self.batch, self.by_precision = batch, [submitted.at_precision(q) for q in precisions]
         # Per (recompute, sequence parallelism, virtual stages): the model of each precision, varied.
-        self.models: dict[tuple[str, bool, int], list[StepMemoryModel]] = {}
-        self.sized: dict[tuple[int, int, int], list[list[_Sized]]] = {}  # per sharding, per precision
+        self.models_kept: dict[tuple[str, bool, int], list[StepMemoryModel]] = {}
+        self.sized_kept: dict[tuple[int, int, int], list[list[_Sized]]] = {}  # per sharding, per precision
         self.layouts: dict[tuple[int, int, int, str], Layout] = {}
 
-    def candidates(self, recompute: str, v: int, t: int, p: int, c: int, b: int) -> _Candidates:
-        """Returns the candidates of the degrees and recompute, under each sharding and precision."""
-        sized = self.sized.get((t, p, c))
+    def sized(self, t: int, p: int, c: int) -> list[list[_Sized]]:
+        """Returns the layout of the degrees sized under each sharding and precision (kept under the degrees): the
+        degrees' layout, built once, under each sharding (:func:`with_sharding`, what training_layout builds)."""
+        sized = self.sized_kept.get((t, p, c))
         if sized is None:
-            sized = self.sized[(t, p, c)] = [self._size(t, p, c, sharding) for sharding in self.shardings]
-        models = self.models.get((recompute, t > 1, v))
+            try:
+                plain = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p, context=c)
+                sized = [self._size(with_sharding(plain, sharding), (t, p, c, sharding)) for sharding in self.shardings]
+            except InconsistentInput as refusal:  # the degrees do not divide the GPUs
+                sized = [[_Sized(None, refusal) for _ in self.by_precision] for _ in self.shardings]
+            self.sized_kept[(t, p, c)] = sized
+        return sized
+
+    def models(self, recompute: str, sequence_parallel: bool, v: int) -> list[StepMemoryModel]:
+        """Returns the model of each precision with the recompute, sequence parallelism and virtual stages (kept)."""
+        key = (recompute, sequence_parallel, v)
+        models = self.models_kept.get(key)
         if models is None:
-            saving = ActivationSaving(recompute, t > 1, self.flash_attention)
-            models = self.models[(recompute, t > 1, v)] = [base.varied(saving, v, self.batch)
-                                                            for base in self.by_precision]
-        return _Candidates(sized, models, b)
+            saving = ActivationSaving(recompute, sequence_parallel, self.flash_attention)
+            models = self.models_kept[key] = [base.varied(saving, v, self.batch) for base in self.by_precision]
+        return models
 
     def layout(self, t: int, p: int, c: int, sharding: str) -> Layout:
         """Returns the layout of the degrees on the search's GPUs and the quoted nodes (kept under the degrees)."""
@@ -251,13 +287,9 @@ class _CandidateMemory:
                                                          pipeline=p, sharding=sharding, context=c)
         return layout
 
-    def _size(self, t: int, p: int, c: int, sharding: str) -> list[_Sized]:
-        """Returns :meth:`StepMemoryModel.sized` of the degrees and sharding at each precision, or its refusal."""
-        try:
-            layout = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p,
-                                     sharding=sharding, context=c)
-        except InconsistentInput as refusal:
-            return [_Sized(None, refusal) for _ in self.by_precision]
+    def _size(self, layout: Layout, key: tuple[int, int, int, str]) -> list[_Sized]:
+        """Returns :meth:`StepMemoryModel.sized` of the layout at each precision, or its refusal; keeps the layout."""
+        self.layouts[key] = layout
         row = []
         for base in self.by_precision:
             try:
@@ -267,41 +299,26 @@ class _CandidateMemory:
         return row
 
 
-class _Sized:
-    """A candidate layout's sized model state (or the model's refusal) and, once asked, its other terms but the
-    activations."""
+class _Unasked:
+    """The activations of a precision not yet asked for (None is an answer: unknown activations)."""
 
-    __slots__ = ("sized", "refusal", "terms")
+
+_UNASKED = _Unasked()
+
+
+class _Sized:
+    """A candidate layout's sized model state (or the reason the model refused it) and, once asked, its other terms
+    but the activations, with their :meth:`StepTerms.activation_bounds`."""
+
+    __slots__ = ("sized", "reason", "terms", "fit", "no_fit")
 
     def __init__(self, sized: tuple[Layout, TrainingModelState] | None, refusal: InconsistentInput | None):
-        self.sized, self.refusal = sized, refusal
+        self.sized, self.reason = sized, None if refusal is None else str(refusal)
         self.terms: StepTerms | None = None
+        self.fit = self.no_fit = 0.0
 
-
-class _Candidates:
-    """The candidates of one (degrees, recompute) under each sharding and precision: :meth:`StepTerms.fitting_bytes`
-    of their terms, asked in the order :meth:`StepMemoryModel.estimate` asks them (state, activations, buffers),
-    so that a refusal is the same one; the activations are counted once per precision, for every sharding."""
-
-    __slots__ = ("sized", "models", "micro_batch", "counted", "activations")
-
-    def __init__(self, sized: list[list[_Sized]], models: list[StepMemoryModel], micro_batch: int) -> None:
-        self.sized, self.models, self.micro_batch = sized, models, micro_batch
-        self.counted = [False] * len(models)
-        self.activations: list[float | None] = [None] * len(models)
-
-    def fitting_bytes(self, sharding: int, precision: int) -> float | None:
-        """Returns the estimate's total bytes under the ``sharding``-th sharding and ``precision``-th precision when
-        the step fits, None when it does not or is unknown; InconsistentInput where the model refuses it: the
-        refusal of the first term refused (the state's is kept per layout; the others are asked again)."""
-        sized = self.sized[sharding][precision]
-        if sized.refusal is not None:
-            raise sized.refusal.with_traceback(None)
-        model = self.models[precision]
-        if not self.counted[precision]:
-            self.activations[precision] = model.activations(sized.sized, self.micro_batch)
-            self.counted[precision] = True
-        terms = sized.terms
-        if terms is None:
-            terms = sized.terms = model.terms(sized.sized)
-        return terms.fitting_bytes(self.activations[precision])
+    def size_terms(self, model: StepMemoryModel) -> None:
+        """Sizes the terms on the layout with ``model`` (raising its refusal, keeping nothing then)."""
+        terms = model.terms(self.sized)  # type: ignore[arg-type]
+        self.fit, self.no_fit = terms.activation_bounds()
+        self.terms = terms
