@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache, partial
 from importlib import metadata
@@ -174,7 +173,7 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         ctx.peer_missing = missing
         try:
             facts = check().gather(ctx)
-            facts = replace(facts, evidence=_representable(facts.evidence))
+            facts = Facts(_representable(facts.evidence), facts.basis, facts.stage, facts.reason, facts.unjudged)
         except InconsistentInput as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.

@@ -10,8 +10,7 @@ datasheet reference.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rules.catalogue import Catalogue, load_catalogue
 from rules.status import Source
@@ -27,9 +26,11 @@ _ABSENT = object()  # no value at a pointer
 _UNSEEN = object()  # a pointer not looked up yet
 
 
-@dataclass(frozen=True)
-class Quantity:
-    """A number with its provenance: where it sits in the submission and what vouches for it."""
+class Quantity(NamedTuple):
+    """A number with its provenance: where it sits in the submission and what vouches for it.
+
+    Immutable; a named tuple, as the job's values are (rules/job/given.py), because a submission holds hundreds.
+    """
 
     pointer: str
     value: float | int
@@ -222,7 +223,9 @@ class Reader:
     def __init__(self, inputs: Inputs) -> None:
         self.inputs = inputs
         self._found = inputs._found  # the values looked up already, read here without a call to Inputs.get
-        self._read: dict[str, None] = {}
+        # The pointers read, in the order read (a dict for its order and its cheap membership): a check's context
+        # notes the job's values it reads here directly (rules/checks/base.py).
+        self.read: dict[str, None] = {}
         self.missing: list[str] = []
 
     def num(self, pointer: str, default: float | None = None) -> float | None:
@@ -232,7 +235,7 @@ class Reader:
             value = self.inputs.get(pointer)
         kind = type(value)
         if kind is int or kind is float or (kind is not bool and isinstance(value, int | float)):
-            self._read[pointer] = None
+            self.read[pointer] = None
             return value
         return default
 
@@ -251,22 +254,22 @@ class Reader:
         if value is None or value is _ABSENT:
             return default
         if not isinstance(value, dict | list):  # containers are looked into, not used as inputs
-            self._read[pointer] = None
+            self.read[pointer] = None
         return value
 
     def note(self, pointer: str) -> None:
         """Notes one pointer as read (a value of the typed job the check used)."""
-        self._read[pointer] = None
+        self.read[pointer] = None
 
     def mark_read(self, pointers: list[str] | dict[str, None]) -> None:
         """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs), in order."""
-        self._read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
+        self.read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
 
     @property
     def pointers(self) -> list[str]:
-        return list(self._read)
+        return list(self.read)
 
     def assumptions(self) -> list[dict[str, Any]]:
         """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
         assumed = self.inputs.assumed()
-        return [dict(assumed[pointer]) for pointer in self._read if pointer in assumed]
+        return [dict(assumed[pointer]) for pointer in self.read if pointer in assumed]
