@@ -345,8 +345,12 @@ class Check:
     @classmethod
     def outcome(cls, name: str) -> Outcome:
         """Returns the rule, exemption or pass outcome called ``name``; KeyError when the check has none."""
-        outcomes: list[Outcome] = [cls.passing, *cls.rules, *(r.unless for r in cls.rules if r.unless)]
-        for outcome in outcomes:
-            if outcome.name == name:
-                return outcome
+        if cls.passing.name == name:
+            return cls.passing
+        for rule in cls.rules:
+            if rule.name == name:
+                return rule
+        for rule in cls.rules:
+            if rule.unless is not None and rule.unless.name == name:
+                return rule.unless
         raise KeyError(f"check {cls.id} has no rule named {name!r}")

@@ -271,5 +271,4 @@ class Reader:
 
     def assumptions(self) -> list[dict[str, Any]]:
         """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
-        assumed = self.inputs.assumed()
-        return [dict(assumed[pointer]) for pointer in self.read if pointer in assumed]
+        return [dict(found) for found in map(self.inputs.assumed().get, self.read) if found is not None]
