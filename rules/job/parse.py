@@ -23,8 +23,10 @@ from rules.job.workload import Serving, Training
 
 def parse_job(inputs: Inputs) -> Job:
     """Returns the job of the validated submission ``inputs`` holds (resolved numbers, catalogue fills in)."""
-    return Job(training=_section(Training, inputs, TRAINING), serving=_section(Serving, inputs, INFERENCE),
-               cluster=_section(Cluster, inputs, QUOTE), measurements=_section(Measurements, inputs, MEASUREMENTS),
+    return Job(training=_section(Training, inputs.get(TRAINING), TRAINING, inputs),
+               serving=_section(Serving, inputs.get(INFERENCE), INFERENCE, inputs),
+               cluster=_section(Cluster, inputs.get(QUOTE), QUOTE, inputs),
+               measurements=_section(Measurements, inputs.get(MEASUREMENTS), MEASUREMENTS, inputs),
                trains=inputs.get(TRAINING) is not None, serves=inputs.get(INFERENCE) is not None)
 
 
@@ -48,10 +50,9 @@ def _declared(cls: type) -> tuple[tuple[str, str, int, Any], ...]:
     return tuple(declared)
 
 
-def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
-    """Returns the section ``cls`` of the submission's object at ``pointer``; the shared one with every value absent
-    (or defaulted) where the submission has no object there."""
-    container = inputs.get(pointer)
+def _section(cls: type, container: Any, pointer: str, inputs: Inputs) -> Any:
+    """Returns the section ``cls`` of ``container``, the submission's member at ``pointer``; the shared one with every
+    value absent (or defaulted) where the submission has no object there."""
     if not isinstance(container, dict):
         return _absent_section(cls, pointer)
     return _built(cls, pointer, container, inputs)
@@ -80,11 +81,12 @@ def _built(cls: type, pointer: str, container: dict[str, Any], inputs: Inputs | 
                 quantity = quantities.get(where)
                 values[name] = Given(value, where, quantity.source if quantity is not None else None)
         elif kind == _SECTION:
-            values[name] = _section(extra, inputs, where) if inputs is not None else _absent_section(extra, where)
+            values[name] = (_section(extra, container.get(member), where, inputs) if inputs is not None
+                            else _absent_section(extra, where))
         elif kind == _EACH:
             items = container.get(member)
-            count = len(items) if isinstance(items, list) else 0
-            values[name] = tuple(_section(extra, inputs, f"{where}/{index}") for index in range(count))  # type: ignore[arg-type]
+            values[name] = tuple(_section(extra, item, f"{where}/{index}", inputs)  # type: ignore[arg-type]
+                                 for index, item in enumerate(items if isinstance(items, list) else ()))
         elif kind == _KEYED:
             members = container.get(member)
             values[name] = tuple((key, _leaf(item, f"{where}/{escape(key)}", None, {}, quantities))
