@@ -72,8 +72,9 @@ SHARED_RULES = (_StageRule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
 # What a durable action notes: the acknowledgement of a fact at the decide stage, a shared stage rule, a
 # check's rule by its index, or the exemption of the rule at that index.
 _SEEN = ("seen", -1)
-# The checks whose rules of one rank share a durable rule (RuleEngine._definition).
-RANK_CHECKS = 8
+# The checks whose rules of one rank share a durable rule (RuleEngine._definition): durable_rules 2.0.28 takes
+# the disjunction of 13 of the acceptance checks' conditions, not of all 14.
+RANK_CHECKS = 12
 
 
 _INT64 = 2**63
@@ -174,8 +175,7 @@ class RuleEngine:
         # disjunction of the conditions of up to RANK_CHECKS checks, each guarded by its check's id and the decide
         # stage, so that a fact matches it when its own check's n-th condition holds. Capped as the
         # acknowledgements are, each takes every fact it matched in one action: an evaluation runs an action per
-        # rank matched rather than one per rule matched (durable_rules 2.0.28 refuses a disjunction of 14 such
-        # conditions: error code 113).
+        # rank matched rather than one per rule matched.
         ranks: dict[tuple[str, int], list[Any]] = defaultdict(list)
         for check in self.checks:
             decided = (lang.m.check == check.id) & (lang.m.stage == Stage.DECIDE.value)
