@@ -239,6 +239,10 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
     }
 
 
+# The statuses a record's summary counts, in Status's order (a waiver is recorded after the evaluation).
+_SUMMARISED = tuple(status.value for status in Status if status is not Status.WAIVED)
+
+
 class _Evidence(dict):
     def __missing__(self, key: str) -> Any:
         raise KeyError(key)
@@ -285,7 +289,7 @@ def _record(submission: dict[str, Any], policy: Policy, inputs: Inputs, results:
                        **({"notes": quote["notes"]} if "notes" in quote else {})},
         "policy": {**policy.identity(), "conventions": policy.document["conventions"]},
         "verdict": verdict_of(statuses),
-        "summary": {s.value: statuses.count(s.value) for s in Status if s is not Status.WAIVED},
+        "summary": {status: statuses.count(status) for status in _SUMMARISED},
         "checks": results,
         "inputs": inputs.provenance(),
         "catalogue_fills": [q.as_dict() for q in inputs.fills],

@@ -218,7 +218,7 @@ class Context:
     def __init__(self, inputs: Inputs, policy: Policy, shared: dict[Any, Any], check: type[Check] | None) -> None:
         self.inputs = inputs
         self.policy = policy
-        self.reader: Reader = inputs.reader()
+        self.reader = Reader(inputs)
         self._read = self.reader.read  # the pointers read, which value() and memo() note here directly
         self._shared = shared
         self._check = check

@@ -127,12 +127,14 @@ class Inputs:
                 kind = type(item)
                 if kind is str or kind is bool or item is None:
                     resolved[key] = item
-                elif kind is int or kind is float:
-                    where = f"{pointer}/{escape(key)}"
-                    self.quantities[where] = Quantity(where, item, _ASSUMPTION)
-                    resolved[key] = item
                 else:
-                    resolved[key] = self._resolve(item, f"{pointer}/{escape(key)}")
+                    # A member name holds "~" or "/" rarely: escaped only then, without a call for the others.
+                    where = f"{pointer}/{key if '~' not in key and '/' not in key else escape(key)}"
+                    if kind is int or kind is float:
+                        self.quantities[where] = Quantity(where, item, _ASSUMPTION)
+                        resolved[key] = item
+                    else:
+                        resolved[key] = self._resolve(item, where)
             return resolved
         if isinstance(node, dict):
             if "value" in node and _is_number(node["value"]):
