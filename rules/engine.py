@@ -27,8 +27,10 @@ definition in a module-global table that only the Host empties.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import operator
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -70,6 +72,9 @@ SHARED_RULES = (_StageRule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
 # What a durable action notes: the acknowledgement of a fact at the decide stage, a shared stage rule, a
 # check's rule by its index, or the exemption of the rule at that index.
 _SEEN = ("seen", -1)
+# The checks whose rules of one rank share a durable rule (RuleEngine._definition): durable_rules 2.0.28 takes
+# the disjunction of 13 of the acceptance checks' conditions, not of all 14.
+RANK_CHECKS = 12
 
 
 _INT64 = 2**63
@@ -163,32 +168,34 @@ class RuleEngine:
         # Each takes every fact of its stage in one action (cap: at most one fact per check is posted at a time),
         # instead of one action per fact.
         every = lang.cap(max(1, len(self.checks)))
-        rules = [lang.when_all(every, lang.m.stage == Stage.DECIDE.value)(self._acknowledger(_SEEN))]
-        rules.extend(lang.when_all(every, lang.m.stage == shared.stage.value)(self._acknowledger(("stage", index)))
+        rules = [lang.when_all(every, lang.m.stage == Stage.DECIDE.value)(self._collector(_SEEN))]
+        rules.extend(lang.when_all(every, lang.m.stage == shared.stage.value)(self._collector(("stage", index)))
                      for index, shared in enumerate(SHARED_RULES))
+        # The rules of one rank (the n-th rule of each check, or its exemption) are few durable rules: each the
+        # disjunction of the conditions of up to RANK_CHECKS checks, each guarded by its check's id and the decide
+        # stage, so that a fact matches it when its own check's n-th condition holds. Capped as the
+        # acknowledgements are, each takes every fact it matched in one action: an evaluation runs an action per
+        # rank matched rather than one per rule matched.
+        ranks: dict[tuple[str, int], list[Any]] = defaultdict(list)
         for check in self.checks:
             decided = (lang.m.check == check.id) & (lang.m.stage == Stage.DECIDE.value)
             for index, rule in enumerate(check.rules):
-                rules.append(lang.when_all(decided & rule.when(lang.m))(self._collector(check.id, ("rule", index))))
+                ranks[("rule", index)].append(decided & rule.when(lang.m))
                 if rule.unless is not None:
-                    rules.append(lang.when_all(decided & rule.unless.when(lang.m))(
-                        self._collector(check.id, ("exemption", index))))
+                    ranks[("exemption", index)].append(decided & rule.unless.when(lang.m))
+        for verdict, conditions in ranks.items():
+            for start in range(0, len(conditions), RANK_CHECKS):
+                rules.append(lang.when_all(every, functools.reduce(operator.or_, conditions[start:start + RANK_CHECKS]))(
+                    self._collector(verdict)))
         return {f"r_{index}": rule.define() for index, rule in enumerate(rules)}
 
-    def _acknowledger(self, verdict: tuple[str, int]):
-        """Returns the action of a rule every check shares: it notes ``verdict`` for the check of each fact it
-        matched (a list, the rule being capped) under the state's sid."""
+    def _collector(self, verdict: tuple[str, int]):
+        """Returns the action of a rule: it notes ``verdict`` for the check of each fact it matched (a list, the rule
+        being capped) under the state's sid."""
         def action(c: Any) -> None:
-            noted = self._verdicts[c.s.sid]
+            noted = self._verdicts[c.s.sid]  # the state's sid: fewer of durable's lookups than a fact's
             for fact in c.m:
                 noted[fact["check"]].add(verdict)
-
-        return action
-
-    def _collector(self, check_id: str, verdict: tuple[str, int]):
-        """Returns the action of one rule: it notes ``verdict`` for ``check_id`` under the state's sid."""
-        def action(c: Any) -> None:
-            self._verdicts[c.s.sid][check_id].add(verdict)  # the state's sid: fewer of durable's lookups than c.m.sid
 
         return action
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from datetime import UTC, datetime
 from functools import cache, partial
 from importlib import metadata
@@ -176,7 +175,7 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         ctx.peer_missing = missing
         try:
             facts = check().gather(ctx)
-            facts = replace(facts, evidence=_representable(facts.evidence))
+            facts = Facts(_representable(facts.evidence), facts.basis, facts.stage, facts.reason, facts.unjudged)
         except InconsistentInput as error:
             # Estimators validate their arguments; a refusal means the submission contradicts itself
             # (e.g. a layout whose GPU count does not divide), which the schema alone cannot express.
@@ -242,6 +241,10 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
     }
 
 
+# The statuses a record's summary counts, in Status's order (a waiver is recorded after the evaluation).
+_SUMMARISED = tuple(status.value for status in Status if status is not Status.WAIVED)
+
+
 class _Evidence(dict):
     def __missing__(self, key: str) -> Any:
         raise KeyError(key)
@@ -288,7 +291,7 @@ def _record(submission: dict[str, Any], policy: Policy, inputs: Inputs, results:
                        **({"notes": quote["notes"]} if "notes" in quote else {})},
         "policy": {**policy.identity(), "conventions": policy.document["conventions"]},
         "verdict": verdict_of(statuses),
-        "summary": {s.value: statuses.count(s.value) for s in Status if s is not Status.WAIVED},
+        "summary": {status: statuses.count(status) for status in _SUMMARISED},
         "checks": results,
         "inputs": inputs.provenance(),
         "catalogue_fills": [q.as_dict() for q in inputs.fills],

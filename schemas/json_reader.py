@@ -278,6 +278,8 @@ def _text_problems(text: str, path: tuple[str | int, ...], nul: bool, surrogate:
 
 
 _DOUBLE_MAX = sys.float_info.max
+_DOUBLE_MIN = -_DOUBLE_MAX
+_SAFE_MIN = -SAFE_INTEGER
 
 
 def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueError, hint: str = "") -> Any:
@@ -286,24 +288,25 @@ def as_doubles(value: Any, name: str = "value", error: type[ValueError] = ValueE
     Tuples stay tuples. Raises ``error`` naming the innermost member for a number no double holds: an integer
     beyond the double range, NaN or an infinity (``hint`` is appended to the message).
     """
-    kind = type(value)  # the common leaves first, without the general tests below
-    if kind is str or value is None or kind is bool or (kind is float and -_DOUBLE_MAX <= value <= _DOUBLE_MAX) or (
-            kind is int and -SAFE_INTEGER <= value <= SAFE_INTEGER):
+    kind = type(value)  # the common leaves first (a finite float the most common), without the general tests below
+    if (kind is float and _DOUBLE_MIN <= value <= _DOUBLE_MAX) or kind is str or (
+            kind is int and _SAFE_MIN <= value <= SAFE_INTEGER) or kind is bool or value is None:
         return value
     # A container's common leaves are tested here as above, without a call each (evidence is mostly such leaves).
-    if isinstance(value, dict):
+    if kind is dict:
         out = {}
         for key, item in value.items():
             kind = type(item)
-            out[key] = item if kind is str or item is None or kind is bool or (
-                kind is float and -_DOUBLE_MAX <= item <= _DOUBLE_MAX) or (
-                kind is int and -SAFE_INTEGER <= item <= SAFE_INTEGER) else as_doubles(item, key, error, hint)
+            out[key] = item if (kind is float and _DOUBLE_MIN <= item <= _DOUBLE_MAX) or kind is str or (
+                kind is int and _SAFE_MIN <= item <= SAFE_INTEGER) or kind is bool or item is None else as_doubles(
+                item, key, error, hint)
         return out
+    if isinstance(value, dict):
+        return {key: as_doubles(item, key, error, hint) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        items = [item if (kind := type(item)) is str or item is None or kind is bool or (
-                     kind is float and -_DOUBLE_MAX <= item <= _DOUBLE_MAX) or (
-                     kind is int and -SAFE_INTEGER <= item <= SAFE_INTEGER) else as_doubles(item, name, error, hint)
-                 for item in value]
+        items = [item if ((kind := type(item)) is float and _DOUBLE_MIN <= item <= _DOUBLE_MAX) or kind is str or (
+                     kind is int and _SAFE_MIN <= item <= SAFE_INTEGER) or kind is bool or item is None
+                 else as_doubles(item, name, error, hint) for item in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, bool):
         return value

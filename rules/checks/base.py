@@ -218,16 +218,14 @@ class Context:
     def __init__(self, inputs: Inputs, policy: Policy, shared: dict[Any, Any], check: type[Check] | None) -> None:
         self.inputs = inputs
         self.policy = policy
-        self.reader: Reader = inputs.reader()
+        self.reader = Reader(inputs)
+        self._read = self.reader.read  # the pointers read, which value() and memo() note here directly
         self._shared = shared
         self._check = check
         self.peer_missing: dict[str, list[str]] = {}
-        # The checks read their inputs through these hundreds of times an evaluation: the reader's own methods,
-        # bound here, spare a call each (the methods below say what they do).
-        self.num = self.reader.num  # type: ignore[method-assign]
-        self.need = self.reader.need  # type: ignore[method-assign]
-        self.get = self.reader.get  # type: ignore[method-assign]
-        self._note = self.reader.note
+        job = shared.get(Job)
+        if job is not None:  # parsed by an earlier context of the evaluation (``job`` below)
+            self.job = job
 
     # ---- inputs -------------------------------------------------------------------------------
     def num(self, pointer: str, default: float | None = None) -> float | None:
@@ -254,15 +252,18 @@ class Context:
     def value(self, given: Given[T]) -> T | None:
         """Returns a value of the job (a default included) and notes its pointer as read when the submission
         states it (a default is not an input of the submission)."""
+        value, pointer, source = given
         # An array of texts or numbers (a tuple) is looked into, not named as an input itself, as its items' are not.
-        if given.value is not None and given.source != DEFAULT and type(given.value) is not tuple:
-            self._note(given.pointer)
-        return given.value
+        if value is not None and source != DEFAULT and type(value) is not tuple:
+            self._read[pointer] = None
+        return value
 
     def needed(self, given: Given[T]) -> T | None:
         """Returns ``value(given)``; notes its pointer as missing when the submission does not hold it."""
-        if given.value is None and given.pointer not in self.reader.missing:
-            self.reader.missing.append(given.pointer)
+        if given.value is None:
+            if given.pointer not in self.reader.missing:
+                self.reader.missing.append(given.pointer)
+            return None
         return self.value(given)
 
     def threshold(self, name: str) -> Any:
@@ -289,16 +290,18 @@ class Context:
                 value = compute(probe)
             except Exception:
                 if reads_of_refusal:
-                    self._take_reads(probe.reader.pointers, probe.reader.missing)
+                    self._take_reads(probe._read, probe.reader.missing)
                 raise
             # The pointers as a dict (in the order read), which every later caller's reader takes at once.
-            memoised = self._shared[compute] = (value, dict.fromkeys(probe.reader.pointers), list(probe.reader.missing))
+            memoised = self._shared[compute] = (value, dict(probe._read), list(probe.reader.missing))
         value, pointers, missing = memoised
-        self._take_reads(pointers, missing)
+        self._read.update(pointers)  # a fact read on every path: its reads noted without a call
+        if missing:
+            self._take_reads({}, missing)
         return value
 
-    def _take_reads(self, pointers: list[str] | dict[str, None], missing: list[str]) -> None:
-        self.reader.mark_read(pointers)
+    def _take_reads(self, pointers: dict[str, None], missing: list[str]) -> None:
+        self._read.update(pointers)
         if missing:
             noted = self.reader.missing
             for pointer in missing:
@@ -342,8 +345,12 @@ class Check:
     @classmethod
     def outcome(cls, name: str) -> Outcome:
         """Returns the rule, exemption or pass outcome called ``name``; KeyError when the check has none."""
-        outcomes: list[Outcome] = [cls.passing, *cls.rules, *(r.unless for r in cls.rules if r.unless)]
-        for outcome in outcomes:
-            if outcome.name == name:
-                return outcome
+        if cls.passing.name == name:
+            return cls.passing
+        for rule in cls.rules:
+            if rule.name == name:
+                return rule
+        for rule in cls.rules:
+            if rule.unless is not None and rule.unless.name == name:
+                return rule.unless
         raise KeyError(f"check {cls.id} has no rule named {name!r}")

@@ -11,8 +11,7 @@ with the model's config file as the reference. This is the one place the catalog
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from rules.catalogue import Catalogue, load_catalogue
 from rules.job.models import named_models
@@ -29,9 +28,11 @@ _ABSENT = object()  # no value at a pointer
 _UNSEEN = object()  # a pointer not looked up yet
 
 
-@dataclass(frozen=True)
-class Quantity:
-    """A number with its provenance: where it sits in the submission and what vouches for it."""
+class Quantity(NamedTuple):
+    """A number with its provenance: where it sits in the submission and what vouches for it.
+
+    Immutable; a named tuple, as the job's values are (rules/job/given.py), because a submission holds hundreds.
+    """
 
     pointer: str
     value: float | int
@@ -128,12 +129,14 @@ class Inputs:
                 kind = type(item)
                 if kind is str or kind is bool or item is None:
                     resolved[key] = item
-                elif kind is int or kind is float:
-                    where = f"{pointer}/{escape(key)}"
-                    self.quantities[where] = Quantity(where, item, _ASSUMPTION)
-                    resolved[key] = item
                 else:
-                    resolved[key] = self._resolve(item, f"{pointer}/{escape(key)}")
+                    # A member name holds "~" or "/" rarely: escaped only then, without a call for the others.
+                    where = f"{pointer}/{key if '~' not in key and '/' not in key else escape(key)}"
+                    if kind is int or kind is float:
+                        self.quantities[where] = Quantity(where, item, _ASSUMPTION)
+                        resolved[key] = item
+                    else:
+                        resolved[key] = self._resolve(item, where)
             return resolved
         if isinstance(node, dict):
             if "value" in node and _is_number(node["value"]):
@@ -238,7 +241,9 @@ class Reader:
     def __init__(self, inputs: Inputs) -> None:
         self.inputs = inputs
         self._found = inputs._found  # the values looked up already, read here without a call to Inputs.get
-        self._read: dict[str, None] = {}
+        # The pointers read, in the order read (a dict for its order and its cheap membership): a check's context
+        # notes the job's values it reads here directly (rules/checks/base.py).
+        self.read: dict[str, None] = {}
         self.missing: list[str] = []
 
     def num(self, pointer: str, default: float | None = None) -> float | None:
@@ -248,7 +253,7 @@ class Reader:
             value = self.inputs.get(pointer)
         kind = type(value)
         if kind is int or kind is float or (kind is not bool and isinstance(value, int | float)):
-            self._read[pointer] = None
+            self.read[pointer] = None
             return value
         return default
 
@@ -267,22 +272,21 @@ class Reader:
         if value is None or value is _ABSENT:
             return default
         if not isinstance(value, dict | list):  # containers are looked into, not used as inputs
-            self._read[pointer] = None
+            self.read[pointer] = None
         return value
 
     def note(self, pointer: str) -> None:
         """Notes one pointer as read (a value of the typed job the check used)."""
-        self._read[pointer] = None
+        self.read[pointer] = None
 
     def mark_read(self, pointers: list[str] | dict[str, None]) -> None:
         """Notes as read the pointers another reader of the same inputs read (a memoised fact's inputs), in order."""
-        self._read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
+        self.read.update(pointers if isinstance(pointers, dict) else dict.fromkeys(pointers))
 
     @property
     def pointers(self) -> list[str]:
-        return list(self._read)
+        return list(self.read)
 
     def assumptions(self) -> list[dict[str, Any]]:
         """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
-        assumed = self.inputs.assumed()
-        return [dict(assumed[pointer]) for pointer in self._read if pointer in assumed]
+        return [dict(found) for found in map(self.inputs.assumed().get, self.read) if found is not None]

@@ -23,22 +23,36 @@ from rules.job.workload import Serving, Training
 
 def parse_job(inputs: Inputs) -> Job:
     """Returns the job of the validated submission ``inputs`` holds (resolved numbers, catalogue fills in)."""
-    return Job(training=_section(Training, inputs, TRAINING), serving=_section(Serving, inputs, INFERENCE),
-               cluster=_section(Cluster, inputs, QUOTE), measurements=_section(Measurements, inputs, MEASUREMENTS),
+    return Job(training=_section(Training, inputs.get(TRAINING), TRAINING, inputs),
+               serving=_section(Serving, inputs.get(INFERENCE), INFERENCE, inputs),
+               cluster=_section(Cluster, inputs.get(QUOTE), QUOTE, inputs),
+               measurements=_section(Measurements, inputs.get(MEASUREMENTS), MEASUREMENTS, inputs),
                trains=inputs.get(TRAINING) is not None, serves=inputs.get(INFERENCE) is not None)
 
 
+# How a declared field is read (``_declared``): a leaf, a nested section, an array of sections, an object of leaves,
+# an array of texts or numbers.
+_LEAF, _SECTION, _EACH, _KEYED, _SCALARS = range(5)
+
+
 @cache
-def _declared(cls: type) -> tuple[tuple[str, str, Any, type | None, type | None, bool, bool], ...]:
-    """Returns (field, member, default, section, each, scalars, keyed) of every declared field of ``cls``."""
-    return tuple((f.name, f.metadata["at"], f.metadata["default"], f.metadata["section"], f.metadata["each"],
-                  f.metadata["scalars"], f.metadata["keyed"]) for f in fields(cls) if "at" in f.metadata)
+def _declared(cls: type) -> tuple[tuple[str, str, int, Any], ...]:
+    """Returns (field, member, how it is read, its default or its section class) of every declared field of ``cls``."""
+    declared = []
+    for f in fields(cls):
+        if "at" in f.metadata:
+            meta = f.metadata
+            kind, extra = ((_SECTION, meta["section"]) if meta["section"] is not None
+                           else (_EACH, meta["each"]) if meta["each"] is not None
+                           else (_KEYED, None) if meta["keyed"] else (_SCALARS, None) if meta["scalars"]
+                           else (_LEAF, meta["default"]))
+            declared.append((f.name, meta["at"], kind, extra))
+    return tuple(declared)
 
 
-def _section(cls: type, inputs: Inputs, pointer: str) -> Any:
-    """Returns the section ``cls`` of the submission's object at ``pointer``; the shared one with every value absent
-    (or defaulted) where the submission has no object there."""
-    container = inputs.get(pointer)
+def _section(cls: type, container: Any, pointer: str, inputs: Inputs) -> Any:
+    """Returns the section ``cls`` of ``container``, the submission's member at ``pointer``; the shared one with every
+    value absent (or defaulted) where the submission has no object there."""
     if not isinstance(container, dict):
         return _absent_section(cls, pointer)
     return _built(cls, pointer, container, inputs)
@@ -56,24 +70,30 @@ def _built(cls: type, pointer: str, container: dict[str, Any], inputs: Inputs | 
     object, whose nested sections are absent too)."""
     values: dict[str, Any] = {}
     quantities = inputs.quantities if inputs is not None else {}
-    for name, member, default, section, each, scalars, keyed in _declared(cls):
+    for name, member, kind, extra in _declared(cls):
         where = f"{pointer}/{member}"
-        if section is not None:
-            values[name] = (_section(section, inputs, where) if inputs is not None
-                            else _absent_section(section, where))
-        elif each is not None:
+        if kind == _LEAF:  # most fields: the leaf rule of ``_leaf``, written out here for the hundred of a submission
+            value = container.get(member)
+            if value is None or isinstance(value, dict | list):
+                filled = extra(values) if callable(extra) else extra
+                values[name] = absent(where) if filled is None else Given(filled, where, DEFAULT)
+            else:
+                quantity = quantities.get(where)
+                values[name] = Given(value, where, quantity.source if quantity is not None else None)
+        elif kind == _SECTION:
+            values[name] = (_section(extra, container.get(member), where, inputs) if inputs is not None
+                            else _absent_section(extra, where))
+        elif kind == _EACH:
             items = container.get(member)
-            count = len(items) if isinstance(items, list) else 0
-            values[name] = tuple(_section(each, inputs, f"{where}/{index}") for index in range(count))  # type: ignore[arg-type]
-        elif keyed:
+            values[name] = tuple(_section(extra, item, f"{where}/{index}", inputs)  # type: ignore[arg-type]
+                                 for index, item in enumerate(items if isinstance(items, list) else ()))
+        elif kind == _KEYED:
             members = container.get(member)
             values[name] = tuple((key, _leaf(item, f"{where}/{escape(key)}", None, {}, quantities))
                                  for key, item in (members.items() if isinstance(members, dict) else ()))
-        elif scalars:
+        else:
             items = container.get(member)
             values[name] = Given(tuple(items), where) if isinstance(items, list) else absent(where)
-        else:
-            values[name] = _leaf(container.get(member), where, default, values, quantities)
     return cls(**values, pointer=pointer)
 
 

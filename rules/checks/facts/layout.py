@@ -31,13 +31,13 @@ def placement(ctx: Context) -> Placement | None:
 def layout(ctx: Context) -> Layout | None:
     """Returns the job's layout on its node group (:func:`placement`): the GPU split and the sharding, with the
     batch, recompute and precision left to the facts that read them (rules/checks/facts/step_model.py)."""
-    placed = placement(ctx)
+    placed = ctx.memo(_placement)
     return placed.layout if placed is not None else None
 
 
 def training_group(ctx: Context) -> QuotedNodeGroup | None:
     """Returns the quoted node group the training job runs on (:func:`placement`); None when it cannot be known."""
-    placed = placement(ctx)
+    placed = ctx.memo(_placement)
     return placed.group if placed is not None else None
 
 
