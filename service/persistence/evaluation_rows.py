@@ -5,9 +5,9 @@ On PostgreSQL they are one statement: each row is a data-modifying ``WITH`` of i
 revision's generated id and the check results and record take the evaluation's, and PostgreSQL checks the
 foreign keys between them at the end of the statement. One round trip and one execution instead of five (the
 statement has few enough parameters for psycopg to keep its parsed form and prepare it). The check results
-travel as one JSON array, each element's ``evidence`` stored as the text it has there: the text
-``json.dumps`` gives the evidence on its own, as when it is a parameter of its own (PostgreSQL's ``json``
-keeps the text it is given, and ``->`` returns a member's text as it stands).
+travel as one JSON array, read by ``json_to_recordset`` in one pass, each element's ``evidence`` stored as the
+text it has there: the text ``json.dumps`` gives the evidence on its own, as when it is a parameter of its own
+(PostgreSQL's ``json`` keeps the text it is given, and so does a ``json`` field of a record read from it).
 
 Elsewhere (SQLite, in the process) they are the INSERTs of service/persistence/rows.py, in the same order.
 """
@@ -18,6 +18,7 @@ import functools
 from typing import Any
 
 from sqlalchemy import Table, TextClause, bindparam, text
+from sqlalchemy.dialects import postgresql
 from sqlmodel import Session
 
 from service.persistence import rows
@@ -47,7 +48,8 @@ def _statement(with_submission: bool) -> TextClause:
     """Returns the PostgreSQL statement that writes the rows (the submission's too when ``with_submission``) and
     returns the revision's and the evaluation's generated ids."""
     names = {table: ", ".join(_GIVEN[table]) for table in _GIVEN}
-    checks = ", ".join(f"c.value ->> '{name}'" for name in _GIVEN[_CHECK_RESULT] if name != "evidence")
+    results = ", ".join(f"{name} {_CHECK_RESULT.c[name].type.compile(dialect=postgresql.dialect())}"
+                        for name in _GIVEN[_CHECK_RESULT])
     parts = [f"submission_row AS (INSERT INTO submission ({names[_SUBMISSION]}) VALUES ({_placeholders(_SUBMISSION)}))"
              ] if with_submission else []
     parts += [
@@ -56,8 +58,9 @@ def _statement(with_submission: bool) -> TextClause:
         f"SELECT {_placeholders(_EVALUATION)}, revision_row.id FROM revision_row RETURNING id)",
         # The results in the order given (their ids ascend as the record lists them).
         f"check_rows AS (INSERT INTO check_result (evaluation_id, {names[_CHECK_RESULT]}) "
-        f"SELECT evaluation_row.id, {checks}, c.value -> 'evidence' "
-        "FROM evaluation_row, json_array_elements(:checks) WITH ORDINALITY AS c(value, position) ORDER BY c.position)",
+        f"SELECT evaluation_row.id, {names[_CHECK_RESULT]} FROM evaluation_row, "
+        f"ROWS FROM (json_to_recordset(:checks) AS ({results})) WITH ORDINALITY AS c({names[_CHECK_RESULT]}, position) "
+        "ORDER BY c.position)",
         f"record_row AS (INSERT INTO record ({names[_RECORD]}, evaluation_id) "
         f"SELECT {_placeholders(_RECORD)}, evaluation_row.id FROM evaluation_row)"]
     sql = "WITH " + ",\n".join(parts) + "\nSELECT revision_row.id, evaluation_row.id FROM revision_row, evaluation_row"
