@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import update
 from sqlmodel import Session, col, select
 
 from service.accounts.actors import Actor
@@ -23,7 +23,7 @@ from service.approval.record_store import engine_policy
 from service.approval.workflow import Event, State, WaiverState
 from service.errors import Forbidden, NotFound, PreconditionFailed, WorkflowConflict
 from service.identifiers import etag_of, new_id
-from service.persistence import audit
+from service.persistence import audit, evaluation_rows
 from service.persistence.models import (
     ApiToken,
     CheckResult,
@@ -163,28 +163,29 @@ def compare_and_set(session: Session, submission_id: str, expected_version: int,
     return expected_version + 1
 
 
-def _store_evaluation(session: Session, submission_id: str, revision: Revision, record: dict[str, Any],
+def _store_evaluation(session: Session, submission: Submission | None, revision: Revision, record: dict[str, Any],
                       now: datetime) -> tuple[Evaluation, Record, dict[str, str]]:
-    """Returns the stored evaluation of ``revision``, its record and the digest of each check result by check id."""
+    """Returns the stored evaluation of ``revision`` (stored with it, after ``submission`` when that is new), its
+    record and the digest of each check result by check id.
+
+    The rows are written together (service/persistence/evaluation_rows.py): nothing reads them back through the
+    session, and the objects returned are built from the values written.
+    """
+    submission_id = revision.submission_id
     policy = record["policy"]
-    evaluation = Evaluation(submission_id=submission_id, revision_id=revision.id, revision=revision.number,
+    evaluation = Evaluation(submission_id=submission_id, revision=revision.number,
                             verdict=record["verdict"], engine_version=record["engine"]["version"],
                             policy_id=policy["id"], policy_version=policy["version"],
                             policy_digest=policy["digest"], created_at=now)
-    session.add(evaluation)
-    session.flush()
     record_id = new_id()
     document = {**record, "record_id": record_id,
                 "submission": {**record["submission"], "id": submission_id, "revision": revision.number}}
     digest, digests = workflow.record_digests(document)
-    # One bulk INSERT of plain rows: nothing reads them back as objects, whose construction and flush cost more.
-    session.execute(insert(CheckResult), [
-        {"evaluation_id": evaluation.id, "check_id": check["id"], "status": check["status"], "basis": check["basis"],
-         "digest": digests[check["id"]], "evidence": check["evidence"]} for check in record["checks"]])
-    stored = Record(id=record_id, submission_id=submission_id, evaluation_id=evaluation.id, kind="evaluation",
-                    document=document, digest=digest, created_at=now)
-    session.add(stored)
-    session.flush()
+    checks = [{"check_id": check["id"], "status": check["status"], "basis": check["basis"],
+               "digest": digests[check["id"]], "evidence": check["evidence"]} for check in record["checks"]]
+    stored = Record(id=record_id, submission_id=submission_id, kind="evaluation", document=document, digest=digest,
+                    created_at=now)
+    evaluation_rows.insert_evaluation(session, submission, revision, evaluation, checks, stored)
     return evaluation, stored, digests
 
 
@@ -215,17 +216,14 @@ def create_submission(session: Session, actor: Actor, document: dict[str, Any], 
     """
     submission_id = new_id()
     quote = document.get("quote", {})
-    # The INSERT is the transaction's first write, which takes SQLite's write lock before any read.
+    # Its INSERT is the transaction's first write (the first of _store_evaluation's), which takes SQLite's write
+    # lock before any read.
     submission = Submission(id=submission_id, state=State.EVALUATED, version=1, revision=1,
                             vendor=quote.get("vendor"), quote_id=quote.get("quote_id"), verdict=record["verdict"],
                             submitter=actor.name, submitter_token_id=actor.token_id, created_at=now, updated_at=now)
-    session.add(submission)
-    session.flush()
     revision = Revision(submission_id=submission_id, number=1, document=document, digest=record["submission"]["digest"],
                         author=actor.name, author_token_id=actor.token_id, created_at=now)
-    session.add(revision)
-    session.flush()
-    evaluation, stored, digests = _store_evaluation(session, submission_id, revision, record, now)
+    evaluation, stored, digests = _store_evaluation(session, submission, revision, record, now)
     snap = Snapshot(submission, evaluation, stored, digests, [], [], {actor.token_id: actor.user_id})
     snap.revision_token_ids = {actor.token_id}
     if before_audit is not None:
@@ -266,9 +264,7 @@ def revise(session: Session, actor: Actor, snap: Snapshot, document: dict[str, A
     revision = Revision(submission_id=submission.id, number=number, document=document,
                         digest=record["submission"]["digest"], author=actor.name, author_token_id=actor.token_id,
                         created_at=now)
-    session.add(revision)
-    session.flush()
-    _, _, new_digests = _store_evaluation(session, submission.id, revision, record, now)
+    _, _, new_digests = _store_evaluation(session, None, revision, record, now)
     revised = audit.Entry("revision.created", actor, now, submission.id, input_digest=revision.digest,
                           before_state=submission.state, after_state=State.REVISED,
                           detail={"revision": number, **(origin or {})}, **engine_policy(record))

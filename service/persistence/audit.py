@@ -126,6 +126,17 @@ def _append_statements(count: int, postgresql: bool) -> tuple[Update | None, Tex
     return set_head, add_events  # SQLite has no UPDATE in WITH; its round trips are calls within the process
 
 
+@functools.cache
+def _bump_head(count: int) -> Update:
+    """Returns the UPDATE that adds ``count`` to the head's length and returns the new length and the last hash.
+
+    On the table (not the model): the session holds no head object to synchronise, and the ORM's bulk UPDATE
+    path costs more than the statement.
+    """
+    return (update(_HEAD).where(_HEAD.c.id == HEAD_ID).values(length=_HEAD.c.length + count)
+            .returning(_HEAD.c.length, _HEAD.c.last_hash))
+
+
 def append_all(session: Session, entries: list[Entry]) -> list[AuditEvent]:
     """Returns the events of ``entries`` appended to the chain in order, inside the caller's transaction.
 
@@ -134,11 +145,8 @@ def append_all(session: Session, entries: list[Entry]) -> list[AuditEvent]:
     """
     # Bumping the head row takes the chain's write lock, and RETURNING reads the head in the same statement: a
     # concurrent appender waits here until this transaction ends, and then sees these events as predecessors.
-    length, prev_hash = session.execute(
-        update(AuditChainHead).where(col(AuditChainHead.id) == HEAD_ID)
-        .values(length=AuditChainHead.length + len(entries))
-        .returning(AuditChainHead.length, AuditChainHead.last_hash)
-        .execution_options(synchronize_session=False)).one()
+    session.flush()  # what the caller added goes first, before the lock (as an ORM statement would autoflush)
+    length, prev_hash = session.connection().execute(_bump_head(len(entries))).one()
     events = []
     for position, entry in enumerate(entries, start=length - len(entries) + 1):
         events.append(entry.event(position, prev_hash))

@@ -180,17 +180,25 @@ def event_body(session: Session, event: AuditEvent, event_type: str, event_id: s
     return body
 
 
+_SUBSCRIPTIONS = WebhookSubscription.__table__  # type: ignore[attr-defined]
+# The id and events of each subscription not deleted, oldest first: what an event's enqueue decides on. On the
+# table, not the model: every audit event asks, and loading no objects costs less than the ORM's query path.
+_ACTIVE_EVENTS = (select(_SUBSCRIPTIONS.c.id, _SUBSCRIPTIONS.c.events).where(_SUBSCRIPTIONS.c.deleted_at.is_(None))
+                  .order_by(_SUBSCRIPTIONS.c.id))
+
+
 def enqueue(session: Session, event: AuditEvent) -> list[WebhookDelivery]:
     """Returns the deliveries of ``event`` written to the outbox in the caller's transaction, one per subscription."""
     event_type = event_type_of(event)
     if event_type is None:
         return []
-    subscriptions = [s for s in active_subscriptions(session) if event_type in s.events]
+    subscriptions = [subscription_id for subscription_id, events in session.connection().execute(_ACTIVE_EVENTS)
+                     if event_type in events]
     if not subscriptions:
         return []
     event_id = new_id()
     text = json.dumps(event_body(session, event, event_type, event_id), ensure_ascii=False, separators=(",", ":"))
-    deliveries = [WebhookDelivery(id=new_id(), subscription_id=s.id, event_id=event_id, event_type=event_type,
+    deliveries = [WebhookDelivery(id=new_id(), subscription_id=s, event_id=event_id, event_type=event_type,
                                   audit_event_id=event.id, submission_id=event.submission_id, body=text,
                                   state=PENDING, attempts=0, next_attempt_at=event.occurred_at,
                                   created_at=event.occurred_at) for s in subscriptions]

@@ -21,9 +21,9 @@ def statements(app) -> Iterator[list[str]]:
 
     def record(_conn, _cursor, statement, _parameters, _context, _many) -> None:
         words = statement.split()
-        if words[0] == "WITH":  # a data-modifying WITH and its statement, both named: "UPDATE a + INSERT b"
-            inner, outer = words.index("(UPDATE"), words.index("INSERT")
-            seen.append(f"UPDATE {words[inner + 1]} + INSERT {words[outer + 2]}")
+        if words[0] == "WITH":  # data-modifying WITHs and their statement, each write named: "UPDATE a + INSERT b"
+            seen.append(" + ".join(f"UPDATE {words[i + 1]}" if word == "(UPDATE" else f"INSERT {words[i + 2]}"
+                                   for i, word in enumerate(words) if word in ("(UPDATE", "(INSERT", "INSERT")))
             return
         if words[0] == "SELECT":
             target = words[words.index("FROM") + 1] if "FROM" in words else ""
