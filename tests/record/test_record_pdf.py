@@ -170,3 +170,38 @@ def test_the_signature_fits_the_space_reserved_from_the_certificate() -> None:
     assert 2 * len(signature.signed_data.dump()) <= reserved_signature_bytes(keys)
     _, status = _pyhanko_status(signed, keys)
     assert status.intact and status.valid and status.trusted and status.coverage.name == "ENTIRE_FILE"
+
+
+def test_a_render_leaves_the_garbage_collector_as_it_found_it() -> None:
+    """html_to_pdf pauses the cyclic collector while it renders and resumes it after, even when the render fails;
+    a collector already paused by the caller stays paused."""
+    import gc
+
+    from service.record.render import FetchRefused, html_to_pdf
+
+    assert gc.isenabled()
+    html_to_pdf("<p>one page</p>", [])
+    assert gc.isenabled()
+    with pytest.raises(FetchRefused):
+        html_to_pdf('<img src="https://example.invalid/x.png">', [])
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        html_to_pdf("<p>one page</p>", [])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_render_leaves_no_cyclic_garbage_for_a_later_collection() -> None:
+    """The render's objects in reference cycles are freed when html_to_pdf returns (by the young-generation
+    pass after the pause), not promoted to wait for a full collection."""
+    import gc
+
+    from service.record.render import html_to_pdf
+
+    html = "<h1>A</h1>" + "<p>line <b>of</b> text</p>" * 200
+    html_to_pdf(html, [])
+    gc.collect()
+    html_to_pdf(html, [])
+    assert gc.collect() < 1_000  # an unpaused render leaves tens of thousands
