@@ -286,7 +286,8 @@ class StepMemoryModel:
         holds sequence_length / context tokens of each activation (Megatron-LM context parallelism;
         :func:`rules.estimates.memory.activations.activation_bytes_per_gpu`).
         """
-        job, counting = self.job, self._counting()
+        job, kept = self.job, self._counted
+        counting = self._counting() if kept is None else self._counting_kept  # kept once counted
         sequence_length = job.batch.sequence_length
         if job.shape is None or sequence_length is None or micro_batch is None:
             return None
@@ -295,7 +296,6 @@ class StepMemoryModel:
             # Micro-batches per optimizer step on each data-parallel rank (the batch identity of estimates/batch.py).
             micro_batches = max(1, int(job.batch.global_batch // (micro_batch * layout.data_parallel)))
         tensor, pipeline, context = layout.tensor, layout.pipeline, layout.context
-        kept = self._counted
         if kept is None:  # this job's activations, kept by those of all precisions that count them alike
             kept = self._counted = self._shared.setdefault((counting, job.saving, job.virtual_stages, sequence_length),
                                                            {})
