@@ -6,7 +6,9 @@ instead of raising them, and raises MessageNotHandledException when no rule matc
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
 EngineError, and every fact is acknowledged by one rule shared by every check (the acknowledgement of the
 decide stage, or the rule of its other stage), which takes all the facts of its stage in one action, and
-must have been seen by it.
+must have been seen by it. The checks' own rules reach durable by rank: the n-th rules of up to RANK_CHECKS
+checks are one rule, each condition guarded by its check's id, which also takes every fact it matched in one
+action.
 
 A check is decided as conftest decides a policy: every rule of the check whose condition holds is a
 finding; the most severe finding decides (fail before warn), the first declared among equals gives the
@@ -185,8 +187,8 @@ class RuleEngine:
                     ranks[("exemption", index)].append(decided & rule.unless.when(lang.m))
         for verdict, conditions in ranks.items():
             for start in range(0, len(conditions), RANK_CHECKS):
-                rules.append(lang.when_all(every, functools.reduce(operator.or_, conditions[start:start + RANK_CHECKS]))(
-                    self._collector(verdict)))
+                either = functools.reduce(operator.or_, conditions[start:start + RANK_CHECKS])
+                rules.append(lang.when_all(every, either)(self._collector(verdict)))
         return {f"r_{index}": rule.define() for index, rule in enumerate(rules)}
 
     def _collector(self, verdict: tuple[str, int]):

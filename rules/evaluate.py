@@ -209,7 +209,9 @@ def _representable(value: Any, name: str = "evidence") -> Any:
 
 def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: Context,
             status: Status, rule_name: str) -> dict[str, Any]:
-    evidence = {**facts.evidence, "inputs": ctx.reader.pointers}
+    # The record's evidence is the facts' own: ``evaluate`` built this dict (_representable's copy, or the Facts of
+    # a refusal), so the inputs read are appended to it, once the words are filled from the evidence alone.
+    evidence = facts.evidence
     if facts.stage is Stage.DECIDE:
         rule = check.outcome(rule_name)
         values = _Evidence(facts.evidence)
@@ -217,7 +219,6 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
         message = _render(rule.message, values, check.id, rule_name)
         remediation = _render(rule.remediation, values, check.id, rule_name)
     elif facts.stage is Stage.INSUFFICIENT_DATA:
-        evidence["missing"] = list(ctx.missing)
         needed = ", ".join(ctx.missing) or "an input"
         message = f"needs {needed}" + (f": {facts.reason}" if facts.reason else "")
         remediation = check.insufficient_remediation
@@ -226,6 +227,9 @@ def _result(check: type[Check], facts: Facts, thresholds: dict[str, Any], ctx: C
         remediation = "Correct the inputs named in the message so that they describe one realisable configuration."
     else:
         message, remediation = facts.reason, ""
+    evidence["inputs"] = ctx.reader.pointers
+    if facts.stage is Stage.INSUFFICIENT_DATA:
+        evidence["missing"] = list(ctx.missing)
     return {
         "id": check.id,
         "title": check.title,
