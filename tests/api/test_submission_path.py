@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlmodel import func, select
 
 from service.persistence import audit
@@ -110,3 +111,36 @@ def test_concurrent_submissions_are_each_stored_once_on_one_unbroken_chain(app, 
     assert verification.ok, verification.problem
     # Each submission's two events are adjacent: no other writer slipped in between them.
     assert actions == ["submission.created", "evaluation.completed"] * 4
+
+
+def test_the_rows_hold_the_record_and_each_check_result_as_written(app, as_role, submission_document):
+    # Given a submission and then a revision of it (the two shapes of the statement that writes their rows)
+    submitter = as_role("submitter")
+    created = submitter.post("/api/v1/submissions", json=submission_document)
+    assert created.status_code == 201, created.get_json()
+    revised = submitter.post(created.headers["Location"] + "/revisions", json=submission_document,
+                             headers={"If-Match": created.headers["ETag"]})
+    assert revised.status_code == 201, revised.get_json()
+
+    # Then each evaluation's check results are its record's checks, in its order, each with the digest the
+    # answer gives and the evidence stored as the JSON text of the evidence on its own; the record and the
+    # revision's document are stored as their own JSON text
+    with get_db(app).engine.connect() as connection:
+        for answer in (created.get_json(), revised.get_json()):
+            evaluation = answer["evaluation"]
+            record_text, digest = connection.execute(text(
+                "SELECT CAST(document AS TEXT), digest FROM record WHERE id = :id"), {"id": evaluation["record_id"]}).one()
+            record = json.loads(record_text)
+            assert record_text == json.dumps(record)
+            rows = connection.execute(text(
+                "SELECT check_id, status, basis, digest, CAST(evidence AS TEXT) FROM check_result "
+                "WHERE evaluation_id = :id ORDER BY id"), {"id": evaluation["id"]}).all()
+            assert [tuple(row) for row in rows] == [
+                (check["id"], check["status"], check["basis"], shown["digest"], json.dumps(check["evidence"]))
+                for check, shown in zip(record["checks"], evaluation["checks"], strict=True)]
+            revision_text = connection.execute(text(
+                "SELECT CAST(document AS TEXT) FROM revision WHERE submission_id = :id AND number = :number"),
+                {"id": answer["id"], "number": evaluation["revision"]}).scalar_one()
+            assert json.loads(revision_text) == submission_document
+            assert revision_text == json.dumps(json.loads(revision_text))
+            assert digest.startswith("sha256:")
