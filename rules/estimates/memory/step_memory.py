@@ -29,12 +29,9 @@ from rules.estimates.memory.activations import (
     PipelineSchedule,
     activation_bytes_per_layer,
 )
-from rules.estimates.memory.comm_buffers import (
-    CommunicationBuffers,
-    CommunicationSettings,
-    rank_buffers,
-)
+from rules.estimates.memory.comm_buffers import CommunicationBuffers, CommunicationSettings, rank_buffers
 from rules.estimates.memory.model_state import (
+    StateBytesPerParam,
     TrainedModel,
     effective_sharding,
     model_state_bytes_per_param,
@@ -174,8 +171,8 @@ class StepMemoryModel:
             value = kept[key] = compute()  # a raise keeps nothing
         return value
 
-    def _sized(self, layout: Layout, sharding: str | None = None) -> tuple[Layout, TrainingModelState]:
-        """Returns ``layout`` under the sharding its model state is sized with, and that state:
+    def sized(self, layout: Layout, sharding: str | None = None) -> tuple[Layout, TrainingModelState]:
+        """Returns ``layout`` under the sharding its model state is sized with, and that state (kept per layout):
         :func:`rules.estimates.memory.training_state.training_model_state` of the job on ``layout``."""
         sharding = effective_sharding(sharding or layout.sharding, self._state_settings.convention)
         layout = with_sharding(layout, sharding)
@@ -188,8 +185,7 @@ class StepMemoryModel:
         those bytes, shared with the :meth:`at_precision` siblings whose bytes are the same."""
         job, settings, sharding = self.job, self._state_settings, layout.sharding
         model, shape, pipeline = job.model, job.shape, layout.pipeline
-        state, figures = self._keep(("state", sharding), lambda: (bytes_per_param := model_state_bytes_per_param(
-            model.precision, model.optimizer, settings.convention, sharding), replace(bytes_per_param, citation="")))
+        state, figures = self._state(sharding)
         held = self._keep(("held", layout, figures), lambda: sharded_model_state(
             model, shape, job.offload, layout, settings, state,
             self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline)),
@@ -198,11 +194,22 @@ class StepMemoryModel:
         return held if held.state == state else TrainingModelState(
             sharding, state, held.per_gpu, held.gathered_bytes, held.host, held.first_stage_factor)
 
+    def _state(self, sharding: str) -> tuple[StateBytesPerParam, StateBytesPerParam]:
+        """Returns the bytes per parameter of the state under ``sharding`` (as sized), and their figures (kept)."""
+        model, convention = self.job.model, self._state_settings.convention
+        return self._keep(("state", sharding), lambda: (bytes_per_param := model_state_bytes_per_param(
+            model.precision, model.optimizer, convention, sharding), replace(bytes_per_param, citation="")))
+
+    def precision_figures(self, sharding: str) -> tuple[ActivationCounting, StateBytesPerParam]:
+        """Returns all the estimates under ``sharding`` read of the precision: the activations' counting and the state's
+        bytes per parameter, uncited. :meth:`at_precision` siblings alike in these size every step alike."""
+        return self._counting(), self._state(effective_sharding(sharding, self._state_settings.convention))[1]
+
     def estimate(self, layout: Layout, *, sharding: str | None = None, micro_batch: int | None = None,
                  model_state: TrainingModelState | None = None) -> TrainingMemory:
         """Returns :func:`training_memory` of the job on ``layout`` (the same arguments, the same result)."""
         if model_state is None:
-            layout, held = self._sized(layout, sharding)
+            layout, held = self.sized(layout, sharding)
         else:
             layout, held = with_sharding(layout, model_state.sharding), model_state
         job, settings = self.job, self.settings
@@ -222,10 +229,6 @@ class StepMemoryModel:
             first_stage_factor=held.first_stage_factor, context_parallel=layout.context,
             activation_counting=counting, communication=buffers,
             cuda_context_bytes=settings.cuda_context_gib * GIB, host=held.host)
-
-    def sized(self, layout: Layout) -> tuple[Layout, TrainingModelState]:
-        """Returns ``layout`` under the sharding its model state is sized with, and that state (kept per layout)."""
-        return self._sized(layout)
 
     def activations(self, sized: tuple[Layout, TrainingModelState], micro_batch: int) -> float | None:
         """Returns the activations :meth:`estimate` counts at ``micro_batch`` on a layout :meth:`sized` (kept)."""
@@ -329,7 +332,7 @@ class StepMemoryModel:
 
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:
         """Returns :func:`largest_fitting_micro_batch` of the job on ``layout``."""
-        sized, held = self._sized(layout)
+        sized, held = self.sized(layout)
         # The buffers do not depend on the micro-batch: kept at the first one asked (a raise is not kept).
         return most_fitting(lambda micro_batch: self._fits(sized, held, micro_batch,
                                                            lambda: self._layout_buffers(sized, held, True)), limit)
@@ -340,7 +343,7 @@ class StepMemoryModel:
 
         def fits_on(gpus: int) -> bool:
             try:
-                sized, held = self._sized(resized(plain, gpus))
+                sized, held = self.sized(resized(plain, gpus))
                 return bool(self._fits(sized, held, job.batch.micro_batch,
                                        lambda: self._layout_buffers(sized, held, True)))
             except InconsistentInput:  # the estimators refuse the layout on this many GPUs

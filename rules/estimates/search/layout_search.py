@@ -153,7 +153,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     skipped: Counter[str] = Counter()
     heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
     slowest = math.inf  # once top_n are kept, the slowest kept step (to the µs), which a new layout must not exceed
-    kinds = range(len(precisions))
+    kinds, alikes = range(len(precisions)), memory_of.alike
     shardings = list(enumerate(space.sharding))
     flash_attention = space.flash_attention
     for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
@@ -174,11 +174,12 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                     if sized.reason is not None:  # the state's refusal (a convention that cannot size this layout)
                         skipped[sized.reason] += 1
                         continue
-                    activations = counted[k]
+                    alike = alikes[k]  # the precision whose activations these are (counted alike)
+                    activations = counted[alike]
                     if activations is _UNASKED or sized.terms is None:
                         try:
                             if activations is _UNASKED:
-                                activations = counted[k] = models[k].activations(sized.sized, b)
+                                activations = counted[alike] = models[k].activations(sized.sized, b)
                             if sized.terms is None:
                                 sized.size_terms(models[k])
                         except InconsistentInput as refusal:
@@ -251,10 +252,22 @@ class _CandidateMemory:
         batch = TrainingBatch(memory.job.batch.sequence_length, None, global_batch)
         submitted = StepMemoryModel(replace(memory.job, offload="none"), memory.gpu_memory_gib, memory.settings)
         self.batch, self.by_precision = batch, [submitted.at_precision(q) for q in precisions]
+        # Per precision, the first whose model sizes every sharding alike (itself if none): its candidates are sized
+        # once, with the same state, terms and activations (StepMemoryModel.precision_figures).
+        self.alike = [next((j for j in range(k) if self._alike(j, k)), k) for k in range(len(precisions))]
         # Per (recompute, sequence parallelism, virtual stages): the model of each precision, varied.
         self.models_kept: dict[tuple[str, bool, int], list[StepMemoryModel]] = {}
         self.sized_kept: dict[tuple[int, int, int], list[list[_Sized]]] = {}  # per sharding, per precision
         self.layouts: dict[tuple[int, int, int, str], Layout] = {}
+
+    def _alike(self, first: int, second: int) -> bool:
+        """Returns whether the models of two precisions size every step of every sharding searched alike."""
+        models = self.by_precision
+        try:
+            return all(models[first].precision_figures(sharding) == models[second].precision_figures(sharding)
+                       for sharding in self.shardings)
+        except InconsistentInput:  # a precision or sharding the estimators refuse: each is sized (and refused) alone
+            return False
 
     def sized(self, t: int, p: int, c: int) -> list[list[_Sized]]:
         """Returns the layout of the degrees sized under each sharding and precision (kept under the degrees): the
@@ -288,10 +301,14 @@ class _CandidateMemory:
         return layout
 
     def _size(self, layout: Layout, key: tuple[int, int, int, str]) -> list[_Sized]:
-        """Returns :meth:`StepMemoryModel.sized` of the layout at each precision, or its refusal; keeps the layout."""
+        """Returns :meth:`StepMemoryModel.sized` of the layout at each precision (once for precisions sized alike), or
+        its refusal; keeps the layout."""
         self.layouts[key] = layout
-        row = []
-        for base in self.by_precision:
+        row: list[_Sized] = []
+        for base, alike in zip(self.by_precision, self.alike, strict=True):
+            if alike < len(row):  # sized as an earlier precision: the same sizing
+                row.append(row[alike])
+                continue
             try:
                 row.append(_Sized(base.sized(layout), None))
             except InconsistentInput as refusal:
