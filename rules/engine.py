@@ -6,9 +6,7 @@ instead of raising them, and raises MessageNotHandledException when no rule matc
 turns all three into explicit behaviour: the state is always deleted, action errors are re-raised as
 EngineError, and every fact is acknowledged by one rule shared by every check (the acknowledgement of the
 decide stage, or the rule of its other stage), which takes all the facts of its stage in one action, and
-must have been seen by it. The checks' own rules reach durable by rank: the n-th rules of up to RANK_CHECKS
-checks are one rule, each condition guarded by its check's id, which also takes every fact it matched in one
-action.
+must have been seen by it.
 
 A check is decided as conftest decides a policy: every rule of the check whose condition holds is a
 finding; the most severe finding decides (fail before warn), the first declared among equals gives the
@@ -29,10 +27,8 @@ definition in a module-global table that only the Host empties.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import operator
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -74,9 +70,6 @@ SHARED_RULES = (_StageRule(Stage.NOT_APPLICABLE, Status.NOT_APPLICABLE),
 # What a durable action notes: the acknowledgement of a fact at the decide stage, a shared stage rule, a
 # check's rule by its index, or the exemption of the rule at that index.
 _SEEN = ("seen", -1)
-# The checks whose rules of one rank share a durable rule (RuleEngine._definition): durable_rules 2.0.28 takes
-# the disjunction of 13 of the acceptance checks' conditions, not of all 14.
-RANK_CHECKS = 12
 
 
 _INT64 = 2**63
@@ -170,34 +163,32 @@ class RuleEngine:
         # Each takes every fact of its stage in one action (cap: at most one fact per check is posted at a time),
         # instead of one action per fact.
         every = lang.cap(max(1, len(self.checks)))
-        rules = [lang.when_all(every, lang.m.stage == Stage.DECIDE.value)(self._collector(_SEEN))]
-        rules.extend(lang.when_all(every, lang.m.stage == shared.stage.value)(self._collector(("stage", index)))
+        rules = [lang.when_all(every, lang.m.stage == Stage.DECIDE.value)(self._acknowledger(_SEEN))]
+        rules.extend(lang.when_all(every, lang.m.stage == shared.stage.value)(self._acknowledger(("stage", index)))
                      for index, shared in enumerate(SHARED_RULES))
-        # The rules of one rank (the n-th rule of each check, or its exemption) are few durable rules: each the
-        # disjunction of the conditions of up to RANK_CHECKS checks, each guarded by its check's id and the decide
-        # stage, so that a fact matches it when its own check's n-th condition holds. Capped as the
-        # acknowledgements are, each takes every fact it matched in one action: an evaluation runs an action per
-        # rank matched rather than one per rule matched.
-        ranks: dict[tuple[str, int], list[Any]] = defaultdict(list)
         for check in self.checks:
             decided = (lang.m.check == check.id) & (lang.m.stage == Stage.DECIDE.value)
             for index, rule in enumerate(check.rules):
-                ranks[("rule", index)].append(decided & rule.when(lang.m))
+                rules.append(lang.when_all(decided & rule.when(lang.m))(self._collector(check.id, ("rule", index))))
                 if rule.unless is not None:
-                    ranks[("exemption", index)].append(decided & rule.unless.when(lang.m))
-        for verdict, conditions in ranks.items():
-            for start in range(0, len(conditions), RANK_CHECKS):
-                either = functools.reduce(operator.or_, conditions[start:start + RANK_CHECKS])
-                rules.append(lang.when_all(every, either)(self._collector(verdict)))
+                    rules.append(lang.when_all(decided & rule.unless.when(lang.m))(
+                        self._collector(check.id, ("exemption", index))))
         return {f"r_{index}": rule.define() for index, rule in enumerate(rules)}
 
-    def _collector(self, verdict: tuple[str, int]):
-        """Returns the action of a rule: it notes ``verdict`` for the check of each fact it matched (a list, the rule
-        being capped) under the state's sid."""
+    def _acknowledger(self, verdict: tuple[str, int]):
+        """Returns the action of a rule every check shares: it notes ``verdict`` for the check of each fact it
+        matched (a list, the rule being capped) under the state's sid."""
         def action(c: Any) -> None:
-            noted = self._verdicts[c.s.sid]  # the state's sid: fewer of durable's lookups than a fact's
+            noted = self._verdicts[c.s.sid]
             for fact in c.m:
                 noted[fact["check"]].add(verdict)
+
+        return action
+
+    def _collector(self, check_id: str, verdict: tuple[str, int]):
+        """Returns the action of one rule: it notes ``verdict`` for ``check_id`` under the state's sid."""
+        def action(c: Any) -> None:
+            self._verdicts[c.s.sid][check_id].add(verdict)  # the state's sid: fewer of durable's lookups than c.m.sid
 
         return action
 

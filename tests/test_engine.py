@@ -117,7 +117,7 @@ def test_a_rule_concludes_fail_or_warn_and_a_check_declares_its_pass() -> None:
 def test_an_error_inside_a_rule_action_surfaces() -> None:
     # durable_rules keeps an exception raised by an action on the state instead of raising it.
     class ExplodingEngine(RuleEngine):
-        def _collector(self, verdict: tuple[str, int]):
+        def _collector(self, check_id: str, rule: Rule):
             def action(c) -> None:
                 raise RuntimeError("action exploded")
 
