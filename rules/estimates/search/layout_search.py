@@ -153,63 +153,45 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     skipped: Counter[str] = Counter()
     heap: list[tuple[float, int, RankedLayout]] = []  # min-heap of (−step, −order): its root is the slowest kept
     slowest = math.inf  # once top_n are kept, the slowest kept step (to the µs), which a new layout must not exceed
-    kinds, alikes = range(len(precisions)), memory_of.alike
-    shardings = list(enumerate(space.sharding))
-    flash_attention = space.flash_attention
+    flash_attention, width = space.flash_attention, len(space.sharding) * len(precisions)
+    parts: dict[tuple[int, int, int], LayerSlice] = {}  # one per (micro-batch, t, c), whose work the model keeps
     for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
-        part = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c, sequence_parallel=t > 1,
-                          flash_attention=flash_attention)
+        part = parts.get((b, t, c))
+        if part is None:
+            part = parts[(b, t, c)] = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c,
+                                                 sequence_parallel=t > 1, flash_attention=flash_attention)
         m = global_batch // (b * d)
-        sized_of = memory_of.sized(t, p, c)
+        group = memory_of.group(t, p, c)
         for recompute in space.recompute:
-            models = memory_of.models(recompute, t > 1, v)
-            counted: list[float | None | _Unasked] = [_UNASKED] * len(precisions)  # activations, per precision
+            first, searched = searched, searched + width  # the candidates are first + 1, first + 2, … in order
+            counted = group.activations(memory_of.models(recompute, t > 1, v), b, skipped)
             stages: list[StageTime | None] = [None] * len(precisions)  # per precision, modelled when first needed
             bounds = [0.0] * len(precisions)  # a lower bound of the step, to the µs (StepTimeModel.least_step_s)
-            for j, sharding in shardings:
-                row = sized_of[j]
-                for k in kinds:
-                    searched += 1
-                    sized = row[k]
-                    if sized.reason is not None:  # the state's refusal (a convention that cannot size this layout)
-                        skipped[sized.reason] += 1
-                        continue
-                    alike = alikes[k]  # the precision whose activations these are (counted alike)
-                    activations = counted[alike]
-                    if activations is _UNASKED or sized.terms is None:
-                        try:
-                            if activations is _UNASKED:
-                                activations = counted[alike] = models[k].activations(sized.sized, b)
-                            if sized.terms is None:
-                                sized.size_terms(models[k])
-                        except InconsistentInput as refusal:
-                            skipped[str(refusal)] += 1
-                            continue
-                    if activations is None or activations > sized.no_fit:  # unknown, or it does not fit
-                        continue
-                    if activations > sized.fit and sized.terms.fitting_bytes(activations) is None:
-                        continue
-                    fitting += 1
-                    stage = stages[k]
-                    if stage is None:
-                        precision = precisions[k]
-                        stage = stages[k] = model.stage(part, recompute, precision, p, v)
-                        bounds[k] = _rounded(model.least_step_s(stage, m, p, v))
-                    if bounds[k] > slowest:  # it cannot enter the top
-                        continue
-                    used = sized.terms.fitting_bytes(activations)
-                    split = memory_of.layout(t, p, c, sharding)
-                    layout = Layout(split.gpus, split.gpus_per_node, split.nodes, t, p, split.data_parallel, sharding,
-                                    split.shard_group, c, v, b, global_batch, recompute, t > 1, flash_attention,
-                                    precisions[k])
-                    step = model.evaluate(layout, stage)
-                    entry = (-_rounded(step.step_s), -searched, RankedLayout(layout, step, used))
-                    if len(heap) < top_n:
-                        heapq.heappush(heap, entry)
-                    elif entry[:2] > heap[0][:2]:
-                        heapq.heapreplace(heap, entry)
-                    if len(heap) == top_n:
-                        slowest = -heap[0][0]
+            for position, k, sized, split in group.entries:
+                activations = counted[k]
+                if activations is None or activations > sized.no_fit:  # unknown or refused, or it does not fit
+                    continue
+                if activations > sized.fit and sized.terms.fitting_bytes(activations) is None:
+                    continue
+                fitting += 1
+                stage = stages[k]
+                if stage is None:
+                    stage = stages[k] = model.stage(part, recompute, precisions[k], p, v)
+                    bounds[k] = _rounded(model.least_step_s(stage, m, p, v))
+                if bounds[k] > slowest:  # it cannot enter the top
+                    continue
+                used = sized.terms.fitting_bytes(activations)
+                layout = Layout(split.gpus, split.gpus_per_node, split.nodes, t, p, split.data_parallel, split.sharding,
+                                split.shard_group, c, v, b, global_batch, recompute, t > 1, flash_attention,
+                                precisions[k])
+                step = model.evaluate(layout, stage)
+                entry = (-_rounded(step.step_s), -(first + position), RankedLayout(layout, step, used))
+                if len(heap) < top_n:
+                    heapq.heappush(heap, entry)
+                elif entry[:2] > heap[0][:2]:
+                    heapq.heapreplace(heap, entry)
+                if len(heap) == top_n:
+                    slowest = -heap[0][0]
     top = tuple(entry[2] for entry in sorted(heap, key=lambda e: e[:2], reverse=True))
     return LayoutSearch(searched=searched, fitting=fitting, top=top, skipped=dict(skipped))
 
@@ -257,8 +239,7 @@ class _CandidateMemory:
         self.alike = [next((j for j in range(k) if self._alike(j, k)), k) for k in range(len(precisions))]
         # Per (recompute, sequence parallelism, virtual stages): the model of each precision, varied.
         self.models_kept: dict[tuple[str, bool, int], list[StepMemoryModel]] = {}
-        self.sized_kept: dict[tuple[int, int, int], list[list[_Sized]]] = {}  # per sharding, per precision
-        self.layouts: dict[tuple[int, int, int, str], Layout] = {}
+        self.groups: dict[tuple[int, int, int], _Group] = {}
 
     def _alike(self, first: int, second: int) -> bool:
         """Returns whether the models of two precisions size every step of every sharding searched alike."""
@@ -269,18 +250,19 @@ class _CandidateMemory:
         except InconsistentInput:  # a precision or sharding the estimators refuse: each is sized (and refused) alone
             return False
 
-    def sized(self, t: int, p: int, c: int) -> list[list[_Sized]]:
-        """Returns the layout of the degrees sized under each sharding and precision (kept under the degrees): the
-        degrees' layout, built once, under each sharding (:func:`with_sharding`, what training_layout builds)."""
-        sized = self.sized_kept.get((t, p, c))
-        if sized is None:
+    def group(self, t: int, p: int, c: int) -> _Group:
+        """Returns the candidates of the degrees under each sharding and precision, sized (kept under the degrees):
+        the degrees' layout, built once, under each sharding (:func:`with_sharding`, what training_layout builds)."""
+        group = self.groups.get((t, p, c))
+        if group is None:
             try:
                 plain = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p, context=c)
-                sized = [self._size(with_sharding(plain, sharding), (t, p, c, sharding)) for sharding in self.shardings]
+                layouts = [with_sharding(plain, sharding) for sharding in self.shardings]
+                rows = [self._size(layout) for layout in layouts]
             except InconsistentInput as refusal:  # the degrees do not divide the GPUs
-                sized = [[_Sized(None, refusal) for _ in self.by_precision] for _ in self.shardings]
-            self.sized_kept[(t, p, c)] = sized
-        return sized
+                layouts, rows = [], [[_Sized(None, refusal) for _ in self.by_precision] for _ in self.shardings]
+            group = self.groups[(t, p, c)] = _Group(rows, layouts, self.alike)
+        return group
 
     def models(self, recompute: str, sequence_parallel: bool, v: int) -> list[StepMemoryModel]:
         """Returns the model of each precision with the recompute, sequence parallelism and virtual stages (kept)."""
@@ -291,51 +273,99 @@ class _CandidateMemory:
             models = self.models_kept[key] = [base.varied(saving, v, self.batch) for base in self.by_precision]
         return models
 
-    def layout(self, t: int, p: int, c: int, sharding: str) -> Layout:
-        """Returns the layout of the degrees on the search's GPUs and the quoted nodes (kept under the degrees)."""
-        key = (t, p, c, sharding)
-        layout = self.layouts.get(key)
-        if layout is None:
-            layout = self.layouts[key] = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t,
-                                                         pipeline=p, sharding=sharding, context=c)
-        return layout
-
-    def _size(self, layout: Layout, key: tuple[int, int, int, str]) -> list[_Sized]:
-        """Returns :meth:`StepMemoryModel.sized` of the layout at each precision (once for precisions sized alike), or
-        its refusal; keeps the layout."""
-        self.layouts[key] = layout
+    def _size(self, layout: Layout) -> list[_Sized]:
+        """Returns :meth:`StepMemoryModel.sized` of the layout at each precision (once for precisions sized alike) and
+        the terms on it, or their refusals."""
         row: list[_Sized] = []
         for base, alike in zip(self.by_precision, self.alike, strict=True):
             if alike < len(row):  # sized as an earlier precision: the same sizing
                 row.append(row[alike])
                 continue
             try:
-                row.append(_Sized(base.sized(layout), None))
+                sized = _Sized(base.sized(layout), None)
             except InconsistentInput as refusal:
-                row.append(_Sized(None, refusal))
+                sized = _Sized(None, refusal)
+            else:
+                sized.size_terms(base)
+            row.append(sized)
         return row
 
 
-class _Unasked:
-    """The activations of a precision not yet asked for (None is an answer: unknown activations)."""
-
-
-_UNASKED = _Unasked()
-
-
 class _Sized:
-    """A candidate layout's sized model state (or the reason the model refused it) and, once asked, its other terms
-    but the activations, with their :meth:`StepTerms.activation_bounds`."""
+    """A candidate layout's sized model state and its other terms but the activations, with their
+    :meth:`StepTerms.activation_bounds`; or the reason the model refused the state, or the terms."""
 
-    __slots__ = ("sized", "reason", "terms", "fit", "no_fit")
+    __slots__ = ("sized", "reason", "terms", "terms_reason", "fit", "no_fit")
 
     def __init__(self, sized: tuple[Layout, TrainingModelState] | None, refusal: InconsistentInput | None):
         self.sized, self.reason = sized, None if refusal is None else str(refusal)
         self.terms: StepTerms | None = None
+        self.terms_reason: str | None = None
         self.fit = self.no_fit = 0.0
 
     def size_terms(self, model: StepMemoryModel) -> None:
-        """Sizes the terms on the layout with ``model`` (raising its refusal, keeping nothing then)."""
-        terms = model.terms(self.sized)  # type: ignore[arg-type]
+        """Sizes the terms on the layout with ``model`` (any model varied from the one that sized the state: the
+        terms do not read the activation saving, virtual stages or batch), or keeps the reason it refuses them."""
+        try:
+            terms = model.terms(self.sized)  # type: ignore[arg-type]
+        except InconsistentInput as refusal:
+            self.terms_reason = str(refusal)
+            return
         self.fit, self.no_fit = terms.activation_bounds()
         self.terms = terms
+
+
+class _Group:
+    """The candidates of one (t, p, c) under each sharding and precision, as :meth:`StepMemoryModel.estimate` asks
+    for their terms (state, activations, buffers), so that a candidate refused is refused for the same reason:
+    under a state refused, that refusal; else under activations refused (at a micro-batch, recompute and virtual
+    stages), that one; else under the other terms refused, theirs. ``entries`` are the candidates with state and
+    terms sized: (their place among the group's candidates, counted from 1; precision; sizing; layout)."""
+
+    __slots__ = ("entries", "refused", "asks", "precisions")
+
+    def __init__(self, rows: list[list[_Sized]], layouts: list[Layout], alike: list[int]) -> None:
+        self.precisions = len(alike)
+        self.entries: list[tuple[int, int, _Sized, Layout]] = []
+        refused: Counter[str] = Counter()
+        first: list[_Sized | None] = [None] * len(alike)  # per precision, the first candidate whose state is sized
+        sized_count, terms_refused = Counter[int](), [Counter[str]() for _ in alike]
+        for j, row in enumerate(rows):
+            for k, sized in enumerate(row):
+                if sized.reason is not None:
+                    refused[sized.reason] += 1
+                    continue
+                sized_count[k] += 1
+                first[k] = first[k] or sized
+                if sized.terms_reason is not None:
+                    terms_refused[k][sized.terms_reason] += 1
+                else:
+                    self.entries.append((j * len(row) + k + 1, k, sized, layouts[j]))
+        self.refused = list(refused.items())  # the state's refusals, each candidate's
+        # Per precision whose activations are counted on their own (with its first candidate sized): the precisions
+        # counted alike, their candidates sized, and of those the terms' refusals (StepMemoryModel.precision_figures).
+        self.asks: list[tuple[int, tuple[Layout, TrainingModelState], list[int], int, list[tuple[str, int]]]] = []
+        for k, sized in enumerate(first):
+            if sized is not None and sized.sized is not None and alike[k] == k:
+                counted_alike = [q for q in range(len(alike)) if alike[q] == k]
+                refusals = sum((terms_refused[q] for q in counted_alike), Counter[str]())
+                asking = sum(sized_count[q] for q in counted_alike)
+                self.asks.append((k, sized.sized, counted_alike, asking, list(refusals.items())))
+
+    def activations(self, models: list[StepMemoryModel], micro_batch: int, skipped: Counter[str]) -> list[float | None]:
+        """Returns the activations of the group's candidates at each precision with ``models`` (None: unknown, or
+        refused) and counts the candidates refused in ``skipped``."""
+        for reason, count in self.refused:
+            skipped[reason] += count
+        counted: list[float | None] = [None] * self.precisions
+        for k, sized, counted_alike, asking, terms_refused in self.asks:
+            try:
+                answer = models[k].activations(sized, micro_batch)
+            except InconsistentInput as refusal:  # each candidate sized asks, and is refused alike
+                skipped[str(refusal)] += asking
+                continue
+            for q in counted_alike:
+                counted[q] = answer
+            for reason, count in terms_refused:
+                skipped[reason] += count
+        return counted
