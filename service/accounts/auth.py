@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from flask import Flask, current_app, g, request
 from sqlalchemy import bindparam
-from sqlmodel import Session, col, select
+from sqlmodel import Session, select
 
 from service.accounts import users
 from service.accounts.actors import Actor

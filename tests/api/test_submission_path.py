@@ -128,8 +128,9 @@ def test_the_rows_hold_the_record_and_each_check_result_as_written(app, as_role,
     with get_db(app).engine.connect() as connection:
         for answer in (created.get_json(), revised.get_json()):
             evaluation = answer["evaluation"]
-            record_text, digest = connection.execute(text(
-                "SELECT CAST(document AS TEXT), digest FROM record WHERE id = :id"), {"id": evaluation["record_id"]}).one()
+            record_text, digest = connection.execute(
+                text("SELECT CAST(document AS TEXT), digest FROM record WHERE id = :id"),
+                {"id": evaluation["record_id"]}).one()
             record = json.loads(record_text)
             assert record_text == json.dumps(record)
             rows = connection.execute(text(
