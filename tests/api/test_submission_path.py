@@ -145,3 +145,32 @@ def test_the_rows_hold_the_record_and_each_check_result_as_written(app, as_role,
             assert json.loads(revision_text) == submission_document
             assert revision_text == json.dumps(json.loads(revision_text))
             assert digest.startswith("sha256:")
+
+
+def test_on_postgresql_the_record_is_stored_compressed_with_lz4_and_reads_back_as_written(app, backend, as_role,
+                                                                                         submission_document):
+    # Given a server that has LZ4 (migration 0010 leaves pglz where it has not)
+    if backend != "postgresql":
+        return
+    with get_db(app).engine.connect() as connection:
+        if not connection.execute(text("SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+                                       "WHERE name = 'default_toast_compression'")).scalar():
+            return
+    # When a quote is submitted with an Idempotency-Key
+    created = as_role("submitter").post("/api/v1/submissions", json=submission_document,
+                                        headers={"Idempotency-Key": "lz4-1"})
+    assert created.status_code == 201, created.get_json()
+
+    # Then its record (large enough to be compressed) is stored with LZ4, and reads back as the JSON text written
+    with get_db(app).engine.connect() as connection:
+        method, record_text = connection.execute(
+            text("SELECT pg_column_compression(document), CAST(document AS TEXT) FROM record WHERE id = :id"),
+            {"id": created.get_json()["evaluation"]["record_id"]}).one()
+        columns = dict(connection.execute(text(
+            "SELECT attrelid::regclass::text || '.' || attname, attcompression FROM pg_attribute "
+            "WHERE (attrelid::regclass::text, attname) IN (('revision', 'document'), ('check_result', 'evidence'), "
+            "('record', 'document'), ('idempotency_key', 'response'))")).all())
+    assert method == "lz4"
+    assert record_text == json.dumps(json.loads(record_text))
+    assert columns == {"revision.document": "l", "check_result.evidence": "l", "record.document": "l",
+                       "idempotency_key.response": "l"}
