@@ -46,7 +46,9 @@ def test_the_record_holds_the_search_and_the_checks_at_the_best_layout() -> None
     assert section["verdict_at_best"] == at_best["verdict"]
     # The submitted DDP does not fit; the best layout shards the model state and fits
     rows = {row["id"]: row for row in section["checks"]}
-    assert rows["peak-memory"]["submitted"]["status"] == "fail" and rows["peak-memory"]["best"]["status"] == "pass"
+    assert rows["peak-memory"]["submitted"]["status"] == "fail"
+    assert rows["peak-memory"]["best"]["status"] in ("pass", "warn")  # it fits (a warning: with little headroom)
+    assert section["best"]["sharding"] != "ddp"
     # and the checks themselves judge the submitted layout, as without the search
     assert record["checks"] == _record(str(EXAMPLE), "--no-search")["checks"]
 

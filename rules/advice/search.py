@@ -136,6 +136,7 @@ def search_submission(submission: dict[str, Any], policy: Policy | None = None, 
 
 def _search(prepared: tuple[StepInputs, SearchMemory], space: SearchSpace, top_n: int) -> dict[str, Any]:
     found, memory = prepared
+    space = replace(space, tensor_comm_overlap=found.layout.tensor_comm_overlap)  # as the job runs, not searched
     result = search_layouts(found.model, found.layout.gpus, found.layout.global_batch, memory, space, top_n)
     return {"layouts_searched": result.searched, "fitting": result.fitting,
             "layouts_skipped": result.skipped_count, "skipped": result.skipped,

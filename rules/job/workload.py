@@ -49,6 +49,7 @@ class Parallelism:
     virtual_stages: Given[int] = at("virtual_stages", 1)
     shard_group: Given[int] = at("shard_group")
     sequence_parallel: Given[bool] = at("sequence_parallel", False)
+    tensor_comm_overlap: Given[bool] = at("tensor_comm_overlap", False)
     gradient_as_bucket_view: Given[bool] = at("gradient_as_bucket_view")
     offload: Given[str] = at("offload", "none")
     pointer: str = ""

@@ -45,7 +45,8 @@ def test_the_approved_record_reports_the_best_layout_and_the_checks_at_it(client
     # and the layout-dependent checks at the best layout: the submitted DDP does not fit, the best one does
     rows = {row["id"]: row for row in section["checks"]}
     assert set(rows) == {"peak-memory", "sharding", "gradient-accumulation", "time-to-result"}
-    assert rows["peak-memory"]["submitted"]["status"] == "fail" and rows["peak-memory"]["best"]["status"] == "pass"
+    assert rows["peak-memory"]["submitted"]["status"] == "fail"
+    assert rows["peak-memory"]["best"]["status"] in ("pass", "warn")  # it fits (a warning: with little headroom)
     assert section["patch"]["workload"]["training"]["parallelism"]["sharding"] == section["best"]["sharding"]
     # while the checks themselves are the evaluation's, so the waivers bound to their digests still hold
     evaluation = json.loads(approver.get(f"/api/v1/records/{created['evaluation']['record_id']}.json").data)

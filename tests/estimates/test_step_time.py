@@ -110,16 +110,16 @@ def test_table5_mean_and_worst_error(selene: NodeSpec):
     assert abs(worst) <= 0.10
 
 
-def test_catalogue_gemm_fraction_is_the_table5_fit(selene: NodeSpec):
-    """gemm_fraction_of_mamf is the value (to 0.001) that minimises the mean absolute Table 5 error."""
-    def mean_error(fraction: float) -> float:
-        errors = _relative_errors(selene, gemm_fraction_of_mamf=fraction)
-        return sum(abs(e) for e in errors.values()) / len(errors)
+def test_catalogue_ampere_gemm_fraction_is_the_table5_fit(selene: NodeSpec):
+    """gemm_fraction_in_step.ampere is the value (to 0.01) that minimises the worst Table 5 error, the mean breaking
+    ties: every row must lie within ±10 %, so the fit is by the worst row."""
+    def errors(fraction: float) -> tuple[float, float]:
+        found = [abs(e) for e in _relative_errors(selene, gemm_fraction_in_step=fraction).values()]
+        return max(found), sum(found) / len(found)
 
-    grid = [0.700 + i / 1000 for i in range(301)]  # 0.700 … 1.000
-    best = min(grid, key=mean_error)
-    stored = load_catalogue().document["step_time"]["gemm_fraction_of_mamf"]
-    assert stored == pytest.approx(best, abs=0.0011)
+    best = min((0.70 + i / 100 for i in range(31)), key=errors)  # 0.70 … 1.00
+    stored = load_catalogue().document["step_time"]["gemm_fraction_in_step"]["ampere"]
+    assert stored == pytest.approx(best, abs=0.001)
 
 
 def test_present_work_speedup_matches_table5(selene: NodeSpec):
@@ -247,14 +247,17 @@ def test_fp8_runs_faster_on_h100_and_is_refused_on_a100(selene: NodeSpec):
     fp8 = step_time(shape, SEQUENCE, replace(layout, precision="fp8-mixed"), h100, efficiencies)
     assert fp8.step_s < bf16.step_s
     assert fp8.mfu_precision == "fp8" and fp8.mfu_peak_tflops == pytest.approx(1978.9)
-    assert fp8.gemm_tflops == pytest.approx(1402.6 * efficiencies.gemm_fraction_of_mamf)
+    # FP8 GEMMs at the FP8 best matmul (1402.6 against 794.5 TFLOP/s, stas00/ml-engineering MAMF table), the same
+    # shapes: the layer's GEMMs run 1402.6 / 794.5 times faster, and never above the in-step share of that best.
+    assert fp8.gemm_tflops == pytest.approx(bf16.gemm_tflops * 1402.6 / 794.5)
+    assert fp8.gemm_tflops <= 1402.6 * efficiencies.gemm_fraction_in_step
     with pytest.raises(ValueError, match="FP8"):
         step_time(shape, SEQUENCE, replace(layout, precision="fp8-mixed"), selene, _efficiencies())
 
 
 def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: NodeSpec):
-    """ZeRO §7.2: ZeRO-1/2 move the all-reduce volume, ZeRO-3 1.5× (per micro-batch); DDP hides behind the
-    last micro-batch at most."""
+    """ZeRO §7.2: ZeRO-1/2 move the all-reduce volume, ZeRO-3 1.5× (per micro-batch); DDP's gradient all-reduce
+    hides behind the last micro-batch's backward pass at most (two thirds of a micro-batch's stage time)."""
     shape = ModelShape(layers=32, hidden=4096, heads=32, ffn_hidden=16384, vocab=51200, tied_embeddings=True)
     base = training_layout(8 * 64, 8, 0, tensor=8, micro_batch=1, global_batch=512, recompute="selective",
                            sequence_parallel=True)
@@ -263,10 +266,9 @@ def test_data_parallel_gradients_cross_the_nics_and_zero3_moves_more(selene: Nod
     assert results["zero1"].dp_comm_s == pytest.approx(results["ddp"].dp_comm_s)
     assert results["zero3"].dp_comm_s > 1.5 * results["ddp"].dp_comm_s
     assert results["zero1"].breakdown.optimizer_s == pytest.approx(results["ddp"].breakdown.optimizer_s / 64)
-    assert math.isclose(results["ddp"].breakdown.dp_comm_exposed_s,
-                        max(0.0, results["ddp"].dp_comm_s - 0.5 * (results["ddp"].breakdown.compute_s / 8
-                            + results["ddp"].breakdown.memory_bound_s / 8 + results["ddp"].breakdown.tp_comm_s / 8)),
-                        rel_tol=1e-9)
+    ddp = results["ddp"].breakdown
+    stage_s = (ddp.compute_s + ddp.memory_bound_s + ddp.tp_comm_s) / 8  # m = 512 / 64 = 8 micro-batches
+    assert math.isclose(ddp.dp_comm_exposed_s, max(0.0, results["ddp"].dp_comm_s - 2 / 3 * stage_s), rel_tol=1e-9)
 
 
 @pytest.mark.parametrize("bad", [dict(tensor=7), dict(context=3), dict(pipeline=200)])

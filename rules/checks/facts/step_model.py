@@ -77,14 +77,25 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
         virtual_stages=int(ctx.value(parallelism.virtual_stages)) if plan.pipeline > 1 else 1,
         recompute=ctx.value(training.activation_checkpointing),
         sequence_parallel=bool(ctx.value(parallelism.sequence_parallel)),
-        flash_attention=bool(ctx.value(training.flash_attention)), precision=precision)
+        flash_attention=bool(ctx.value(training.flash_attention)), precision=precision,
+        tensor_comm_overlap=bool(ctx.value(parallelism.tensor_comm_overlap)))
     try:
-        model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured())
+        model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured(), _adapter_fraction(ctx))
         return StepInputs(model, submitted, model.evaluate(submitted))
     except InconsistentInput:
         # The model cannot run this layout (a batch that does not divide, FP8 on a GPU without it): the
         # checks that own those inputs say so; here there is simply no modelled figure.
         return None
+
+
+def _adapter_fraction(ctx: Context) -> float | None:
+    """Returns trainable ÷ all parameters of an adapter fine-tune (its base weights frozen), else None."""
+    if ctx.value(ctx.job.training.objective) != "adapter":
+        return None
+    model = ctx.job.training.model
+    parameters, trainable = ctx.value(model.parameters), ctx.value(model.trainable_parameters)
+    # trainable_parameters defaults to all of them: a fine-tune of every weight, not an adapter
+    return trainable / parameters if parameters and trainable and trainable < parameters else None
 
 
 def _hardware(ctx: Context, plan: Layout, group: QuotedNodeGroup) -> NodeSpec | None:

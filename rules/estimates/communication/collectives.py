@@ -9,6 +9,7 @@ GB/s means 10⁹ bytes per second throughout (``_gbs``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final, NamedTuple
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_at_most, require_choice, require_positive, require_positive_int
@@ -163,3 +164,57 @@ def step_communication(model: TrainedModel, layout: Layout, accumulation_steps: 
         sharding or layout.sharding, model.parameters / layout.model_parallel, layout.shard_ranks,
         layout.dp_ranks_per_node, bytes_per_element=state.weights_bytes_per_param,
         accumulation_steps=accumulation_steps, trainable_parameters=model.trainable_parameters / layout.model_parallel)
+
+
+# Data-parallel collectives that run under a forward pass; the others run under a backward pass.
+FORWARD_PURPOSES: Final = frozenset({"parameters (forward)", "updated parameters"})
+
+
+class PassTimes(NamedTuple):
+    """A step's collectives by the pass they can hide behind: seconds under forward passes and under backward passes,
+    and how many micro-batches' passes each may use (1 when they run once per step, m when in every micro-batch)."""
+
+    forward_s: float
+    forward_windows: int
+    backward_s: float
+    backward_windows: int
+
+
+def communication_time_by_pass(step: StepCommunication, node_busbw_gbs: float, cluster_busbw_gbs: float) -> PassTimes:
+    """Return :func:`communication_time_s`'s seconds split by pass: the parameter gathers of the forward (and ZeRO's
+    gather of the updated parameters, before the next forward) against the gradient reductions and the backward's
+    gathers."""
+    seconds, windows = {True: 0.0, False: 0.0}, {True: 0, False: 0}
+    for c in step.collectives:
+        busbw = node_busbw_gbs if c.scope == "node" else cluster_busbw_gbs / c.parallel_groups
+        forward = c.purpose in FORWARD_PURPOSES
+        seconds[forward] += c.times * collective_time_s(c.kind, c.size_bytes, c.ranks, busbw)
+        windows[forward] = max(windows[forward], c.times)
+    return PassTimes(seconds[True], windows[True], seconds[False], windows[False])
+
+
+def group_busbw_gbs(ranks: int, stride: int, domain_gpus: int, domain_busbw_gbs: float,
+                    nic_busbw_gbs: float) -> float:
+    """Return the busbw of a collective over ``ranks`` ranks spaced ``stride`` apart in rank order.
+
+    Megatron-LM orders ranks tensor, context, data, pipeline (fastest first). A group inside one NVLink
+    domain runs at the domain's busbw; one that spans domains is bounded by the NICs its members have in
+    each domain (one NIC per GPU on rail-optimised nodes, one NCCL channel per NIC), never above the
+    domain's busbw: the two-tier bound of ``rules.estimates.communication.interconnect.hierarchical_busbw_gbs``.
+    """
+    if ranks * stride <= domain_gpus:
+        return domain_busbw_gbs
+    members_per_domain = max(1, domain_gpus // stride)
+    return min(domain_busbw_gbs, nic_busbw_gbs * members_per_domain)
+
+
+def collective_s(kind: str, size_bytes: float, ranks: int, busbw_gbs: float, half_bytes: float) -> float:
+    """Return factor(n)·(S + S½)/busbw: a collective's time with the latency folded into S½.
+
+    nccl-tests ``doc/PERFORMANCE.md`` gives t = factor(n)·S/busbw for large messages; all_reduce_perf
+    sweeps (stas00/ml-engineering ``network/README.md``: 8 × A100 and 8 × H200) reach half their
+    large-message busbw near S½ ≈ 25 MiB, i.e. busbw(S) = busbw∞·S/(S + S½).
+    """
+    if ranks == 1 or size_bytes == 0:
+        return 0.0
+    return busbw_factor(kind, ranks) * (size_bytes + half_bytes) / (busbw_gbs * 1e9)

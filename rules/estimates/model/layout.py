@@ -52,6 +52,7 @@ class Layout:
     sequence_parallel: bool = False
     flash_attention: bool = False
     precision: str = "bf16-mixed"  # fp8-mixed: FP8 GEMMs, 16-bit activations, fp32 master state
+    tensor_comm_overlap: bool = False  # tensor-parallel collectives overlapped with the GEMMs (TE --tp-comm-overlap)
 
     @property
     def model_parallel(self) -> int:
@@ -125,7 +126,7 @@ def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, ten
                     sharding: str = "ddp", shard_group: int | None = None, context: int = 1, *,
                     virtual_stages: int = 1, micro_batch: int | None = None, global_batch: int | None = None,
                     recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = False,
-                    precision: str = "bf16-mixed") -> Layout:
+                    precision: str = "bf16-mixed", tensor_comm_overlap: bool = False) -> Layout:
     """Returns the layout of a job on ``gpus`` GPUs (all ``gpus_per_node × nodes_quoted`` when None).
 
     data_parallel = gpus / (tensor × pipeline × context) (Megatron-LM parallel_state; NotWholeReplicas when
@@ -143,7 +144,7 @@ def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, ten
         shard_group = hybrid_shard_group(data_parallel * context, gpus_per_node, tensor)
     return Layout(gpus, gpus_per_node, math.ceil(gpus / gpus_per_node), tensor, pipeline, data_parallel, sharding,
                   shard_group if shard_group else None, context, virtual_stages, micro_batch, global_batch, recompute,
-                  sequence_parallel, flash_attention, precision)
+                  sequence_parallel, flash_attention, precision, tensor_comm_overlap)
 
 
 def resized(layout: Layout, gpus: int) -> Layout:
@@ -176,4 +177,5 @@ def _varied(layout: Layout, gpus: int, nodes: int, data_parallel: int, sharding:
     dataclasses.replace, and the searches resize and re-shard at every count they try."""
     return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel, sharding,
                   shard_group, layout.context, layout.virtual_stages, layout.micro_batch, layout.global_batch,
-                  layout.recompute, layout.sequence_parallel, layout.flash_attention, layout.precision)
+                  layout.recompute, layout.sequence_parallel, layout.flash_attention, layout.precision,
+                  layout.tensor_comm_overlap)

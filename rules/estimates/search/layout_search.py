@@ -55,6 +55,7 @@ class SearchSpace:
     sharding: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3")
     precisions: tuple[str, ...] = ("bf16-mixed", "fp8-mixed")  # fp8-mixed only where the GPU has FP8
     flash_attention: bool = True
+    tensor_comm_overlap: bool = False  # as the job runs it: a framework setting, not a degree the search varies
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,8 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
         part = parts.get((b, t, c))
         if part is None:
             part = parts[(b, t, c)] = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c,
-                                                 sequence_parallel=t > 1, flash_attention=flash_attention)
+                                                 sequence_parallel=t > 1, flash_attention=flash_attention,
+                                                 tensor_comm_overlap=space.tensor_comm_overlap and t > 1)
         m = global_batch // (b * d)
         group = memory_of.group(t, p, c)
         for recompute in space.recompute:
@@ -183,7 +185,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                 used = sized.terms.fitting_bytes(activations)
                 layout = Layout(split.gpus, split.gpus_per_node, split.nodes, t, p, split.data_parallel, split.sharding,
                                 split.shard_group, c, v, b, global_batch, recompute, t > 1, flash_attention,
-                                precisions[k])
+                                precisions[k], space.tensor_comm_overlap)
                 step = model.evaluate(layout, stage)
                 entry = (-_rounded(step.step_s), -(first + position), RankedLayout(layout, step, used))
                 if len(heap) < top_n:

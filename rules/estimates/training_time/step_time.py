@@ -1,23 +1,30 @@
-"""Training step time of a parallel layout on a given GPU, modelled from the work of one GPU.
+"""Training step time of a parallel layout on a given GPU, modelled operator by operator from the work of one GPU.
 
 The model follows Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters
 Using Megatron-LM", arXiv 2104.04473) and Korthikanti et al. 2022 ("Reducing Activation Recomputation in
 Large Transformer Models", arXiv 2205.05198). Per layer and micro-batch
-(``rules.estimates.training_time.transformer_work``):
-GEMMs at an achievable share of the GPU's dense peak for the precision, memory-bound operators at an
-achievable share of HBM bandwidth, tensor-parallel collectives on the NVLink domain; per pipeline stage the
-sum over its layers (the last stage adds the output layer and loss); per step
+(``rules.estimates.training_time.transformer_work``), each operator at a measured kernel rate
+(``rules.estimates.training_time.kernel_rates``): every GEMM, forward and both backward GEMMs, at the GEMM sweep's
+rate for its (m, n, k) × the GPU's best matmul × the in-step fraction; FlashAttention at its measured forward +
+backward rate for the head dimension and sequence (without FlashAttention the score and context GEMMs at their
+shapes); memory-bound operators at the GPU's measured HBM bandwidth; a launch per kernel; tensor-parallel
+collectives on the NVLink domain, hidden behind the GEMMs when the job overlaps them
+(``parallelism.tensor_comm_overlap``). Per pipeline stage the sum over its layers (the last stage adds the output
+layer and loss); per step
 
     step = (m + (p − 1)/v) · stage + point-to-point sends + exposed data-parallel communication + optimizer
 
 with m micro-batches per pipeline, p stages and v virtual stages (the 1F1B bubble is (p − 1)/(v·m) of the
 steady state, Narayanan et al. §2.2.1–2.2.2). Nothing overlaps except what is stated: data-parallel
-collectives may hide behind ``overlap_fraction`` of the compute they can run under, and the context-parallel
-K/V ring behind the attention it feeds (ring attention, Liu et al. 2023, arXiv 2310.01889).
+collectives hide behind the passes they can run under (the gradient reduction behind the backward pass, the
+parameter gathers behind the forward: of the last and first micro-batch when they run once per step, of every
+micro-batch when they run in each, as Megatron-LM's --overlap-grad-reduce / --overlap-param-gather and PyTorch
+DDP and FSDP schedule them), tensor-parallel collectives as above, and the context-parallel K/V ring behind the
+attention it feeds (ring attention, Liu et al. 2023, arXiv 2310.01889).
 
 Collectives take factor(n)·(S + S½)/busbw (nccl-tests ``doc/PERFORMANCE.md`` factors; S½ the message size
 at which a collective reaches half its large-message bus bandwidth, a latency term fitted to all_reduce_perf
-sweeps). Every efficiency is an ``Efficiencies`` field whose defaults come from the catalogue and policy
+sweeps). Every rate and efficiency is an ``Efficiencies`` field whose defaults come from the catalogue and policy
 (``rules.estimates.training_time.step_time_figures.efficiencies_from_data``); measured figures (``Measured``) replace
 them.
 
@@ -34,17 +41,19 @@ from functools import cache
 from typing import Final, NamedTuple
 
 from rules.errors import InconsistentInput
-from rules.estimates._args import (
-    require_bool,
-    require_choice,
-    require_positive_int,
+from rules.estimates._args import require_bool, require_choice, require_fraction, require_positive_int
+from rules.estimates.communication.collectives import (
+    PassTimes,
+    collective_s,
+    communication_bytes_per_step,
+    communication_time_by_pass,
+    group_busbw_gbs,
 )
-from rules.estimates.communication.collectives import communication_bytes_per_step, communication_time_s
-from rules.estimates.communication.interconnect import busbw_factor
 from rules.estimates.model.hardware import NodeSpec
 from rules.estimates.model.layout import Layout
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.compute import training_flops_per_token
+from rules.estimates.training_time.kernel_rates import attention_core_s
 from rules.estimates.training_time.step_time_figures import (
     TERA,
     Efficiencies,
@@ -55,9 +64,12 @@ from rules.estimates.training_time.step_time_figures import (
 )
 from rules.estimates.training_time.transformer_work import (
     ACTIVATION_BYTES,
+    BACKWARD_GEMM_FACTOR,
     RECOMPUTE_MODES,
     LayerSlice,
     check_shape,
+    layer_gemms,
+    layer_kernels,
     layer_work,
     matrix_parameters,
     output_layer_work,
@@ -66,8 +78,6 @@ from rules.estimates.training_time.transformer_work import (
 PRECISIONS: Final = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
 SHARDINGS: Final = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
 _SHARDED_OPTIMIZER: Final = ("zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
-# Shardings whose collectives run in every micro-batch, so they can hide behind every micro-batch's compute.
-_PER_MICRO_BATCH: Final = ("zero2", "zero3", "fsdp-full", "fsdp-hybrid")
 GRADIENT_BYTES: Final = 2  # bf16 gradients on the wire (ZeRO paper convention, rules.estimates.memory.step_memory)
 # AdamW step per parameter, memory-bound: read fp32 master, m, v (12) and the gradient (2), write master,
 # m, v (12) and the 16-bit weight copy (2), plus one more read of the gradient for the global norm (2).
@@ -96,7 +106,8 @@ def require_step_layout(layout: Layout) -> None:
 def layer_slice(layout: Layout, sequence_length: int) -> LayerSlice:
     """Returns one micro-batch's share of a transformer layer on one GPU of ``layout``."""
     return LayerSlice(sequence_length, layout.micro_batch, layout.tensor, layout.context,  # type: ignore[arg-type]
-                      layout.sequence_parallel and layout.tensor > 1, layout.flash_attention)
+                      layout.sequence_parallel and layout.tensor > 1, layout.flash_attention,
+                      layout.tensor_comm_overlap and layout.tensor > 1)
 
 
 @dataclass(frozen=True)
@@ -104,8 +115,8 @@ class StepTimeBreakdown:
     """Seconds of one optimizer step by cause; they add up to the step time."""
 
     compute_s: float  # GEMMs and attention matmuls of the steady state (m micro-batches on the slowest stage)
-    memory_bound_s: float  # layernorm, dropout, residual, softmax, activation, loss
-    tp_comm_s: float  # tensor-parallel all-reduces (or reduce-scatter + all-gather)
+    memory_bound_s: float  # layernorm, dropout, residual, softmax, activation, loss, and the kernel launches
+    tp_comm_s: float  # tensor-parallel all-reduces (or reduce-scatter + all-gather) not hidden behind the GEMMs
     cp_comm_exposed_s: float  # K/V ring exchange not hidden behind attention
     pp_bubble_s: float  # (p − 1)/v stage times of pipeline fill and drain
     p2p_s: float  # activations and gradients sent between pipeline stages
@@ -130,34 +141,7 @@ class StepTime:
     mfu_precision: str  # "bf16" or "fp8": which peak that is
     hfu: float  # hardware FLOPs (recompute counted) ÷ the same
     dp_comm_s: float  # data-parallel collectives before overlap
-    gemm_tflops: float  # the achieved GEMM rate used
-
-
-def group_busbw_gbs(ranks: int, stride: int, domain_gpus: int, domain_busbw_gbs: float,
-                    nic_busbw_gbs: float) -> float:
-    """Return the busbw of a collective over ``ranks`` ranks spaced ``stride`` apart in rank order.
-
-    Megatron-LM orders ranks tensor, context, data, pipeline (fastest first). A group inside one NVLink
-    domain runs at the domain's busbw; one that spans domains is bounded by the NICs its members have in
-    each domain (one NIC per GPU on rail-optimised nodes, one NCCL channel per NIC), never above the
-    domain's busbw: the two-tier bound of ``rules.estimates.communication.interconnect.hierarchical_busbw_gbs``.
-    """
-    if ranks * stride <= domain_gpus:
-        return domain_busbw_gbs
-    members_per_domain = max(1, domain_gpus // stride)
-    return min(domain_busbw_gbs, nic_busbw_gbs * members_per_domain)
-
-
-def collective_s(kind: str, size_bytes: float, ranks: int, busbw_gbs: float, half_bytes: float) -> float:
-    """Return factor(n)·(S + S½)/busbw: a collective's time with the latency folded into S½.
-
-    nccl-tests ``doc/PERFORMANCE.md`` gives t = factor(n)·S/busbw for large messages; all_reduce_perf
-    sweeps (stas00/ml-engineering ``network/README.md``: 8 × A100 and 8 × H200) reach half their
-    large-message busbw near S½ ≈ 25 MiB, i.e. busbw(S) = busbw∞·S/(S + S½).
-    """
-    if ranks == 1 or size_bytes == 0:
-        return 0.0
-    return busbw_factor(kind, ranks) * (size_bytes + half_bytes) / (busbw_gbs * GIGA)
+    gemm_tflops: float  # the rate a layer's GEMMs run at on average, at the layout's precision
 
 
 class StageTime(NamedTuple):
@@ -186,15 +170,22 @@ class StepTimeModel:
     """
 
     def __init__(self, shape: ModelShape, sequence_length: int, hardware: NodeSpec, efficiencies: Efficiencies,
-                 measured: Measured | None = None) -> None:
+                 measured: Measured | None = None, adapter_fraction: float | None = None) -> None:
+        """``adapter_fraction``: for an adapter fine-tune (objective ``adapter``), trainable ÷ all parameters; the
+        model's own weights are frozen (see ``_per_layer_of``, ``_dp_comm_of`` and ``_optimizer_s``)."""
         check_shape(shape)
         require_positive_int("sequence_length", sequence_length)
+        if adapter_fraction is not None:
+            require_fraction("adapter_fraction", adapter_fraction)
+        self.adapter_fraction = adapter_fraction
         self.shape, self.sequence_length = shape, sequence_length
         self.hardware = hardware
         require_step_figures(hardware)
         self.efficiencies = efficiencies
         self.measured = measured or Measured()
         self.parameters = matrix_parameters(shape)
+        # the parameters that get gradients, reductions and an optimizer step
+        self.trainable = self.parameters if adapter_fraction is None else self.parameters * adapter_fraction
         self._rates = cache(self._rates_of)
         self._per_layer = cache(self._per_layer_of)
         self._dp_comm = cache(self._dp_comm_of)
@@ -208,29 +199,57 @@ class StepTimeModel:
         return training_flops_per_token(self.parameters, recompute, shape.layers, self.sequence_length,
                                         shape.hidden)
 
-    def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[StageTime, StageTime]:
-        """Return (one transformer layer, the output layer) for one micro-batch, forward + backward."""
+    def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[StageTime, StageTime, float]:
+        """Return (one transformer layer, the output layer, the layer's GEMM FLOP/s) for one micro-batch, forward +
+        backward, operator by operator.
+
+        GEMMs (``layer_gemms``): the forward, again under full recompute, and the data- and weight-gradient GEMMs of
+        the backward, each at its shape's rate, never faster than their HBM traffic allows. An adapter fine-tune's
+        frozen weights get no weight-gradient GEMMs (the data gradients still flow through them, as in PEFT's LoRA);
+        its adapters' own GEMMs add 6 FLOPs per trainable parameter and token, at the forward GEMMs' average rate.
+        The attention core as ``kernel_rates.attention_core_s``; the memory-bound operators' bytes at the HBM rate
+        plus one launch per kernel (``layer_kernels``); the tensor-parallel collectives, less the GEMM time they run
+        under when overlapped."""
         rates, eff, t, c = self._rates(precision), self.efficiencies, part.tensor, part.context
+        gemm, flops_s = eff.gemm_sweep.seconds, rates.gemm_flops_s
         work = layer_work(self.shape, part, recompute)
-        attention_s = work.attention_flops / rates.attention_flops_s
+        gemms = layer_gemms(self.shape, part)
+        forward = sum(gemm(m, n, k, flops_s) for m, n, k in gemms)
+        dense_flops = work.dense_flops
+        if self.adapter_fraction is None:
+            backward = sum(gemm(m, k, n, flops_s) + gemm(n, k, m, flops_s) for m, n, k in gemms)
+        else:
+            backward = sum(gemm(m, k, n, flops_s) for m, n, k in gemms)
+            forward_flops = sum(2 * m * n * k for m, n, k in gemms)
+            adapter_flops = 3 * self.adapter_fraction * forward_flops  # 6 per trainable parameter and token
+            backward += adapter_flops * forward / forward_flops
+            dense_flops -= forward_flops - adapter_flops  # no weight gradients of the frozen weights
+        dense_s = max(forward * (2 if recompute == "full" else 1) + backward, work.dense_bytes / rates.hbm_bytes_s)
+        attention_s = attention_core_s(self.shape, part, work.attention_flops, eff.attention,
+                                       rates.attention_scale * TERA, eff.gemm_sweep, rates.attention_flops_s)
         tp_busbw = group_busbw_gbs(t, 1, rates.domain_gpus, rates.domain_busbw_gbs, rates.nic_busbw_gbs)
         tp = sum(collective_s(kind, size, t, tp_busbw, eff.collective_half_bytes)
                  for kind, size in work.tp_collectives)
+        if part.tensor_comm_overlap:
+            tp = max(0.0, tp - dense_s)
         cp_exposed = 0.0
         if c > 1:
             ring_gbs = rates.link_gbs if t * c <= rates.domain_gpus else rates.nic_busbw_gbs
             cp_exposed = max(0.0, work.cp_exchange_bytes / (ring_gbs * GIGA) - attention_s)
-        # Roofline: GEMMs over few tokens (high tensor or context degree, small micro-batch) read their
-        # weights faster than they can multiply them only up to the HBM rate.
-        dense_s = max(work.dense_flops / rates.gemm_flops_s, work.dense_bytes / rates.hbm_bytes_s)
-        layer = StageTime(compute_s=dense_s + attention_s,
-                       memory_s=work.memory_bytes / rates.hbm_bytes_s, tp_s=tp, cp_exposed_s=cp_exposed)
-        output = output_layer_work(self.shape, part)
-        return layer, StageTime(output.flops / rates.attention_flops_s, output.memory_bytes / rates.hbm_bytes_s, 0, 0)
+        memory_s = work.memory_bytes / rates.hbm_bytes_s + layer_kernels(part, recompute) * eff.kernel_launch_s
+        layer = StageTime(compute_s=dense_s + attention_s, memory_s=memory_s, tp_s=tp, cp_exposed_s=cp_exposed)
+        shape = self.shape
+        rows, vocab = part.micro_batch * part.sequence_length / c, shape.vocab / t
+        h, sixteen_bit = shape.hidden, rates.attention_flops_s  # the output layer stays in 16 bits
+        logits = gemm(rows, vocab, h, sixteen_bit) + gemm(rows, h, vocab, sixteen_bit)
+        if self.adapter_fraction is None:  # an adapter fine-tune's output layer is frozen
+            logits += gemm(vocab, h, rows, sixteen_bit)
+        output = output_layer_work(shape, part)
+        return layer, StageTime(logits, output.memory_bytes / rates.hbm_bytes_s, 0, 0), dense_flops / dense_s
 
     def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> StageTime:
         """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss."""
-        layer, output = self._per_layer(part, recompute, precision)
+        layer, output, _ = self._per_layer(part, recompute, precision)
         layers = math.ceil(self.shape.layers / (pipeline * virtual_stages)) * virtual_stages
         return StageTime(compute_s=layers * layer.compute_s + output.compute_s,
                       memory_s=layers * layer.memory_s + output.memory_s,
@@ -259,47 +278,52 @@ class StepTimeModel:
         return 2 * layout.virtual_stages * layout.micro_batches * size / (bandwidth * GIGA)
 
     def _dp_comm_of(self, sharding: str, tensor: int, pipeline: int, ranks: int, micro_batches: int,
-                    precision: str) -> float:
-        """Return the data-parallel collectives' seconds per step (before overlap), embedding sync excluded."""
+                    precision: str) -> PassTimes:
+        """Return the data-parallel collectives' seconds per step by the pass they run under (no embedding sync)."""
         if ranks == 1:
-            return 0.0
+            return PassTimes(0.0, 0, 0.0, 0)
         rates = self._rates(precision)
         members = max(1, min(ranks, rates.domain_gpus // tensor))  # data-parallel ranks per NVLink domain
         if sharding == "fsdp-hybrid" and ranks % members:
             members = math.gcd(ranks, members)
         step = communication_bytes_per_step(
             sharding, parameters=self.parameters / (tensor * pipeline), data_parallel_ranks=ranks,
-            ranks_per_node=members, bytes_per_element=GRADIENT_BYTES, accumulation_steps=micro_batches)
+            ranks_per_node=members, bytes_per_element=GRADIENT_BYTES, accumulation_steps=micro_batches,
+            trainable_parameters=self.trainable / (tensor * pipeline))
         cluster = min(rates.domain_busbw_gbs, rates.nic_busbw_gbs * members)
-        return communication_time_s(step, rates.domain_busbw_gbs, cluster)
+        return communication_time_by_pass(step, rates.domain_busbw_gbs, cluster)
 
     def _data_parallel(self, layout: Layout, rates: Rates, stage: StageTime) -> tuple[float, float]:
         """Return (data-parallel communication seconds, the part of it left exposed).
 
         Volumes per sharding strategy are ``rules.estimates.communication.collectives.communication_bytes_per_step``
         (ZeRO §7.2; per micro-batch for ZeRO-2/3 and FSDP) over the d·c ranks that hold replicas of the
-        same shard (context-parallel ranks reduce their gradients together, as in Megatron-LM). DDP and
-        ZeRO-1 reduce after the last micro-batch and may hide behind ``overlap_fraction`` of its stage
-        time; the per-micro-batch strategies behind that share of all m. With p > 1 and tied embeddings
-        the first and last stages also all-reduce the embedding gradient (Narayanan et al. 2021 §4),
-        never hidden.
+        same shard (context-parallel ranks reduce their gradients together, as in Megatron-LM). Gradient
+        reductions hide behind backward passes, parameter gathers behind forward passes (the forward is a third of
+        a stage: backward GEMMs are twice the forward's, Narayanan et al. 2021 §5.1): a collective that runs once
+        per step behind one micro-batch's pass (the last backward; the next step's first forward), one that runs
+        in every micro-batch behind all of theirs. With p > 1 and tied embeddings the first and last stages also
+        all-reduce the embedding gradient (Narayanan et al. 2021 §4), never hidden.
         """
         t, p = layout.tensor, layout.pipeline
         comm = self._dp_comm(layout.sharding, t, p, layout.data_parallel * layout.context, layout.micro_batches,
                              layout.precision)
-        window_micro_batches = layout.micro_batches if layout.sharding in _PER_MICRO_BATCH else 1
-        exposed = max(0.0, comm - self.efficiencies.overlap_fraction * window_micro_batches * stage.total_s)
+        forward_pass = stage.total_s / (1 + BACKWARD_GEMM_FACTOR)
+        exposed = (max(0.0, comm.forward_s - comm.forward_windows * forward_pass)
+                   + max(0.0, comm.backward_s - comm.backward_windows * (stage.total_s - forward_pass)))
+        total = comm.forward_s + comm.backward_s
         if p > 1 and self.shape.tied_embeddings:
             embedding = self.shape.vocab * self.shape.hidden / t * GRADIENT_BYTES
             sync = collective_s("all-reduce", embedding, 2, rates.nic_busbw_gbs,
                                 self.efficiencies.collective_half_bytes)
-            comm += sync
+            total += sync
             exposed += sync
-        return comm, exposed
+        return total, exposed
 
     def _optimizer_s(self, layout: Layout, rates: Rates) -> float:
-        """Return the AdamW step over this GPU's shard: ADAMW_BYTES_PER_PARAM per parameter at HBM rate."""
-        local = self.parameters / (layout.tensor * layout.pipeline)
+        """Return the AdamW step over this GPU's shard of the trained parameters, ADAMW_BYTES_PER_PARAM each at HBM
+        rate."""
+        local = self.trainable / (layout.tensor * layout.pipeline)
         if layout.sharding in _SHARDED_OPTIMIZER:
             local /= layout.data_parallel * layout.context
         return local * ADAMW_BYTES_PER_PARAM / rates.hbm_bytes_s
@@ -326,9 +350,9 @@ class StepTimeModel:
         """
         self.check(layout)
         rates = self._rates(layout.precision)
+        part = layer_slice(layout, self.sequence_length)
         if stage is None:
-            stage = self.stage(layer_slice(layout, self.sequence_length), layout.recompute, layout.precision,
-                               layout.pipeline, layout.virtual_stages)
+            stage = self.stage(part, layout.recompute, layout.precision, layout.pipeline, layout.virtual_stages)
         m = layout.micro_batches
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
         breakdown = StepTimeBreakdown(
@@ -354,7 +378,7 @@ class StepTimeModel:
             mfu_precision="fp8" if layout.precision == "fp8-mixed" else "bf16",
             hfu=tokens * self._flops_per_token(layout.recompute) / capacity,
             dp_comm_s=dp_comm,
-            gemm_tflops=rates.gemm_flops_s / TERA,
+            gemm_tflops=self._per_layer(part, layout.recompute, layout.precision)[2] / TERA,
         )
 
 

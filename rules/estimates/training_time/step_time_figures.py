@@ -2,11 +2,13 @@
 
 ``NodeSpec`` (rules/estimates/model/hardware.py) holds datasheet figures (the catalogue,
 rules/data/catalogue.json), ``Efficiencies`` the
-achievable shares of them, each from data: the catalogue's per-GPU maximum achievable matmul rates
-(mamf-finder measurements) and its ``step_time`` section (HBM fraction from BabelStream, collective latency
-from all_reduce_perf sweeps, the GEMM share fitted to Korthikanti et al. 2022 Table 5), and the policy's
-``interconnect`` fractions (NVLink, NIC, PCIe busbw; overlap). ``Measured`` replaces any rate with a
-measurement of the quoted system. ``achievable_rates`` combines the three into the rates one GPU works at.
+achievable shares of them and the measured kernel rates, each from data: the catalogue's per-GPU maximum
+achievable matmul rates (mamf-finder measurements) and HBM triad bandwidths, its ``step_time`` section (GEMM
+rates by shape from the OpenXLA sweep, FlashAttention-2 rates, the kernel launch time, the HBM fraction from
+BabelStream, collective latency from all_reduce_perf sweeps, and the one fitted constant per architecture: the
+share of the sweep's rate a training step's GEMMs reach, fitted to the two calibration sets), and the policy's
+``interconnect`` fractions (NVLink, NIC, PCIe busbw). ``Measured`` replaces any rate with a measurement of the
+quoted system. ``achievable_rates`` combines the three into the rates one GPU works at.
 
 Pure functions over plain mappings: the caller loads the catalogue and policy documents.
 """
@@ -22,10 +24,15 @@ from rules.estimates._args import (
     require_fraction,
     require_non_negative,
     require_positive,
-    require_unit_interval,
 )
 from rules.estimates.communication.interconnect import nvlink_busbw_gbs, pcie_x16_gbs
 from rules.estimates.model.hardware import GpuSpec, NodeSpec
+from rules.estimates.training_time.kernel_rates import (
+    AttentionRates,
+    GemmSweep,
+    attention_rates_from_data,
+    gemm_sweep_from_data,
+)
 
 TERA: Final = 1e12
 MIB: Final = 2**20
@@ -33,26 +40,33 @@ MIB: Final = 2**20
 
 @dataclass(frozen=True)
 class Efficiencies:
-    """Achievable shares of nameplate, each from data (see ``efficiencies_from_data``)."""
+    """Achievable shares of nameplate and the measured kernel rates, each from data (see ``efficiencies_from_data``)."""
 
     mamf_bf16_fraction: float  # maximum achievable matmul FLOP/s ÷ dense bf16 peak
     mamf_fp8_fraction: float | None
-    gemm_fraction_of_mamf: float  # transformer GEMMs in a training step ÷ the best-shape matmul
-    hbm_fraction: float  # STREAM-like bandwidth ÷ HBM nameplate
+    gemm_fraction_in_step: float  # a training step's GEMMs ÷ the sweep's rate at their shape (fitted, per architecture)
+    hbm_fraction: float  # STREAM-like bandwidth ÷ HBM nameplate (where the GPU has no triad measurement)
     nvlink_busbw_fraction: float  # large-message all-reduce busbw ÷ NVLink per-direction rate
     pcie_busbw_fraction: float
     nic_busbw_fraction: float  # cross-node busbw ÷ NIC line rate
     collective_half_bytes: float  # S½ of the collective time model
-    overlap_fraction: float  # share of the compute a data-parallel collective may hide behind
+    gemm_sweep: GemmSweep  # GEMM rates by shape (the profile of the GPU's architecture)
+    attention: AttentionRates  # FlashAttention-2 forward + backward rates
+    attention_scale: float  # this GPU's best bf16 matmul ÷ that of the GPU the attention rates were measured on
+    kernel_launch_s: float  # GPU time of one kernel launch
+    hbm_triad_tbs: float | None = None  # measured triad bandwidth of the GPU, where published
 
     def __post_init__(self) -> None:
-        for name in ("mamf_bf16_fraction", "gemm_fraction_of_mamf", "hbm_fraction", "nvlink_busbw_fraction",
+        for name in ("mamf_bf16_fraction", "gemm_fraction_in_step", "hbm_fraction", "nvlink_busbw_fraction",
                      "pcie_busbw_fraction", "nic_busbw_fraction"):
             require_fraction(name, getattr(self, name))
         if self.mamf_fp8_fraction is not None:
             require_fraction("mamf_fp8_fraction", self.mamf_fp8_fraction)
         require_non_negative("collective_half_bytes", self.collective_half_bytes)
-        require_unit_interval("overlap_fraction", self.overlap_fraction)
+        require_non_negative("kernel_launch_s", self.kernel_launch_s)
+        require_positive("attention_scale", self.attention_scale)
+        if self.hbm_triad_tbs is not None:
+            require_positive("hbm_triad_tbs", self.hbm_triad_tbs)
 
 
 @dataclass(frozen=True)
@@ -95,27 +109,38 @@ def efficiencies_from_data(catalogue: Mapping[str, Any], policy: Mapping[str, An
 
     MAMF fractions: the GPU's ``mamf_bf16_tflops`` / ``mamf_fp8_tflops`` over its dense peaks, or the
     catalogue's ``step_time.mamf_fraction_unmeasured`` where the part has no measurement (an FP8 GPU
-    without an FP8 measurement uses its BF16 fraction). The rest: ``step_time`` (GEMM share of MAMF, HBM
-    fraction, S½) and the policy's ``interconnect`` section.
+    without an FP8 measurement uses its BF16 fraction). The GPU's ``architecture`` picks its GEMM sweep,
+    attention rates and in-step GEMM fraction; an architecture without calibration runs takes the lowest
+    fitted fraction (the slower prediction, until runs on it are in a calibration set). The rest:
+    ``step_time`` (HBM fraction, S½, kernel launch) and the policy's ``interconnect`` section.
     """
     gpu = catalogue["gpus"][gpu_model]
     section = catalogue["step_time"]
     interconnect = policy["interconnect"]
+    architecture = gpu["architecture"]
+    fitted = section["gemm_fraction_in_step"]
+    attention = attention_rates_from_data(section, architecture)
+    measured_on = catalogue["gpus"][attention.gpu]
     bf16 = gpu["mamf_bf16_tflops"] / gpu["bf16_tflops"] if "mamf_bf16_tflops" in gpu else None
     fp8 = None
     if gpu["fp8_tflops"] is not None:
         fp8 = gpu["mamf_fp8_tflops"] / gpu["fp8_tflops"] if "mamf_fp8_tflops" in gpu else bf16
     unmeasured = section["mamf_fraction_unmeasured"]
+    best_bf16 = gpu.get("mamf_bf16_tflops", unmeasured * gpu["bf16_tflops"])
     return Efficiencies(
         mamf_bf16_fraction=bf16 if bf16 is not None else unmeasured,
         mamf_fp8_fraction=fp8 if fp8 is not None or gpu["fp8_tflops"] is None else unmeasured,
-        gemm_fraction_of_mamf=section["gemm_fraction_of_mamf"],
+        gemm_fraction_in_step=fitted.get(architecture, min(fitted.values())),
         hbm_fraction=section["hbm_fraction"],
         nvlink_busbw_fraction=interconnect["nvlink_busbw_fraction"],
         pcie_busbw_fraction=interconnect["pcie_busbw_fraction"],
         nic_busbw_fraction=interconnect["nic_busbw_fraction"],
         collective_half_bytes=section["collective_half_mib"] * MIB,
-        overlap_fraction=interconnect["overlap_fraction"],
+        gemm_sweep=gemm_sweep_from_data(section, architecture),
+        attention=attention,
+        attention_scale=best_bf16 / measured_on.get("mamf_bf16_tflops", unmeasured * measured_on["bf16_tflops"]),
+        kernel_launch_s=section["kernel_launch_us"] * 1e-6,
+        hbm_triad_tbs=gpu.get("hbm_triad_tbs"),
     )
 
 
@@ -123,8 +148,9 @@ def efficiencies_from_data(catalogue: Mapping[str, Any], policy: Mapping[str, An
 class Rates:
     """The rates one GPU works at under a layout's precision."""
 
-    gemm_flops_s: float  # at the layout's precision
-    attention_flops_s: float  # 16-bit: attention, the output layer
+    gemm_flops_s: float  # best-shape GEMM rate in a step at the layout's precision (× the sweep's efficiency by shape)
+    attention_flops_s: float  # the same in 16 bits: attention matmuls without FlashAttention, the output layer
+    attention_scale: float  # FlashAttention rates on this GPU ÷ those measured (Efficiencies.attention)
     hbm_bytes_s: float
     domain_gpus: int
     domain_busbw_gbs: float  # collectives inside one NVLink domain
@@ -135,8 +161,10 @@ class Rates:
 def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, precision: str) -> Rates:
     """Return the GEMM, attention, HBM and link rates: nameplate × efficiency, or the measurement where given.
 
-    GEMMs run at peak(precision) × MAMF fraction × gemm_fraction_of_mamf; attention and the output layer
-    stay in 16-bit (Transformer Engine runs FP8 only in the linear layers). NVLink busbw is the
+    The best GEMM rate is peak(precision) × MAMF fraction × gemm_fraction_in_step, which the step model scales by
+    the sweep's efficiency at each GEMM's shape; attention and the output layer stay in 16-bit (Transformer
+    Engine runs FP8 only in the linear layers). HBM runs at the GPU's measured triad bandwidth, else
+    hbm_fraction of its nameplate. NVLink busbw is the
     per-direction rate × fraction (``interconnect.nvlink_busbw_gbs``); GPUs without NVLink use PCIe x16.
     The node must know its GPU's BF16 peak and HBM bandwidth and its compute NICs (``require_step_figures``).
     """
@@ -161,9 +189,12 @@ def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, prec
     nic = node.nic_gbps_per_gpu / 8 * eff.nic_busbw_fraction
     if measured.nic_busbw_gbs is not None:
         nic = measured.nic_busbw_gbs
-    hbm_tbs = measured.hbm_tbs if measured.hbm_tbs is not None else gpu.hbm_tbs * eff.hbm_fraction
-    return Rates(gemm_flops_s=best * eff.gemm_fraction_of_mamf * TERA,
-                  attention_flops_s=bf16_best * eff.gemm_fraction_of_mamf * TERA,
+    hbm_tbs = eff.hbm_triad_tbs if eff.hbm_triad_tbs is not None else gpu.hbm_tbs * eff.hbm_fraction
+    if measured.hbm_tbs is not None:
+        hbm_tbs = measured.hbm_tbs
+    return Rates(gemm_flops_s=best * eff.gemm_fraction_in_step * TERA,
+                  attention_flops_s=bf16_best * eff.gemm_fraction_in_step * TERA,
+                  attention_scale=eff.attention_scale,
                   hbm_bytes_s=hbm_tbs * TERA, domain_gpus=node.domain_gpus,
                   domain_busbw_gbs=domain, link_gbs=link, nic_busbw_gbs=nic)
 

@@ -111,6 +111,7 @@ class LayerSlice:
     context: int = 1
     sequence_parallel: bool = False
     flash_attention: bool = False
+    tensor_comm_overlap: bool = False  # the tensor-parallel collectives run under the GEMMs (TE userbuffers)
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,44 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
         cp_exchange_bytes=exchange,
         recompute_dense_flops=recompute_dense,
     )
+
+
+def layer_gemms(shape: ModelShape, part: LayerSlice) -> tuple[tuple[float, float, float], ...]:
+    """Return one layer's forward GEMMs on one GPU as (m, n, k): m rows (the GPU's b·s/c tokens, gathered when sequence
+    parallel), n output columns, k the inner dimension.
+
+    QKV, attention projection, MLP up (with the gate for SwiGLU), MLP down; Megatron-LM's ColumnParallelLinear splits
+    n over the t ranks, RowParallelLinear splits k (Shoeybi et al. 2019, arXiv 1909.08053, §3). Their FLOPs add up to
+    ``layer_work``'s forward dense FLOPs. The backward pass runs each as a data-gradient GEMM (m, k, n) and a
+    weight-gradient GEMM (n, k, m) (Narayanan et al. 2021, arXiv 2104.04473, §5.1).
+    """
+    tokens = part.micro_batch * part.sequence_length / part.context
+    h, f, t = shape.hidden, shape.ffn_hidden_size, part.tensor
+    qkv = (h + 2 * shape.kv_head_count * _head_dim(shape)) / t
+    return ((tokens, qkv, h), (tokens, h, h / t), (tokens, (_mlp_matrices(shape) - 1) * f / t, h), (tokens, h, f / t))
+
+
+# Kernels of one layer and micro-batch as Megatron-Core with Transformer Engine's fused kernels launches them.
+# Forward: layernorm, QKV, projection, bias-dropout-add, layernorm, MLP up, activation, MLP down, bias-dropout-add;
+# backward: a data- and a weight-gradient GEMM for each of the four GEMMs and the five elementwise backward kernels.
+_FORWARD_KERNELS: Final = 9
+_BACKWARD_KERNELS: Final = 13
+# Attention core: one FlashAttention kernel each way; without it the scores GEMM, the fused scale-mask-softmax
+# (with its dropout) and the context GEMM forward, and two GEMMs for each of those and the softmax backward.
+_ATTENTION_KERNELS: Final = {True: (1, 1), False: (3, 5)}
+
+
+def layer_kernels(part: LayerSlice, recompute: str) -> int:
+    """Return the kernels one layer launches for one micro-batch, forward + backward (+ the recomputed forward), the
+    tensor-parallel collectives included; each costs a launch (catalogue ``step_time.kernel_launch_us``)."""
+    attention_forward, attention_backward = _ATTENTION_KERNELS[part.flash_attention]
+    forward = _FORWARD_KERNELS + attention_forward
+    kernels = forward + _BACKWARD_KERNELS + attention_backward + len(_tp_collectives(1.0, part, recompute))
+    if recompute == "full":
+        kernels += forward
+    elif recompute == "selective" and not part.flash_attention:
+        kernels += attention_forward
+    return kernels
 
 
 @dataclass(frozen=True)
