@@ -8,7 +8,7 @@ from rules.checks.facts.cost import cost_note, rent_note, training_cost
 from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
-from rules.checks.facts.throughput import throughput_facts
+from rules.checks.facts.throughput import MODELLED, throughput_facts
 from rules.estimates.reliability.queue import NOT_SHARED
 from rules.status import Basis, Status
 
@@ -27,6 +27,8 @@ _HYPOTHETICAL_WHEN_NOTHING_FITS = frozenset({"days", "window_fraction", "oversiz
 # The figures that judge a stated throughput; absent when there is none to judge (a modelled rate, or a model
 # the inputs cannot build), and then no rule reads them.
 _THROUGHPUT_FIGURES = ("implied_hardware_tflops_per_gpu", "gpu_peak_tflops", "claim_over_model")
+# The days at both ends of the step-time model's band: only when the run's rate is the modelled one.
+_BAND_FIGURES = ("days_range", "days_slow_end")
 
 
 class TimeToResult(Check):
@@ -70,6 +72,15 @@ class TimeToResult(Check):
              "Quote at least {gpus_needed} GPUs ({nodes_needed} nodes) at this throughput, raise the achieved "
              "throughput (measure MFU on a representative step), cut checkpoint and restart overhead, or extend "
              "the completion window."),
+        # A modelled rate is known to its calibration's residuals (catalogue step_time.residual_band): the run
+        # passes only when the slower end of that band also fits the window.
+        Rule(Status.WARN, "slow-end-misses-window", lambda m: m.days_slow_end > m.window_days,
+             "expected {days:.1f} days fit the {window_days:g}-day window at the modelled rate, but not at the slower "
+             "end of the step-time model's band ({modelled_tokens_per_s_per_gpu_range[0]:,.0f} to "
+             "{modelled_tokens_per_s_per_gpu_range[1]:,.0f} tokens/s per GPU, its calibration runs' errors): "
+             "{days_range[0]:.1f} to {days_range[1]:.1f} days; " + _WHY,
+             "Measure tokens/s per GPU on a representative step of the quoted hardware and state it, or quote "
+             "{gpus_needed} or more GPUs so that the slower end fits too."),
         Rule(Status.WARN, "little-slack", lambda m: m.window_fraction > m.warn_fraction_of_window,
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, above "
              "{warn_fraction_of_window:.0%}; " + _WHY,
@@ -136,13 +147,26 @@ class TimeToResult(Check):
         evidence.update(activation_checkpointing=recompute,
                         training_precision="bf16-mixed" if precision is None else precision,
                         modelled_tokens_per_s_per_gpu_text=_modelled_text(evidence))
-        unjudged = {name for name in _THROUGHPUT_FIGURES if evidence.get(name) is None}
+        evidence.update(_band_days(evidence))
+        unjudged = {name for name in (*_THROUGHPUT_FIGURES, *_BAND_FIGURES) if evidence.get(name) is None}
         if plan.gpus_needed is None:
             unjudged.update(_HYPOTHETICAL_WHEN_NOTHING_FITS)
         if not simulated.finishes:
             unjudged.update(SIMULATED_DAYS)  # None: no simulated run finishes (JSON holds no infinity)
         # Days combine throughput, efficiency and failure assumptions: estimated even where one term is measured.
         return Facts(evidence=evidence, basis=Basis.ESTIMATED, unjudged=frozenset(unjudged))
+
+
+def _band_days(e: dict) -> dict:
+    """Returns the days at the fast and slow ends of the modelled rate's band (``days_range``) and the slow end alone
+    (``days_slow_end``), for a run at the modelled rate; None for a stated one. The queue wait does not move; the
+    run's days scale as the modelled rate over the rate at each end."""
+    band = e.get("modelled_tokens_per_s_per_gpu_range")
+    if e["throughput_from"] != MODELLED or band is None or e["run_days"] is None:
+        return {"days_range": None, "days_slow_end": None}
+    rate, wait = e["modelled_tokens_per_s_per_gpu"], e["queue_wait_days"] or 0.0
+    fast, slow = (wait + e["run_days"] * rate / end for end in (band[1], band[0]))
+    return {"days_range": [fast, slow], "days_slow_end": slow}
 
 
 def _simulated_days_text(run: SimulatedRun) -> str:

@@ -277,3 +277,11 @@ def test_layouts_the_model_cannot_run_are_refused(bad: dict, selene: NodeSpec):
     layout = replace(_layout(run, "present work"), **bad)
     with pytest.raises(ValueError):
         step_time(_shape(run), SEQUENCE, layout, selene, _efficiencies())
+
+
+def test_catalogue_ampere_residual_band_holds_every_table5_error(selene: NodeSpec):
+    """step_time.residual_band.ampere is Table 5's lowest and highest error, rounded outward to 0.001."""
+    errors = _relative_errors(selene).values()
+    low, high = load_catalogue().document["step_time"]["residual_band"]["ampere"]
+    assert low <= min(errors) < low + 0.001
+    assert high - 0.001 < max(errors) <= high

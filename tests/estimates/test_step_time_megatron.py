@@ -138,3 +138,23 @@ def test_strong_scaling_loses_throughput_as_the_batch_spreads():
     modelled_tflops = {run.gpus: run.tflops_per_gpu * run.measured_step_s / _modelled_s(run)
                        for run in (first, last)}
     assert modelled_tflops[last.gpus] < modelled_tflops[first.gpus]
+
+
+def test_catalogue_hopper_residual_band_holds_every_megatron_error():
+    """step_time.residual_band.hopper is these runs' lowest and highest error, rounded outward to 0.001; the step model
+    gives its rate as that band: rate × (1 + low) to rate × (1 + high)."""
+    errors = _errors().values()
+    low, high = load_catalogue().document["step_time"]["residual_band"]["hopper"]
+    assert low <= min(errors) < low + 0.001
+    assert high - 0.001 < max(errors) <= high
+    run = WEAK_SCALING[0]
+    catalogue = load_catalogue().document
+    hardware = hardware_from_catalogue(catalogue, "DGX-H100")
+    efficiencies = efficiencies_from_data(catalogue, default_policy().document, "H100-SXM5-80GB")
+    shape = ModelShape(layers=run.layers, hidden=run.hidden, heads=run.heads, ffn_hidden=4 * run.hidden, vocab=VOCAB,
+                       dropout=False, tied_embeddings=False)
+    layout = training_layout(run.gpus, 8, 0, micro_batch=1, global_batch=run.global_batch, sharding="zero1",
+                             flash_attention=True)
+    step = step_time(shape, SEQUENCE, layout, hardware, efficiencies)
+    assert step.tokens_per_s_per_gpu_range == pytest.approx((step.tokens_per_s_per_gpu * (1 + low),
+                                                             step.tokens_per_s_per_gpu * (1 + high)))

@@ -54,6 +54,7 @@ class Throughput:
         if self.modelled is not None:
             out.update(modelled_step_s=self.modelled.step_s,
                        modelled_tokens_per_s_per_gpu=self.modelled.tokens_per_s_per_gpu,
+                       modelled_tokens_per_s_per_gpu_range=list(self.modelled.tokens_per_s_per_gpu_range),
                        modelled_mfu=self.modelled.mfu, modelled_mfu_peak_tflops=self.modelled.mfu_peak_tflops,
                        modelled_mfu_precision=self.modelled.mfu_precision, modelled_hfu=self.modelled.hfu,
                        claim_over_model=fraction_of(self.tokens_per_s_per_gpu,

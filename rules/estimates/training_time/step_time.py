@@ -142,6 +142,7 @@ class StepTime:
     hfu: float  # hardware FLOPs (recompute counted) ÷ the same
     dp_comm_s: float  # data-parallel collectives before overlap
     gemm_tflops: float  # the rate a layer's GEMMs run at on average, at the layout's precision
+    tokens_per_s_per_gpu_range: tuple[float, float]  # the rate × (1 + the calibration residuals' lowest, highest)
 
 
 class StageTime(NamedTuple):
@@ -379,6 +380,8 @@ class StepTimeModel:
             hfu=tokens * self._flops_per_token(layout.recompute) / capacity,
             dp_comm_s=dp_comm,
             gemm_tflops=self._per_layer(part, layout.recompute, layout.precision)[2] / TERA,
+            tokens_per_s_per_gpu_range=(tokens / step / layout.gpus * (1 + self.efficiencies.residual_band[0]),
+                                        tokens / step / layout.gpus * (1 + self.efficiencies.residual_band[1])),
         )
 
 

@@ -55,6 +55,7 @@ class Efficiencies:
     attention_scale: float  # this GPU's best bf16 matmul ÷ that of the GPU the attention rates were measured on
     kernel_launch_s: float  # GPU time of one kernel launch
     hbm_triad_tbs: float | None = None  # measured triad bandwidth of the GPU, where published
+    residual_band: tuple[float, float] = (0.0, 0.0)  # lowest, highest relative error of the calibration runs
 
     def __post_init__(self) -> None:
         for name in ("mamf_bf16_fraction", "gemm_fraction_in_step", "hbm_fraction", "nvlink_busbw_fraction",
@@ -67,6 +68,10 @@ class Efficiencies:
         require_positive("attention_scale", self.attention_scale)
         if self.hbm_triad_tbs is not None:
             require_positive("hbm_triad_tbs", self.hbm_triad_tbs)
+        low, high = self.residual_band
+        if not -1 < low <= 0 <= high:
+            raise InconsistentInput(f"residual_band must hold its lowest error in (-1, 0] and its highest at 0 or "
+                                    f"above, got {self.residual_band!r}")
 
 
 @dataclass(frozen=True)
@@ -110,8 +115,9 @@ def efficiencies_from_data(catalogue: Mapping[str, Any], policy: Mapping[str, An
     MAMF fractions: the GPU's ``mamf_bf16_tflops`` / ``mamf_fp8_tflops`` over its dense peaks, or the
     catalogue's ``step_time.mamf_fraction_unmeasured`` where the part has no measurement (an FP8 GPU
     without an FP8 measurement uses its BF16 fraction). The GPU's ``architecture`` picks its GEMM sweep,
-    attention rates and in-step GEMM fraction; an architecture without calibration runs takes the lowest
-    fitted fraction (the slower prediction, until runs on it are in a calibration set). The rest:
+    attention rates, in-step GEMM fraction and residual band; an architecture without calibration runs takes the
+    lowest fitted fraction (the slower prediction, until runs on it are in a calibration set) and the widest band
+    of the calibrated ones. The rest:
     ``step_time`` (HBM fraction, S½, kernel launch) and the policy's ``interconnect`` section.
     """
     gpu = catalogue["gpus"][gpu_model]
@@ -141,7 +147,15 @@ def efficiencies_from_data(catalogue: Mapping[str, Any], policy: Mapping[str, An
         attention_scale=best_bf16 / measured_on.get("mamf_bf16_tflops", unmeasured * measured_on["bf16_tflops"]),
         kernel_launch_s=section["kernel_launch_us"] * 1e-6,
         hbm_triad_tbs=gpu.get("hbm_triad_tbs"),
+        residual_band=_band(section["residual_band"], architecture),
     )
+
+
+def _band(bands: Mapping[str, Any], architecture: str) -> tuple[float, float]:
+    """Returns the architecture's calibration band, else the widest of the calibrated ones."""
+    if architecture in bands:
+        return tuple(bands[architecture])  # type: ignore[return-value]
+    return min(low for low, _ in bands.values()), max(high for _, high in bands.values())
 
 
 @dataclass(frozen=True)
