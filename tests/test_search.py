@@ -117,3 +117,16 @@ def test_every_candidate_is_sized_as_a_fresh_estimate_of_its_job_sizes_it():
         fits += bool(estimate.fits)
         assert ranked.get(key) == (estimate.total_bytes if estimate.fits else None)
     assert fits == result.fitting == len(result.top)
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "fp8-mixed"])
+def test_the_search_changes_the_layout_only_never_the_precision(precision):
+    """H200s have FP8: the search of a bf16 job still ranks bf16 layouts only, and of an fp8 job fp8 ones (a change of
+    precision is a numerics decision the job makes, not a layout); the patch writes the job's precision back."""
+    submission = json.loads(EXAMPLE.read_text())
+    submission["workload"]["training"]["precision"] = precision
+    result = search_submission(submission)
+    assert {row["precision"] for row in result["top"]} == {precision}
+    assert result["best"]["precision"] == precision
+    patch, _ = layout_patch(submission, result["best"])
+    assert patch["workload"]["training"].get("precision", precision) == precision
