@@ -16,6 +16,7 @@ from rules.checks.facts.model import architecture
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.model.layout import Layout
+from rules.estimates.training_time.compute import adapter_fraction
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
 from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data
 from rules.job.cluster import QuotedNodeGroup
@@ -94,8 +95,7 @@ def _adapter_fraction(ctx: Context) -> float | None:
         return None
     model = ctx.job.training.model
     parameters, trainable = ctx.value(model.parameters), ctx.value(model.trainable_parameters)
-    # trainable_parameters defaults to all of them: a fine-tune of every weight, not an adapter
-    return trainable / parameters if parameters and trainable and trainable < parameters else None
+    return adapter_fraction(parameters, trainable) if parameters and trainable else None
 
 
 def _hardware(ctx: Context, plan: Layout, group: QuotedNodeGroup) -> NodeSpec | None:

@@ -295,3 +295,12 @@ def tokens_per_s_from_hardware_tflops(hardware_tflops: float, hardware_flops_per
     require_positive("hardware_tflops", hardware_tflops)
     require_positive("hardware_flops_per_token", hardware_flops_per_token)
     return hardware_tflops * TFLOPS / hardware_flops_per_token
+
+
+def adapter_fraction(parameters: float, trainable_parameters: float) -> float | None:
+    """Returns trainable ÷ all parameters of an adapter fine-tune, whose base weights are frozen (LoRA, Hu et al. 2021,
+    arXiv 2106.09685 §4.1), for the step-time model (``StepTimeModel(adapter_fraction=…)``); None when every
+    parameter trains (a submission's trainable_parameters defaults to all of them)."""
+    require_positive("parameters", parameters)
+    require_positive("trainable_parameters", trainable_parameters)
+    return trainable_parameters / parameters if trainable_parameters < parameters else None
