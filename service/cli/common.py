@@ -14,8 +14,9 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
 EXIT_CODES = """\b
 Exit codes:
-  0  every check passed, warned, or was not applicable (no check failed)
-  1  a check failed (or nothing could be decided: quotecheck fails closed)
+  0  every check passed, warned, or was not applicable (no check failed, none undecided)
+  1  a check failed, or one was left undecided (verdict INCOMPLETE: quotecheck fails closed;
+     `evaluate --allow-incomplete` exits 0 for it)
   2  the input is invalid (unreadable file, bad JSON, schema violation, bad policy)"""
 
 # The service commands act on the database of the app create_app() configures.

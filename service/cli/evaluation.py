@@ -64,7 +64,11 @@ def validate(file: str) -> None:
 @click.option("--remedies/--no-remedies", "remedies", default=True, show_default=True,
               help="when a check fails or warns, search the smallest changes that make every check pass "
                    "(the record's remedies; see `quotecheck remedies`)")
-def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, search: bool, remedies: bool) -> None:
+@click.option("--allow-incomplete", is_flag=True,
+              help="exit 0 for an INCOMPLETE verdict (a check left undecided, none failed); without it such a "
+                   "quote exits 1, so that a gate on the exit code never passes a schedule nobody judged")
+def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, search: bool, remedies: bool,
+             allow_incomplete: bool) -> None:
     """Evaluate FILE and print one row per acceptance check (or the record as JSON, SARIF, JUnit XML or CSV).
 
     With a training workload the record also holds the layout search of the quoted GPUs: the fastest layout
@@ -90,7 +94,13 @@ def evaluate(file: str, policy_path: str | None, fmt: str, out: str | None, sear
         click.echo(exports.render(fmt, file_export(file, submission, record)), nl=False)
     else:
         click.echo(text if fmt == "json" else render_table(record))
-    sys.exit(EXIT_FAILED if record["verdict"] == "fail" else EXIT_OK)
+    sys.exit(exit_code(record["verdict"], allow_incomplete))
+
+
+def exit_code(verdict: str, allow_incomplete: bool = False) -> int:
+    """Returns the exit code of an evaluation: 1 for FAIL, and for INCOMPLETE unless allowed; else 0."""
+    failed = verdict == "fail" or (verdict == "incomplete" and not allow_incomplete)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def file_uri(path: str) -> str:
