@@ -66,6 +66,15 @@ class Catalogue:
         keys = difflib.get_close_matches(model_key(name), list(self._model_names), n=3 * count, cutoff=0.6)
         return list(dict.fromkeys(self._model_names[key] for key in keys))[:count]
 
+    def closest_gpus(self, name: str, count: int = 3) -> list[str]:
+        """Returns the catalogued GPU ids closest to ``name``, closest first: those whose id contains it (``H200`` in
+        ``H200-SXM-141GB``, separators and case ignored), then difflib's close matches."""
+        key = _SEPARATORS.sub("", name.strip().lower())
+        ids = {_SEPARATORS.sub("", gpu.lower()): gpu for gpu in self.document["gpus"]}
+        found = [gpu for spelled, gpu in sorted(ids.items()) if key and key in spelled]
+        found += [ids[match] for match in difflib.get_close_matches(key, list(ids), n=count, cutoff=0.6)]
+        return list(dict.fromkeys(found))[:count]
+
     @cached_property
     def _model_names(self) -> dict[str, str]:
         """Look-up key → canonical name, of every model's name and aliases. ValueError for a key two models share."""
