@@ -17,6 +17,7 @@ from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
 from rules.job.inputs import Inputs
 from rules.job.models import gpu_model_problems, model_name_problems
+from rules.job.plausibility import unit_problems
 from rules.policy import Policy, default_policy
 from rules.status import Status
 from schemas.canonical_json import digest_of
@@ -143,7 +144,8 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     complete = len(problems) <= MAX_LISTED_PROBLEMS
     problems = (problems + (hidden_text_problems(document) if complete and holds_hidden_text(texts) else [])
                 or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document)
-                or model_name_problems(document, load_catalogue()) or gpu_model_problems(document, load_catalogue()))
+                or model_name_problems(document, load_catalogue()) or gpu_model_problems(document, load_catalogue())
+                or unit_problems(document, load_catalogue()))
     if problems:
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({_counted(problems, complete)})",
                                 problems[:MAX_LISTED_PROBLEMS])
