@@ -154,6 +154,25 @@ def _known_properties(schema: dict[str, Any]) -> list[str]:
     return sorted(schema.get("properties", {}))
 
 
+# Unit suffixes a field name may be typed with, and what the contract's unit means against it (README: units live in
+# field names): a figure moved to the suggested field must be converted, not copied.
+_UNIT_HINTS = {
+    ("gbps", "gbs"): "GB/s, gigabytes per second: a figure in Gb/s is 8 times larger, divide it by 8",
+    ("gbs", "gbps"): "Gb/s, gigabits per second: a figure in GB/s is 8 times smaller, multiply it by 8",
+    ("gb", "gib"): "GiB, 2^30 bytes: 1 GB = 0.9313 GiB; memory sold in binary sizes, such as DIMMs, is in GiB already",
+    ("kw", "w"): "W: a figure in kW is 1,000 times smaller, multiply it by 1,000",
+    ("w", "kw"): "kW: a figure in W is 1,000 times larger, divide it by 1,000",
+}
+
+
+def _unit_hint(name: str, suggested: str) -> str:
+    """Returns what the suggested field's unit means when it differs from the typed one's only in its unit suffix."""
+    typed, _, unit = name.rpartition("_")
+    stem, _, expected = suggested.rpartition("_")
+    explanation = _UNIT_HINTS.get((unit.lower(), expected)) if typed.lower() == stem else None
+    return f" ({suggested} is in {explanation})" if explanation else ""
+
+
 def _describe(error: ValidationError) -> Problem:
     """Returns a Problem whose message says what was found and what was expected."""
     pointer = _pointer(error.absolute_path)
@@ -164,7 +183,8 @@ def _describe(error: ValidationError) -> Problem:
         if extras:
             name = extras[0]
             close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
+            hint = f"; did you mean {close[0]!r}?{_unit_hint(name, close[0])}" if close else (
+                f"; known fields: {', '.join(known)}")
             return Problem(f"{pointer}/{name}", f"unknown field {name!r}{hint}")
         extra_schema = error.schema.get("additionalProperties")
         return Problem(pointer, f"invalid property value; expected {extra_schema}")

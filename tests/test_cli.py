@@ -285,3 +285,15 @@ def test_an_incomplete_evaluation_fails_closed_unless_allowed(tmp_path: Path):
     assert code == 1
     code, help_text = _run("evaluate", "--help")
     assert "--allow-incomplete" in help_text and "INCOMPLETE" in help_text
+
+
+def test_a_field_typed_in_another_unit_is_told_the_conversion(tmp_path: Path, submission: dict) -> None:
+    """write_gbps for write_gbs: the suggestion says GB/s and the factor of 8: the figure is converted, not copied."""
+    storage = submission["quote"]["storage"]
+    storage["write_gbps"] = storage.pop("write_gbs")
+
+    code, output = _run("evaluate", _write(tmp_path, submission))
+
+    assert code == 2
+    assert ("/quote/storage/write_gbps: unknown field 'write_gbps'; did you mean 'write_gbs'? (write_gbs is in "
+            "GB/s, gigabytes per second: a figure in Gb/s is 8 times larger, divide it by 8)") in output
