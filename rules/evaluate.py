@@ -144,11 +144,18 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     complete = len(problems) <= MAX_LISTED_PROBLEMS
     problems = (problems + (hidden_text_problems(document) if complete and holds_hidden_text(texts) else [])
                 or (unrepresentable_numbers(document) if odd_numbers else []) or artifact_problems(document)
-                or model_name_problems(document, load_catalogue()) or gpu_model_problems(document, load_catalogue())
-                or unit_problems(document, load_catalogue()))
+                or _catalogue_problems(document))
     if problems:
         raise InvalidSubmission(f"{origin} does not satisfy the submission schema ({_counted(problems, complete)})",
                                 problems[:MAX_LISTED_PROBLEMS])
+
+
+def _catalogue_problems(document: dict[str, Any]) -> list[Problem]:
+    """Returns what the catalogue refuses in a valid document: a model only an unknown name describes, a GPU only an
+    unknown id describes, a figure in the wrong unit (rules/job/models.py, rules/job/plausibility.py)."""
+    catalogue = load_catalogue()
+    return (model_name_problems(document, catalogue) or gpu_model_problems(document, catalogue)
+            or unit_problems(document, catalogue))
 
 
 def submission_digest(document: dict[str, Any]) -> str:

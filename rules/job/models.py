@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from rules.catalogue import Catalogue
-from rules.job.pointers import INFERENCE, QUOTE, TRAINING
+from rules.job.pointers import INFERENCE, TRAINING, node_groups
 from schemas.problem import Problem
 
 # Where a submission holds a model object.
@@ -44,16 +44,15 @@ def gpu_model_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
     """Returns a problem for each node group whose GPU only an id describes when the catalogue lacks that id: without
     its memory_gib nothing can size a step on it, so the quote names a GPU the service cannot read (``H200`` for
     ``H200-SXM-141GB``). A GPU the catalogue lacks is described by its figures (memory_gib, bf16_tflops, …)."""
-    groups = document.get("quote", {}).get("node_groups") if isinstance(document, dict) else None
     problems = []
-    for index, group in enumerate(groups if isinstance(groups, list) else []):
-        gpu = group.get("gpu") if isinstance(group, dict) else None
+    for group_pointer, group in node_groups(document):
+        gpu = group.get("gpu")
         name = gpu.get("model") if isinstance(gpu, dict) else None
         if isinstance(name, str) and catalogue.gpu(name) is None and "memory_gib" not in gpu:
             closest = catalogue.closest_gpus(name)
             hint = (f"did you mean {', '.join(closest)}?" if closest
                     else f"the catalogue holds {', '.join(catalogue.gpu_models())}.")
-            pointer = f"{QUOTE}/node_groups/{index}/gpu"
+            pointer = f"{group_pointer}/gpu"
             problems.append(Problem(f"{pointer}/model", f"GPU {name!r} is not in the catalogue, and the node group "
                                     f"gives no {pointer}/memory_gib; {hint} A GPU the catalogue lacks is described by "
                                     "its figures (memory_gib, hbm_tbs, bf16_tflops, tdp_w)."))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rules.catalogue import Catalogue
-from rules.job.pointers import QUOTE
+from rules.job.pointers import node_groups
 from schemas.problem import Problem
 
 
@@ -23,11 +23,8 @@ def _number(value: Any) -> float | None:
 
 def unit_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
     """Returns a problem for each node group whose max_power_w is below its GPUs' board power."""
-    groups = document.get("quote", {}).get("node_groups") if isinstance(document, dict) else None
     problems = []
-    for index, group in enumerate(groups if isinstance(groups, list) else []):
-        if not isinstance(group, dict):
-            continue
+    for pointer, group in node_groups(document):
         power, gpu = _number(group.get("max_power_w")), group.get("gpu")
         if power is None or not isinstance(gpu, dict):
             continue
@@ -36,7 +33,7 @@ def unit_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
         if tdp is None or not count or power >= count * tdp:
             continue
         problems.append(Problem(
-            f"{QUOTE}/node_groups/{index}/max_power_w",
+            f"{pointer}/max_power_w",
             f"max_power_w {power:g} W is below what the node's {count:g} GPUs alone draw ({count:g} × {tdp:,.0f} W = "
             f"{count * tdp:,.0f} W): give the node's maximum input power in W ({power:g} kW is {power * 1000:,.0f} W)"))
     return problems

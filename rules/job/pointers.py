@@ -1,8 +1,10 @@
 """JSON Pointers of the submission's members (schemas/submission.schema.json): where the job parser reads them, and
 where the evidence of a check names them."""
 
+from collections.abc import Iterator
 from dataclasses import fields
 from functools import cache
+from typing import Any
 
 from rules.job.cluster import Cluster
 from rules.job.measured import Measurements
@@ -15,6 +17,15 @@ MEASUREMENTS = "/measurements"
 
 # Where each section of the job (rules/job/spec.py) sits in the submission.
 SECTIONS = {"training": TRAINING, "serving": INFERENCE, "cluster": QUOTE, "measurements": MEASUREMENTS}
+
+
+def node_groups(document: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yields (pointer, node group) of each node group object of a raw ``document`` (before it is parsed), so that
+    what is refused before parsing is named at its pointer."""
+    groups = document.get("quote", {}).get("node_groups") if isinstance(document, dict) else None
+    for index, group in enumerate(groups if isinstance(groups, list) else []):
+        if isinstance(group, dict):
+            yield f"{QUOTE}/node_groups/{index}", group
 
 
 @cache
