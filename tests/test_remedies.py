@@ -45,6 +45,21 @@ def _short() -> dict[str, Any]:
     return search_remedies(_short_window())
 
 
+def _modelled_short_window() -> dict[str, Any]:
+    """The same example with no stated throughput and a 2-day window: at the modelled bf16 rate it misses it."""
+    patch = {"workload": {"training": {"completion_window_days": 2, "throughput": None}}}
+    return merge_patch(_document(PASSING), patch)
+
+
+@cache
+def _modelled_short() -> dict[str, Any]:
+    return search_remedies(_modelled_short_window())
+
+
+_DOCUMENTS = {"fail-70b-ddp-one-rack": lambda: _document(FAILING), "short-window": _short_window,
+              "modelled-short-window": _modelled_short_window}
+
+
 def _statuses(record: dict[str, Any]) -> dict[str, str]:
     return {c["id"]: c["status"] for c in record["checks"]}
 
@@ -53,10 +68,10 @@ def _edited(remedy: dict[str, Any]) -> set[str]:
     return {pointer for pointer, _ in patch_edits(remedy["patch"])}
 
 
-@pytest.mark.parametrize("result", [_failing, _short], ids=["fail-70b-ddp-one-rack", "short-window"])
-def test_each_listed_patch_applied_and_evaluated_gets_the_stated_verdict_and_days(result) -> None:
+@pytest.mark.parametrize("result", [_failing, _short, _modelled_short], ids=list(_DOCUMENTS))
+def test_each_listed_patch_applied_and_evaluated_gets_the_stated_verdict_and_days(result, request) -> None:
     found = result()
-    document = _document(FAILING) if result is _failing else _short_window()
+    document = _DOCUMENTS[request.node.callspec.id]()
     assert found["remedies"], found["note"]
     for remedy in [*found["remedies"], *found["partial"]]:
         # Given the remedy's patch applied to the submission (RFC 7396)
@@ -214,3 +229,34 @@ def test_with_cost_per_run_in_the_evidence_the_added_cost_is_its_difference() ->
     # and an evaluation without the figure leaves the cost unknown, saying why
     unknown = _remedy(Trial((change,), document, record(None, "zero3")), base, COST_PER_RUN)
     assert unknown["added_cost"] is None and unknown["unpriced"] == ["its evaluation gives no cost_per_run"]
+
+
+PRECISION = "/workload/training/precision"
+
+
+def test_a_modelled_16_bit_schedule_that_misses_is_offered_fp8_as_a_numerics_decision_ranked_after_more_nodes():
+    # Given the 16-node H100 example at the modelled bf16 rate with a 2-day window (time-to-result fails)
+    found = _modelled_short()
+    assert {p["id"]: p["rule"] for p in found["problems"]} == {"time-to-result": "misses-window"}
+    fp8 = [r for r in found["remedies"] if PRECISION in _edited(r)]
+    others = [r for r in found["remedies"] if PRECISION not in _edited(r)]
+    # Then one remedy switches the GEMMs to fp8 and nothing else, saying it is a numerics decision
+    assert [r["patch"] for r in fp8] == [{"workload": {"training": {"precision": "fp8-mixed"}}}]
+    assert "numerics decision" in fp8[0]["changes"][0]
+    assert [d.split(":")[0] for d in fp8[0]["decisions"]] == ["numerics"]
+    assert all(not r["decisions"] for r in others)
+    # and it ranks after the remedies that leave the numerics alone, though it adds nothing to the quote
+    assert others and fp8[0]["added_cost"] == 0 < min(r["added_cost"] for r in others)
+    assert found["remedies"].index(fp8[0]) > max(found["remedies"].index(r) for r in others)
+
+
+def test_no_precision_change_for_a_stated_throughput_or_a_gpu_without_fp8():
+    # A stated throughput was measured at its own precision: fp8 would not change the days the check reads
+    assert not [r for r in [*_short()["remedies"], *_short()["partial"]] if PRECISION in _edited(r)]
+    # An A100 has no FP8 Tensor Cores (catalogue fp8_tflops null)
+    a100 = merge_patch(_modelled_short_window(), {"quote": {"node_groups": [
+        {**_document(PASSING)["quote"]["node_groups"][0], "server_model": "DGX-A100",
+         "gpu": {"model": "A100-SXM4-80GB", "count": 8}}]}})
+    found = search_remedies(a100)
+    assert found["problems"]
+    assert not [r for r in [*found["remedies"], *found["partial"]] if PRECISION in _edited(r)]

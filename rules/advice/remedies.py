@@ -54,11 +54,12 @@ from rules.policy import Policy, default_policy
 
 TIME_TO_RESULT = "time-to-result"
 COST_PER_RUN, QUOTE_TOTAL = "cost_per_run", "quote_total"
+_LAST = ("; remedies with a change the quote does not price after the priced ones, and those that ask a decision "
+         "beyond cost (decisions: numerics) after those that do not")
 _RANKED_BY = {
-    COST_PER_RUN: "added cost per run (time-to-result's cost_per_run), then expected days to result; remedies with "
-                  "a change the quote does not price after the priced ones",
-    QUOTE_TOTAL: "added quote total (the time-to-result evidence has no cost_per_run), then expected days to result; "
-                 "remedies with a change the quote does not price after the priced ones",
+    COST_PER_RUN: "added cost per run (time-to-result's cost_per_run), then expected days to result" + _LAST,
+    QUOTE_TOTAL: "added quote total (the time-to-result evidence has no cost_per_run), then expected days to result"
+                 + _LAST,
 }
 
 
@@ -235,6 +236,7 @@ def _remedy(trial: Trial, base: Trial, basis: str) -> dict[str, Any]:
         "days": _number(timing.get("days")),
         "scope": trial.scope,
         "changes": [change.text for change in trial.changes],
+        "decisions": [change.decision for change in trial.changes if change.decision],
         "fixes": sorted(set(base.problems) - set(trial.problems)),
         "remaining": [{"id": c["id"], "status": status, "rule": c["rule"]} for c in trial.record["checks"]
                       if (status := trial.problems.get(c["id"]))],
@@ -242,10 +244,10 @@ def _remedy(trial: Trial, base: Trial, basis: str) -> dict[str, Any]:
     }
 
 
-def _rank(remedy: dict[str, Any]) -> tuple[bool, float, float, int, str]:
+def _rank(remedy: dict[str, Any]) -> tuple[bool, bool, float, float, int, str]:
     days = remedy["days"] if remedy["days"] is not None else math.inf
     cost = remedy["added_cost"] if remedy["added_cost"] is not None else remedy["priced_cost"]
-    return remedy["added_cost"] is None, cost, days, len(remedy["changes"]), remedy["id"]
+    return remedy["added_cost"] is None, bool(remedy["decisions"]), cost, days, len(remedy["changes"]), remedy["id"]
 
 
 def _partial(search: _Search, remedies: list[dict[str, Any]], basis: str) -> list[dict[str, Any]]:

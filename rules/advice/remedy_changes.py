@@ -41,6 +41,7 @@ class Change:
     targets: tuple[str, ...]  # the checks whose evidence proposed it
     price: float | None = 0.0  # what it adds to the quote total; None when the quote does not price it
     unpriced: str = ""  # what is not priced, in words (when price is None)
+    decision: str = ""  # a decision the change asks of the buyer beyond its cost (e.g. numerics), in words
 
     def conflicts(self, other: Change) -> bool:
         """Returns True when this change and ``other`` edit the same member, or one edits inside the other's."""

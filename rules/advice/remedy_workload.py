@@ -3,8 +3,10 @@
 Each function reads one Situation (rules/advice/remedy_changes.py) and returns the changes it proposes, none when
 its checks pass: another sharding strategy that the sharding check found to fit, the layout search's best
 layout (rules/best_layout.layout_patch), the largest fitting micro-batch that divides the batch, full
-activation recompute, and the Young/Daly checkpoint interval that checkpoint-bandwidth and restart-behavior
-computed. Workload changes add nothing to the quote (price 0). The figures are the checks' own: nothing is
+activation recompute, the Young/Daly checkpoint interval that checkpoint-bandwidth and restart-behavior
+computed, and fp8 GEMMs for a 16-bit run that misses its schedule on GPUs with FP8 Tensor Cores (a numerics
+decision, labelled as one: the layout search never changes precision). Workload changes add nothing to the quote
+(price 0). The figures are the checks' own: nothing is
 estimated here, so what a change claims is what the evaluation of the changed submission will judge.
 """
 
@@ -14,12 +16,20 @@ from collections.abc import Callable
 
 from rules.advice.best_layout import describe_layout, layout_patch
 from rules.advice.remedy_changes import WORKLOAD, Change, Situation, patch_edits
+from rules.checks.facts.throughput import MODELLED
 from rules.estimates.search.remedy_sizing import whole_minutes
 
 # The checks whose outcome depends on the layout (those rules/advice/best_layout.py shows at the best layout).
 MEMORY_CHECKS = ("peak-memory", "sharding", "gradient-accumulation")
 LAYOUT_CHECKS = (*MEMORY_CHECKS, "time-to-result")
 INTERVAL_CHECKS = ("checkpoint-bandwidth", "restart-behavior", "time-to-result")
+# time-to-result's rules about the schedule (not about a stated rate or an oversized quote).
+SCHEDULE_RULES = ("misses-window", "slow-end-misses-window", "little-slack", "window-at-risk")
+SIXTEEN_BIT = ("bf16-mixed", "fp16-mixed")
+FP8 = "fp8-mixed"
+NUMERICS_DECISION = ("numerics: fp8 GEMMs round every GEMM input to 8 bits with per-tensor scales, which changes the "
+                     "training numerics; confirm on a representative run that the loss curve matches the 16-bit one "
+                     "before committing the schedule to it")
 
 
 def sharding_changes(s: Situation) -> list[Change]:
@@ -104,5 +114,24 @@ def interval_change(s: Situation) -> list[Change]:
                    ((interval.pointer, minutes),), INTERVAL_CHECKS)]
 
 
+def precision_change(s: Situation) -> list[Change]:
+    """Returns fp8 GEMMs (precision fp8-mixed) when a 16-bit run's modelled schedule fails or warns and the training
+    GPUs have FP8 Tensor Cores (the catalogue's fp8_tflops for their model).
+
+    The change is a numerics decision, not a layout: it carries ``decision`` so that remedies rank it after those
+    that leave the numerics as they are and the buyer reads what it asks. A stated throughput was measured at its
+    own precision, so the change is proposed only when the schedule rests on the modelled rate.
+    """
+    precision = s.job.training.precision
+    group = s.training_group()
+    if (not s.open("time-to-result", *SCHEDULE_RULES) or precision.value not in SIXTEEN_BIT or group is None
+            or s.evidence("time-to-result").get("throughput_from") != MODELLED
+            or not (s.catalogue.gpu(s.group(group).gpu.model.value) or {}).get("fp8_tflops")):
+        return []
+    return [Change(f"precision={FP8}", WORKLOAD,
+                   f"train with fp8 GEMMs (precision {FP8} instead of {precision.value}; a numerics decision)",
+                   ((precision.pointer, FP8),), ("time-to-result",), decision=NUMERICS_DECISION)]
+
+
 WORKLOAD_CHANGES: tuple[Callable[[Situation], list[Change]], ...] = (
-    sharding_changes, layout_change, micro_batch_change, recompute_change, interval_change)
+    sharding_changes, layout_change, micro_batch_change, recompute_change, interval_change, precision_change)

@@ -176,6 +176,7 @@ def remedy_lines(remedy: dict[str, Any], currency: str | None, heading: str) -> 
     lines += [f"    - {change}" for change in remedy["changes"]]
     if remedy["unpriced"]:
         lines.append(f"    unpriced: {'; '.join(remedy['unpriced'])}")
+    lines += [f"    decision: {decision}" for decision in remedy.get("decisions", ())]
     if remedy["remaining"]:
         lines.append("    still: " + ", ".join(f"{c['id']} {c['status']}" for c in remedy["remaining"]))
     return lines
