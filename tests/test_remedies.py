@@ -260,3 +260,23 @@ def test_no_precision_change_for_a_stated_throughput_or_a_gpu_without_fp8():
     found = search_remedies(a100)
     assert found["problems"]
     assert not [r for r in [*found["remedies"], *found["partial"]] if PRECISION in _edited(r)]
+
+
+def test_a_run_that_needs_most_of_its_window_is_offered_more_nodes_of_the_quoted_kind_priced_that_pass():
+    # Given the 16-node example (2.37 days at its stated MFU) with a 2.5-day window: 95 % of it, above the policy's
+    # 85 %, so time-to-result warns little-slack and nothing else fails or warns
+    document = merge_patch(_document(PASSING), {"workload": {"training": {"completion_window_days": 2.5}}})
+    found = search_remedies(document)
+    assert found["problems"] == [{"id": "time-to-result", "status": "warn", "rule": "little-slack"}]
+    # Then a remedy quotes more nodes of the quoted kind. 18 nodes (144 GPUs) would bring the run under 85 % but the
+    # global batch of 256 does not split over 144 data-parallel ranks, so the next count where it does, 32, is offered
+    nodes = [r for r in found["remedies"] if "/quote/node_groups" in _edited(r)]  # arrays are carried whole
+    assert nodes, found["note"]
+    patched = merge_patch(document, nodes[0]["patch"])
+    group = patched["quote"]["node_groups"][0]
+    assert group["server_model"] == "DGX-H100" and group["count"] == 32
+    assert patched["workload"]["training"]["global_batch"] % (group["count"] * 8) == 0
+    # priced at the group's unit price, and it passes when applied
+    assert nodes[0]["added_cost"] == (32 - 16) * 289000
+    record = evaluate(patched)
+    assert record["verdict"] == nodes[0]["verdict"] == "pass"

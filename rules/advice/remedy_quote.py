@@ -213,9 +213,9 @@ def node_count_changes(s: Situation) -> list[Change]:
     if index is not None and s.open("time-to-result", "little-slack"):
         current = int(s.group(index).count.value)
         target = s.threshold("time-to-result", "warn_fraction_of_window")
-        nodes = sizing.nodes_for_window(current, timing["window_fraction"], target)
-        changes += _node_change(s, index, nodes, f"the run takes {timing['window_fraction']:.0%} of its window; "
-                                                 f"at most {target:.0%} leaves slack", ("time-to-result",))
+        reason = f"the run takes {timing['window_fraction']:.0%} of its window; at most {target:.0%} leaves slack"
+        for nodes in _node_counts(s, index, sizing.nodes_for_window(current, timing["window_fraction"], target)):
+            changes += _node_change(s, index, nodes, reason, ("time-to-result",))
     if index is not None and s.open("gradient-accumulation", "not-a-whole-number"):
         changes += _whole_batch_node_counts(s, index)
     serving = s.evidence("inference-capacity")
