@@ -75,23 +75,6 @@ class TimeToResult(Check):
              "Quote at least {gpus_needed} GPUs ({nodes_needed} nodes) at this throughput, raise the achieved "
              "throughput (measure MFU on a representative step), cut checkpoint and restart overhead, or extend "
              "the completion window."),
-        # The step-time model predicts a rate no published, measured run of the model's size class reached on this
-        # GPU architecture at this precision (catalogue published_mfu_envelope), counted as that run's source counts
-        # FLOPs: the days rest on an MFU nobody has shown. Before the window rules that read those days.
-        Rule(Status.WARN, "beyond-published-envelope",
-             lambda m: m.mfu_beyond_published_envelope > m.envelope_tolerance,
-             "the step-time model's {modelled_tokens_per_s_per_gpu:,.0f} tokens/s per GPU is "
-             "{modelled_mfu_in_envelope_convention:.1%} MFU counted as the published run's source counts FLOPs "
-             "(convention {published_envelope_convention}, over {published_envelope_peak_tflops:,.1f} TFLOP/s; "
-             "{modelled_mfu:.1%} of {modelled_mfu_peak_tflops:,.1f} TFLOP/s as quotecheck counts them), "
-             "{mfu_beyond_published_envelope:.1%} of the peak above the highest published, measured MFU for this model "
-             "size, GPU architecture and precision, more than the {envelope_tolerance:.1%} tolerated: "
-             "{published_envelope_mfu:.1%} ({published_envelope_tflops_per_gpu:,.1f} TFLOP/s per GPU), "
-             "{published_envelope_run} ({published_envelope_source}); at that MFU the run takes "
-             "{days_at_published_envelope:.1f} days of the {window_days:g}-day window, not {days:.1f}: " + _WHY,
-             "Measure tokens/s per GPU on a representative step of the quoted hardware with the planned layout and "
-             "state it (workload.training.throughput), or plan with the published figure: "
-             "{days_at_published_envelope:.1f} days at {published_envelope_mfu:.1%} MFU."),
         # A modelled rate is known to its calibration's residuals (catalogue step_time.residual_band): the run
         # passes only when the slower end of that band also fits the window.
         Rule(Status.WARN, "slow-end-misses-window", lambda m: m.days_slow_end > m.window_days,
@@ -116,6 +99,25 @@ class TimeToResult(Check):
              "restart faster (hot-spare nodes, pre-staged containers, automatic requeue), checkpoint near the "
              "Young/Daly interval ({young_daly_interval_min:,.0f} min) and make saves faster; or leave a restart's "
              "room in the window: more GPUs than the {gpus} quoted, or a longer completion window."),
+        # The step-time model predicts a rate no published, measured run of the model's size class reached on this
+        # GPU architecture at this precision (catalogue published_mfu_envelope), counted as that run's source counts
+        # FLOPs: the days rest on an MFU nobody has shown. After the window rules, which a change of quote or
+        # workload can answer (rules/advice/remedies.py does not try this one: no change supplies a measurement);
+        # before oversized, whose GPU count rests on the same rate.
+        Rule(Status.WARN, "beyond-published-envelope",
+             lambda m: m.mfu_beyond_published_envelope > m.envelope_tolerance,
+             "the step-time model's {modelled_tokens_per_s_per_gpu:,.0f} tokens/s per GPU is "
+             "{modelled_mfu_in_envelope_convention:.1%} MFU counted as the published run's source counts FLOPs "
+             "(convention {published_envelope_convention}, over {published_envelope_peak_tflops:,.1f} TFLOP/s; "
+             "{modelled_mfu:.1%} of {modelled_mfu_peak_tflops:,.1f} TFLOP/s as quotecheck counts them), "
+             "{mfu_beyond_published_envelope:.1%} of the peak above the highest published, measured MFU for this model "
+             "size, GPU architecture and precision, more than the {envelope_tolerance:.1%} tolerated: "
+             "{published_envelope_mfu:.1%} ({published_envelope_tflops_per_gpu:,.1f} TFLOP/s per GPU), "
+             "{published_envelope_run} ({published_envelope_source}); at that MFU the run takes "
+             "{days_at_published_envelope:.1f} days of the {window_days:g}-day window, not {days:.1f}: " + _WHY,
+             "Measure tokens/s per GPU on a representative step of the quoted hardware with the planned layout and "
+             "state it (workload.training.throughput), or plan with the published figure: "
+             "{days_at_published_envelope:.1f} days at {published_envelope_mfu:.1%} MFU."),
         Rule(Status.WARN, "oversized", lambda m: m.oversize_ratio > m.max_oversize_ratio,
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, but the quote has "
              "{oversize_ratio:.1f}× the {gpus_needed} GPUs the window needs (more than {max_oversize_ratio:g}×); "
