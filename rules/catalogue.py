@@ -1,5 +1,6 @@
-"""The catalogue (rules/data/catalogue.json): datasheet values that fill what a quote leaves out, and the public
-models whose published configuration fills a model the submission names (``models``)."""
+"""The catalogue (rules/data/catalogue.json): datasheet values that fill what a quote leaves out, the public
+models whose published configuration fills a model the submission names (``models``), and the highest published
+training MFU a modelled rate is held against (``published_mfu_envelope``)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ class Catalogue:
 
     def server(self, model: str | None) -> dict[str, Any] | None:
         return self.document["servers"].get(model) if model else None
+
+    def mfu_envelope(self) -> dict[str, Any] | None:
+        """Returns the table of the highest published training MFU per size class, GPU and precision
+        (``published_mfu_envelope``; rules/estimates/training_time/mfu_envelope.py reads it), or None."""
+        return self.document.get("published_mfu_envelope")
 
     def gpu_models(self) -> list[str]:
         return sorted(self.document["gpus"])

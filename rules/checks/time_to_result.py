@@ -5,6 +5,8 @@ from __future__ import annotations
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.cost import cost_note, rent_note, training_cost
+from rules.checks.facts.envelope import FIGURES as ENVELOPE_FIGURES
+from rules.checks.facts.envelope import published_envelope
 from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
@@ -23,7 +25,7 @@ _WHY = (_RUN + "the window needs {gpus_needed} GPUs ({memory_need} for memory, {
 # window, and the simulated days and share of runs inside it) are shown as what the run would take were it
 # to fit, and no GPU count is needed to compare the quote with, so no rule judges these figures.
 _HYPOTHETICAL_WHEN_NOTHING_FITS = frozenset({"days", "window_fraction", "oversize_ratio", "window_probability",
-                                            *SIMULATED_DAYS})
+                                            "days_at_published_envelope", *SIMULATED_DAYS})
 # The figures that judge a stated throughput; absent when there is none to judge (a modelled rate, or a model
 # the inputs cannot build), and then no rule reads them.
 _THROUGHPUT_FIGURES = ("implied_hardware_tflops_per_gpu", "gpu_peak_tflops", "claim_over_model")
@@ -38,7 +40,8 @@ class TimeToResult(Check):
     thresholds = {"warn_fraction_of_window": "time_to_result.warn_fraction_of_window",
                   "max_oversize_ratio": "time_to_result.max_oversize_ratio",
                   "max_claim_over_model": "time_to_result.max_claim_over_model",
-                  "min_window_probability": "time_to_result.min_window_probability"}
+                  "min_window_probability": "time_to_result.min_window_probability",
+                  "envelope_tolerance": "time_to_result.envelope_tolerance"}
     headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
     rules = (
         # A stated rate that needs more FLOP/s than the GPU has cannot be achieved: the inputs contradict the
@@ -96,6 +99,25 @@ class TimeToResult(Check):
              "restart faster (hot-spare nodes, pre-staged containers, automatic requeue), checkpoint near the "
              "Young/Daly interval ({young_daly_interval_min:,.0f} min) and make saves faster; or leave a restart's "
              "room in the window: more GPUs than the {gpus} quoted, or a longer completion window."),
+        # The step-time model predicts a rate no published, measured run of the model's size class reached on this
+        # GPU architecture at this precision (catalogue published_mfu_envelope), counted as that run's source counts
+        # FLOPs: the days rest on an MFU nobody has shown. After the window rules, which a change of quote or
+        # workload can answer (rules/advice/remedies.py does not try this one: no change supplies a measurement);
+        # before oversized, whose GPU count rests on the same rate.
+        Rule(Status.WARN, "beyond-published-envelope",
+             lambda m: m.mfu_beyond_published_envelope > m.envelope_tolerance,
+             "the step-time model's {modelled_tokens_per_s_per_gpu:,.0f} tokens/s per GPU is "
+             "{modelled_mfu_in_envelope_convention:.1%} MFU counted as the published run's source counts FLOPs "
+             "(convention {published_envelope_convention}, over {published_envelope_peak_tflops:,.1f} TFLOP/s; "
+             "{modelled_mfu:.1%} of {modelled_mfu_peak_tflops:,.1f} TFLOP/s as quotecheck counts them), "
+             "{mfu_beyond_published_envelope:.1%} of the peak above the highest published, measured MFU for this model "
+             "size, GPU architecture and precision, more than the {envelope_tolerance:.1%} tolerated: "
+             "{published_envelope_mfu:.1%} ({published_envelope_tflops_per_gpu:,.1f} TFLOP/s per GPU), "
+             "{published_envelope_run} ({published_envelope_source}); at that MFU the run takes "
+             "{days_at_published_envelope:.1f} days of the {window_days:g}-day window, not {days:.1f}: " + _WHY,
+             "Measure tokens/s per GPU on a representative step of the quoted hardware with the planned layout and "
+             "state it (workload.training.throughput), or plan with the published figure: "
+             "{days_at_published_envelope:.1f} days at {published_envelope_mfu:.1%} MFU."),
         Rule(Status.WARN, "oversized", lambda m: m.oversize_ratio > m.max_oversize_ratio,
              "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, but the quote has "
              "{oversize_ratio:.1f}× the {gpus_needed} GPUs the window needs (more than {max_oversize_ratio:g}×); "
@@ -148,7 +170,9 @@ class TimeToResult(Check):
                         training_precision="bf16-mixed" if precision is None else precision,
                         modelled_tokens_per_s_per_gpu_text=_modelled_text(evidence))
         evidence.update(_band_days(evidence))
-        unjudged = {name for name in (*_THROUGHPUT_FIGURES, *_BAND_FIGURES) if evidence.get(name) is None}
+        evidence.update(published_envelope(ctx).evidence())
+        unjudged = {name for name in (*_THROUGHPUT_FIGURES, *_BAND_FIGURES, *ENVELOPE_FIGURES)
+                    if evidence.get(name) is None}
         if plan.gpus_needed is None:
             unjudged.update(_HYPOTHETICAL_WHEN_NOTHING_FITS)
         if not simulated.finishes:
