@@ -3,7 +3,9 @@
 A quote states its servers twice: as node groups (count × unit price, which every check sizes from) and as line
 items (quantity × unit price, which the quote's total and so the record's capital cost come from). When one is
 edited without the other — node groups doubled, the server line left as it was — the record would report a cost
-for hardware other than the hardware it judged. This module finds where the two disagree.
+for hardware other than the hardware it judged. This module sets the two side by side per server model; the
+time-to-result check warns ``quote-arithmetic`` where the quantities differ or the unit prices are further apart
+than the policy tolerates.
 
 Matching: a line item is a line for a server model when its SKU or its description contains the model's name,
 letters and digits only, case ignored ("DGX H200 system" is a line for ``DGX-H200``; "HGX H100 8-GPU server" for
@@ -45,13 +47,20 @@ class QuoteLine:
 
 
 @dataclass(frozen=True)
-class Disagreement:
-    """Where the line items and the node groups of one server model disagree, in words naming both."""
+class ServerLines:
+    """The line items and the node groups of one server model, side by side."""
 
     server_model: str
     line_indices: tuple[int, ...]
     group_names: tuple[str, ...]
-    text: str
+    line_quantity: float  # Σ quantity of the lines that name the model
+    group_count: float  # Σ count of the node groups of the model
+    price_gap: float  # largest |line unit price − group unit price| ÷ group unit price; 0 where none are both priced
+    text: str  # the lines and the groups in words
+
+    @property
+    def counts_differ(self) -> bool:
+        return self.line_quantity != self.group_count
 
 
 def _key(text: str | None) -> str:
@@ -76,36 +85,36 @@ def _group_text(groups: Sequence[GroupLine]) -> str:
     return f"node group{'s' if len(groups) > 1 else ''} {names}"
 
 
-def disagreements(groups: Sequence[GroupLine], lines: Sequence[QuoteLine],
-                  price_tolerance: float) -> list[Disagreement]:
-    """Returns, per server model that both the node groups and some line items name, where they disagree: the
-    lines' quantities do not add up to the groups' counts, or a line's unit price differs from a group's by more
-    than ``price_tolerance`` (a fraction of the group's). A server model no line names is not compared (the quote
-    may price it in a bundle), nor is a line with no quantity."""
-    require_non_negative("price_tolerance", price_tolerance)
-    found = []
+def server_lines(groups: Sequence[GroupLine], lines: Sequence[QuoteLine]) -> list[ServerLines]:
+    """Returns, per server model that both the node groups and some line items name, the lines' quantities and the
+    groups' counts, and how far apart their unit prices are. A server model no line names is not compared (the
+    quote may price it in a bundle), nor is a line with no quantity."""
     by_model: dict[str, list[GroupLine]] = {}
     for group in groups:
         if group.server_model and group.count is not None:
             require_non_negative("count", group.count)
             by_model.setdefault(group.server_model, []).append(group)
+    found = []
     for model, members in by_model.items():
         matched = [line for line in lines_of(model, lines) if line.quantity is not None]
         if not matched:
             continue
-        quantity = sum(line.quantity for line in matched)  # type: ignore[misc]
-        count = sum(group.count for group in members)  # type: ignore[misc]
-        problems = []
-        if quantity != count:
-            problems.append(f"{quantity:,g} {model} in the line items, {count:,g} in the node groups")
-        prices = {group.unit_price for group in members if group.unit_price is not None}
-        for line in matched:
-            if line.unit_price is not None and any(abs(line.unit_price - p) > price_tolerance * p for p in prices):
-                problems.append(f"line {line.index} prices {model} at {line.unit_price:,.0f}, the node groups at "
-                                + " and ".join(f"{p:,.0f}" for p in sorted(prices)))
-        if problems:
-            text = (f"{'; '.join(problems)}: " + "; ".join(_line_text(line) for line in matched)
-                    + f" against {_group_text(members)}")
-            found.append(Disagreement(model, tuple(line.index for line in matched),
-                                      tuple(group.name for group in members), text))
+        prices = [group.unit_price for group in members if group.unit_price]
+        gaps = [abs(line.unit_price - price) / price for line in matched if line.unit_price is not None
+                for price in prices]
+        text = "; ".join(_line_text(line) for line in matched) + f" against {_group_text(members)}"
+        found.append(ServerLines(model, tuple(line.index for line in matched), tuple(g.name for g in members),
+                                 sum(line.quantity for line in matched),  # type: ignore[misc]
+                                 sum(group.count for group in members),  # type: ignore[misc]
+                                 max(gaps, default=0.0), text))
     return found
+
+
+def count_mismatches(found: Sequence[ServerLines]) -> int:
+    """Returns how many server models' line quantities differ from their node groups' counts."""
+    return sum(1 for server in found if server.counts_differ)
+
+
+def largest_price_gap(found: Sequence[ServerLines]) -> float:
+    """Returns the largest unit-price gap of any server model (0 when none is compared)."""
+    return max((server.price_gap for server in found), default=0.0)
