@@ -26,7 +26,8 @@ from rules.policy import Policy
 WORKLOAD, QUOTE = "workload", "quote"
 PROBLEM_STATUSES = ("fail", "warn")
 # Rules that only restate that other checks lack inputs, by check (see problems_of).
-NOT_REMEDIABLE = {"training-objective": ("other-checks-lack-inputs",), "time-to-result": ("beyond-published-envelope",)}
+NOT_REMEDIABLE = {"training-objective": ("other-checks-lack-inputs",),
+                  "time-to-result": ("beyond-published-envelope", "quote-arithmetic")}
 INCONSISTENT = "inconsistent"  # the rule of a check whose inputs contradict each other (rules/evaluate.py)
 
 
@@ -122,9 +123,9 @@ def _status(check: dict[str, Any]) -> str:
 def problems_of(record: dict[str, Any]) -> dict[str, str]:
     """Returns the checks of ``record`` that fail or warn, with their status (original status where waived).
 
-    A warning that only restates that other checks lack inputs, or that asks for a measurement of the modelled rate
-    (NOT_REMEDIABLE), is left out: no change to the quote or the workload supplies a missing input or a
-    measurement, and the checks say so themselves.
+    A warning that only restates that other checks lack inputs, asks for a measurement of the modelled rate, or
+    finds the vendor's line items at odds with the node groups (NOT_REMEDIABLE) is left out: no change to the quote
+    or the workload supplies a missing input or a measurement, and only the vendor corrects its own lines.
     """
     return {c["id"]: _status(c) for c in record["checks"]
             if _status(c) in PROBLEM_STATUSES and c["rule"] not in NOT_REMEDIABLE.get(c["id"], ())}

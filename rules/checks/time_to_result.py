@@ -41,7 +41,8 @@ class TimeToResult(Check):
                   "max_oversize_ratio": "time_to_result.max_oversize_ratio",
                   "max_claim_over_model": "time_to_result.max_claim_over_model",
                   "min_window_probability": "time_to_result.min_window_probability",
-                  "envelope_tolerance": "time_to_result.envelope_tolerance"}
+                  "envelope_tolerance": "time_to_result.envelope_tolerance",
+                  "quote_price_tolerance": "time_to_result.quote_price_tolerance"}
     headline = "{days:.1f} of {window_days:g} days expected; {gpus_needed} GPUs needed, {gpus} quoted"
     rules = (
         # A stated rate that needs more FLOP/s than the GPU has cannot be achieved: the inputs contradict the
@@ -124,6 +125,16 @@ class TimeToResult(Check):
              + _WHY,
              "The plan asks for time-to-result, not the largest cluster: quote about {gpus_needed} GPUs "
              "({nodes_needed} nodes), or record the other work that justifies {gpus} GPUs."),
+        # The quote states its servers twice, as node groups (what every check sizes) and as line items (what its total
+        # and so the cost figures come from): where they disagree the cost is that of other hardware.
+        Rule(Status.WARN, "quote-arithmetic",
+             lambda m: (m.quote_count_mismatches > 0) | (m.quote_price_gap > m.quote_price_tolerance),
+             "the quote's line items and its node groups disagree ({quote_count_mismatches} server model(s) counted "
+             "differently; unit prices up to {quote_price_gap:.1%} apart, {quote_price_tolerance:.1%} tolerated): "
+             "{quote_lines_text}; the quote total ({quote_total_from}) and the cost figures rest on the line items, "
+             "the other checks on the node groups; " + _WHY,
+             "Ask the vendor for a quote whose line items and node groups agree, or correct whichever was copied "
+             "wrong, so that the cost judged is that of the hardware judged."),
     )
     passing = Passing("within-window",
                       "expected {days:.1f} days is {window_fraction:.0%} of the {window_days:g}-day window, and "
@@ -160,6 +171,7 @@ class TimeToResult(Check):
             "quote_total": price.total,
             "quote_total_from": price.from_,
             "training_nodes_cost": price.training_nodes,
+            **price.arithmetic_evidence(),
             **training_cost(ctx, run, simulated.job),
         }
         evidence["cost_note"] = _cost_note(evidence, price.unpriced_line_items)

@@ -11,7 +11,8 @@ from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
-from rules.estimates.power_cost import cost
+from rules.estimates.power_cost import cost, quote_lines
+from rules.estimates.power_cost.quote_lines import GroupLine, QuoteLine, ServerLines
 from rules.estimates.reliability.queue import SharedCluster
 from rules.estimates.training_time import compute
 from rules.estimates.training_time import schedule as schedules
@@ -101,6 +102,16 @@ class QuoteCost:
     from_: str  # "line items", "node groups" or "no prices"
     training_nodes: float | None  # unit price × count of the training node group
     unpriced_line_items: int
+    server_lines: tuple[ServerLines, ...] = ()  # the line items and node groups of each server model both name
+
+    def arithmetic_evidence(self) -> dict[str, Any]:
+        """Returns the line items against the node groups, per server model (``quote-arithmetic``)."""
+        return {"quote_lines": [{"server_model": s.server_model, "line_items": list(s.line_indices),
+                                 "node_groups": list(s.group_names), "line_quantity": s.line_quantity,
+                                 "group_count": s.group_count, "price_gap": s.price_gap} for s in self.server_lines],
+                "quote_count_mismatches": quote_lines.count_mismatches(self.server_lines),
+                "quote_price_gap": quote_lines.largest_price_gap(self.server_lines),
+                "quote_lines_text": "; ".join(f"{s.server_model}: {s.text}" for s in self.server_lines)}
 
 
 def quote_cost(ctx: Context) -> QuoteCost:
@@ -131,8 +142,13 @@ def _quote_cost(ctx: Context) -> QuoteCost:
         count, price = ctx.value(trains_on.count), ctx.value(trains_on.unit_price)
         if count is not None and price is not None:
             training = cost.priced_total([(count, price)])
+    compared = tuple(quote_lines.server_lines(
+        [GroupLine(ctx.value(g.name) or "", ctx.value(g.server_model), ctx.value(g.count), ctx.value(g.unit_price))
+         for g in cluster.node_groups],
+        [QuoteLine(index, ctx.value(item.sku), ctx.value(item.description), ctx.value(item.quantity),
+                   ctx.value(item.unit_price)) for index, item in enumerate(cluster.line_items)]))
     if priced:
-        return QuoteCost(cost.priced_total(priced), "line items", training, len(unpriced))
+        return QuoteCost(cost.priced_total(priced), "line items", training, len(unpriced), compared)
     if groups:
-        return QuoteCost(cost.priced_total(groups), "node groups", training, len(unpriced))
-    return QuoteCost(None, "no prices", training, len(unpriced))
+        return QuoteCost(cost.priced_total(groups), "node groups", training, len(unpriced), compared)
+    return QuoteCost(None, "no prices", training, len(unpriced), compared)
