@@ -147,6 +147,10 @@ def test_more_nodes_are_priced_at_the_groups_unit_price() -> None:
     # and the racks place them all (rack-power passes on the patched submission: asserted above for every remedy)
     racks = merge_patch(document, best["patch"])["quote"]["racks"]
     assert sum(r["count"] * r["node_groups"]["gpu"] for r in racks) == nodes
+    # and the server line of the quote ("DGX H100 system", 16 at 289,000) counts them too, so the quote still adds up
+    # (time-to-result's quote-arithmetic) and its total grows by the added cost
+    lines = merge_patch(document, best["patch"])["quote"]["line_items"]
+    assert [line["quantity"] for line in lines] == [nodes, 8]
 
 
 def test_a_passing_submission_has_nothing_to_remedy() -> None:

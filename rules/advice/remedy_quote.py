@@ -6,7 +6,8 @@ inference-capacity says is needed, a catalogued GPU or server with more memory, 
 bandwidth, compute NICs, and host RAM. Sizes come from rules/estimates/search/remedy_sizing.py, which inverts the
 estimators the checks judge by. More nodes are priced at the node group's unit price; the quote prices
 nothing else a change adds (racks, PDUs, storage, NICs, RAM, another model), so those changes say what is
-unpriced instead of guessing a price.
+unpriced instead of guessing a price. More nodes also go on the quote's line for their server, where one line
+names it and agrees with the node groups, so that the changed quote still adds up.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rules.advice.remedy_changes import QUOTE, Change, Situation
+from rules.checks.facts.schedule import server_lines_of
 from rules.estimates.power_cost.power import pdus_required
 from rules.estimates.search import remedy_sizing as sizing
 from rules.estimates.search.remedy_sizing import RackLoad
 from rules.job.cluster import Rack
 from rules.job.fields import member_pointer
+from rules.job.given import Given
 from rules.job.inputs import GPU_FIELDS, SERVER_FIELDS
 from rules.status import FigureFrom
 
@@ -160,6 +163,7 @@ def _node_change(s: Situation, index: int, nodes: int, reason: str, targets: tup
         per_rack = int(_placed(s, s.job.cluster.racks[holders[0]])[name])
         kinds = sizing.rack_split(nodes, min(per_rack, nodes))
         edits.append((member_pointer(s.job.cluster, "racks"), _racks_placing(s, holders[0], name, kinds)))
+    edits += _server_line_edits(s, index, nodes - current)
     price = group.unit_price.value
     text = (f"quote {nodes} nodes of {name} instead of {current} ({sizing.gpus_on(nodes, per_node):,} GPUs): "
             f"{reason}")
@@ -168,6 +172,22 @@ def _node_change(s: Situation, index: int, nodes: int, reason: str, targets: tup
                        f"node group {name} has no unit price")]
     return [Change(f"nodes:{name}={nodes}", QUOTE, text + f", at its unit price of {price:,.0f}",
                    tuple(edits), targets, sizing.price_change(nodes - current, price))]
+
+
+def _server_line_edits(s: Situation, index: int, added: int) -> list[tuple[str, Any]]:
+    """Returns the edit that keeps the quote adding up when ``added`` nodes join group ``index``: the one line item
+    that names its server model gets them too, when its quantity agrees with the node groups of that model today
+    (time-to-result's quote-arithmetic); a quote that prices its servers otherwise is left as it is."""
+    model = s.group(index).server_model.value
+    server = next((found for found in server_lines_of(s.job.cluster, _read) if found.server_model == model), None)
+    if server is None or len(server.line_indices) != 1 or server.counts_differ:
+        return []
+    line = s.job.cluster.line_items[server.line_indices[0]]
+    return [(line.quantity.pointer, server.line_quantity + added)]
+
+
+def _read(given: Given[Any]) -> Any:
+    return given.value
 
 
 def _node_counts(s: Situation, index: int, nodes: int) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,8 @@ from rules.estimates.reliability.queue import SharedCluster
 from rules.estimates.training_time import compute
 from rules.estimates.training_time import schedule as schedules
 from rules.estimates.training_time.schedule import RunRate, Schedule
+from rules.job.cluster import Cluster
+from rules.job.given import Given
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,17 @@ class QuoteCost:
                 "quote_lines_text": "; ".join(f"{s.server_model}: {s.text}" for s in self.server_lines)}
 
 
+def server_lines_of(cluster: Cluster, value: Callable[[Given[Any]], Any]) -> tuple[ServerLines, ...]:
+    """Returns the quote's line items set against its node groups per server model
+    (rules/estimates/power_cost/quote_lines.py), each figure read by ``value`` (a check's ``ctx.value``, which
+    records what it read, or a plain read)."""
+    return tuple(quote_lines.server_lines(
+        [GroupLine(value(g.name) or "", value(g.server_model), value(g.count), value(g.unit_price))
+         for g in cluster.node_groups],
+        [QuoteLine(index, value(item.sku), value(item.description), value(item.quantity), value(item.unit_price))
+         for index, item in enumerate(cluster.line_items)]))
+
+
 def quote_cost(ctx: Context) -> QuoteCost:
     """Returns the quote total: Σ quantity × unit price of priced line items, else Σ count × unit price of groups.
 
@@ -142,11 +156,7 @@ def _quote_cost(ctx: Context) -> QuoteCost:
         count, price = ctx.value(trains_on.count), ctx.value(trains_on.unit_price)
         if count is not None and price is not None:
             training = cost.priced_total([(count, price)])
-    compared = tuple(quote_lines.server_lines(
-        [GroupLine(ctx.value(g.name) or "", ctx.value(g.server_model), ctx.value(g.count), ctx.value(g.unit_price))
-         for g in cluster.node_groups],
-        [QuoteLine(index, ctx.value(item.sku), ctx.value(item.description), ctx.value(item.quantity),
-                   ctx.value(item.unit_price)) for index, item in enumerate(cluster.line_items)]))
+    compared = server_lines_of(cluster, ctx.value)
     if priced:
         return QuoteCost(cost.priced_total(priced), "line items", training, len(unpriced), compared)
     if groups:
