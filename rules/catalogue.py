@@ -1,6 +1,9 @@
 """The catalogue (rules/data/catalogue.json): datasheet values that fill what a quote leaves out, the public
 models whose published configuration fills a model the submission names (``models``), and the highest published
-training MFU a modelled rate is held against (``published_mfu_envelope``)."""
+training MFU a modelled rate is held against (``published_mfu_envelope``).
+
+GPU and server ids are read as they are spelled on quotes: case and separators do not matter (``HGX H200``,
+``hgx-h200``), and a server is found by its id or one of its ``aliases`` (``HGX-H200`` for ``HGX-H200-8GPU``)."""
 
 from __future__ import annotations
 
@@ -19,6 +22,21 @@ CATALOGUE_RESOURCE = "data/catalogue.json"
 # release, a base release, the Hugging Face conversion), dropped before a name is looked up.
 VARIANT_WORDS = frozenset({"instruct", "chat", "base", "it", "hf"})
 _SEPARATORS = re.compile(r"[\s_-]+")
+
+
+def hardware_key(name: str) -> str:
+    """Returns the look-up key of a GPU or server id: lower case, without separators (``HGX H200``, ``hgx-h200`` and
+    ``HGX_H200`` are all ``hgxh200``)."""
+    return _SEPARATORS.sub("", name.strip().lower())
+
+
+def closest_spellings(name: str, spellings: dict[str, str], count: int) -> list[str]:
+    """Returns the ids whose look-up keys (``spellings``: key → id) are closest to ``name``, closest first: those whose
+    key contains ``name``'s (``H200`` in ``H200-SXM-141GB``), in key order, then difflib's close matches."""
+    key = hardware_key(name)
+    found = [spellings[spelled] for spelled in sorted(spellings) if key and key in spelled]
+    found += [spellings[match] for match in difflib.get_close_matches(key, list(spellings), n=count, cutoff=0.6)]
+    return list(dict.fromkeys(found))[:count]
 
 
 def model_key(name: str) -> str:
@@ -45,7 +63,13 @@ class Catalogue:
         return self.document["gpus"].get(model) if model else None
 
     def server(self, model: str | None) -> dict[str, Any] | None:
-        return self.document["servers"].get(model) if model else None
+        """Returns the catalogued server ``model`` names (its id or an alias, read by ``hardware_key``), or None."""
+        found = self.server_id(model)
+        return self.document["servers"][found] if found else None
+
+    def server_id(self, model: str | None) -> str | None:
+        """Returns the id of the catalogued server ``model`` names (its id or an alias), or None."""
+        return self._server_names.get(hardware_key(model)) if isinstance(model, str) and model.strip() else None
 
     def mfu_envelope(self) -> dict[str, Any] | None:
         """Returns the table of the highest published training MFU per size class, GPU and precision
@@ -75,11 +99,23 @@ class Catalogue:
     def closest_gpus(self, name: str, count: int = 3) -> list[str]:
         """Returns the catalogued GPU ids closest to ``name``, closest first: those whose id contains it (``H200`` in
         ``H200-SXM-141GB``, separators and case ignored), then difflib's close matches."""
-        key = _SEPARATORS.sub("", name.strip().lower())
-        ids = {_SEPARATORS.sub("", gpu.lower()): gpu for gpu in self.document["gpus"]}
-        found = [gpu for spelled, gpu in sorted(ids.items()) if key and key in spelled]
-        found += [ids[match] for match in difflib.get_close_matches(key, list(ids), n=count, cutoff=0.6)]
-        return list(dict.fromkeys(found))[:count]
+        return closest_spellings(name, {hardware_key(gpu): gpu for gpu in self.document["gpus"]}, count)
+
+    def closest_servers(self, name: str, count: int = 3) -> list[str]:
+        """Returns the catalogued server ids closest to ``name`` by their ids and aliases, closest first, as
+        ``closest_gpus`` reads GPU ids (``HGX-H20`` finds ``HGX-H200-8GPU``)."""
+        return closest_spellings(name, self._server_names, count)
+
+    @cached_property
+    def _server_names(self) -> dict[str, str]:
+        """Look-up key → id, of every server's id and aliases. ValueError for a key two servers share."""
+        names: dict[str, str] = {}
+        for server_id, entry in self.document["servers"].items():
+            for spelling in (server_id, *entry.get("aliases", ())):
+                key = hardware_key(spelling)
+                if names.setdefault(key, server_id) != server_id:
+                    raise ValueError(f"server names {server_id!r} and {names[key]!r} share the look-up key {key!r}")
+        return names
 
     @cached_property
     def _model_names(self) -> dict[str, str]:
@@ -95,8 +131,8 @@ class Catalogue:
 
 @cache
 def load_catalogue() -> Catalogue:
-    """Returns the bundled catalogue, validated against schemas/catalogue.schema.json (and its model names against
-    each other) once per process."""
+    """Returns the bundled catalogue, validated against schemas/catalogue.schema.json (and its model and server names
+    against each other) once per process."""
     text = resources.files("rules").joinpath(CATALOGUE_RESOURCE).read_text(encoding="utf-8")
     document = json.loads(text)
     problems = schemas.validate("catalogue", document)
@@ -104,4 +140,5 @@ def load_catalogue() -> Catalogue:
         raise ValueError("bundled catalogue is invalid: " + "; ".join(f"{p.pointer}: {p.message}" for p in problems))
     catalogue = Catalogue(document)
     catalogue._model_names  # noqa: B018 - built now: refuses two models whose names share a look-up key
+    catalogue._server_names  # noqa: B018 - and two servers whose ids or aliases share one
     return catalogue

@@ -16,7 +16,7 @@ from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
 from rules.job.inputs import Inputs
-from rules.job.models import gpu_model_problems, model_name_problems
+from rules.job.models import gpu_model_problems, model_name_problems, server_model_problems
 from rules.job.plausibility import unit_problems
 from rules.policy import Policy, default_policy
 from rules.status import Status
@@ -152,10 +152,11 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
 
 def _catalogue_problems(document: dict[str, Any]) -> list[Problem]:
     """Returns what the catalogue refuses in a valid document: a model only an unknown name describes, a GPU only an
-    unknown id describes, a figure in the wrong unit (rules/job/models.py, rules/job/plausibility.py)."""
+    unknown id describes, GPUs only an unknown server id describes, a figure in the wrong unit (rules/job/models.py,
+    rules/job/plausibility.py)."""
     catalogue = load_catalogue()
     return (model_name_problems(document, catalogue) or gpu_model_problems(document, catalogue)
-            or unit_problems(document, catalogue))
+            or server_model_problems(document, catalogue) or unit_problems(document, catalogue))
 
 
 def submission_digest(document: dict[str, Any]) -> str:

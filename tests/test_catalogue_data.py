@@ -35,8 +35,10 @@ EXPECTED_GPUS = {
     "MI300X-192GB",
     "B200-GB200-186GB",
     "B300-GB300-288GB",
+    "B300-SXM-270GB",
 }
-EXPECTED_SERVERS = {"DGX-A100", "DGX-H100", "DGX-H200", "DGX-B200", "HGX-H100-8GPU", "GB200-NVL72", "GB300-NVL72"}
+EXPECTED_SERVERS = {"DGX-A100", "DGX-H100", "DGX-H200", "DGX-B200", "HGX-H100-8GPU", "GB200-NVL72", "GB300-NVL72",
+                    "HGX-H200-8GPU", "HGX-B200-8GPU", "HGX-B300-8GPU", "MI300X-OAM-8GPU"}
 
 GIB = 2**30
 
@@ -61,7 +63,7 @@ def _numeric_fields(entry: dict) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     for key, value in entry.items():
-        if key in ("refs", "note"):
+        if key in ("refs", "note", "aliases"):  # text: the aliases are other spellings of the id
             continue
         if isinstance(value, dict):
             for sub, subval in value.items():
@@ -174,6 +176,8 @@ def test_fp8_is_twice_bf16_where_present(catalogue):
 def test_servers_power_exceeds_gpu_power(catalogue):
     for model_id, server in catalogue["servers"].items():
         gpu = catalogue["gpus"][server["gpu_model"]]
+        if "max_power_w" not in server:  # not published: the note says so (tests/test_catalogue_servers.py)
+            continue
         assert server["gpu_count"] * gpu["tdp_w"] < server["max_power_w"], model_id
 
 
@@ -249,7 +253,7 @@ def test_grace_blackwell_memory_and_power(catalogue):
 
 
 @pytest.mark.parametrize("gpu", ["H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "L40S-48GB", "L4-24GB",
-                                 "MI300X-192GB", "B200-GB200-186GB", "B300-GB300-288GB"])
+                                 "MI300X-192GB", "B200-GB200-186GB", "B300-GB300-288GB", "B300-SXM-270GB"])
 def test_fp8_peaks_present_where_the_gpu_has_fp8(catalogue, gpu):
     assert catalogue["gpus"][gpu]["fp8_tflops"] > catalogue["gpus"][gpu]["bf16_tflops"]
 

@@ -5,7 +5,9 @@ resolves both forms to plain numbers in ``document`` and keeps a ``Quantity`` pe
 check can say which of the inputs it rested on are still assumptions. Values a quote leaves out but the
 catalogue knows (from the GPU or server model) are filled in with source ``vendor_limit`` and the
 datasheet reference; so are the parameters and architecture of a model given by name alone (rules/job/models.py),
-with the model's config file as the reference. This is the one place the catalogue fills a submission.
+with the model's config file as the reference. A ``server_model`` given by an alias or another spelling of a catalogued
+server (``HGX-H200`` for ``HGX-H200-8GPU``) is read as the server's id, and that id is listed among the fills. This is
+the one place the catalogue fills a submission.
 """
 
 from __future__ import annotations
@@ -163,7 +165,7 @@ class Inputs:
         self._fill_models()
         for index, group in enumerate(self.document.get("quote", {}).get("node_groups", [])):
             base = f"/quote/node_groups/{index}"
-            server = self.catalogue.server(group.get("server_model"))
+            server = self._server(group, base)
             if server:
                 refs = server.get("refs", {})
                 gpu = group.setdefault("gpu", {})
@@ -181,6 +183,20 @@ class Inputs:
                 refs = spec.get("refs", {})
                 for key in GPU_FIELDS:
                     self._fill(gpu, key, spec.get(key), f"{base}/gpu/{key}", refs.get(key))
+
+    def _server(self, group: dict[str, Any], base: str) -> dict[str, Any] | None:
+        """Returns the catalogued server a node group names, or None; a spelling other than the server's id (an alias,
+        other case or separators) is replaced by the id, and the id listed among the fills."""
+        named = group.get("server_model")
+        server_id = self.catalogue.server_id(named)
+        if server_id is None:
+            return None
+        if named != server_id:
+            group["server_model"] = server_id
+            self.fills.append(Quantity(f"{base}/server_model", server_id, Source.VENDOR_LIMIT,
+                                       f"catalogue server {server_id} (rules/data/catalogue.json), "
+                                       f"which the quote names {named!r}"))
+        return self.catalogue.document["servers"][server_id]
 
     def _fill_models(self) -> None:
         """Fills each model given by a catalogued name and no parameters: its parameters and every architecture

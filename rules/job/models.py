@@ -8,6 +8,10 @@ filled value carries the catalogue's source and the config file it came from; th
 ``parameters`` given the name is a label, as it always was, so a submission that states its model is read as
 before. A name the catalogue lacks, given with neither ``parameters`` nor ``architecture``, describes nothing: the
 submission is refused at the name's pointer, with the closest catalogued names.
+
+Hardware ids are read the same way: a node group's ``gpu.model`` the catalogue lacks, given without ``memory_gib``,
+and a ``server_model`` the catalogue lacks (by id or alias), given without a GPU the group describes itself, are
+refused at their pointers with the closest catalogued ids; otherwise the id is a label, as it always was.
 """
 
 from __future__ import annotations
@@ -49,9 +53,7 @@ def gpu_model_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
         gpu = group.get("gpu")
         name = gpu.get("model") if isinstance(gpu, dict) else None
         if isinstance(name, str) and catalogue.gpu(name) is None and "memory_gib" not in gpu:
-            closest = catalogue.closest_gpus(name)
-            hint = (f"did you mean {', '.join(closest)}?" if closest
-                    else f"the catalogue holds {', '.join(catalogue.gpu_models())}.")
+            hint = _closest_hint(catalogue.closest_gpus(name), catalogue.gpu_models())
             pointer = f"{group_pointer}/gpu"
             problems.append(Problem(f"{pointer}/model", f"GPU {name!r} is not in the catalogue, and the node group "
                                     f"gives no {pointer}/memory_gib; {hint} A GPU the catalogue lacks is described by "
@@ -59,11 +61,42 @@ def gpu_model_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
     return problems
 
 
+def server_model_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
+    """Returns a problem for each node group whose GPUs only a server id describes when the catalogue lacks that id (by
+    id and alias): nothing fills the group's GPU, so every check that needs it would be left undecided (``HGX-H20`` for
+    ``HGX-H200-8GPU``). A group that describes its GPU itself (a catalogued gpu.model, or its memory_gib) is read with
+    the server id as a label, as it always was."""
+    problems = []
+    for group_pointer, group in node_groups(document):
+        name = group.get("server_model")
+        if not isinstance(name, str) or catalogue.server(name) is not None or _describes_gpu(group.get("gpu"),
+                                                                                              catalogue):
+            continue
+        hint = _closest_hint(catalogue.closest_servers(name), catalogue.server_models())
+        problems.append(Problem(f"{group_pointer}/server_model", f"server {name!r} is not in the catalogue, and the "
+                                f"node group does not describe its GPU (a catalogued {group_pointer}/gpu/model, or "
+                                f"{group_pointer}/gpu/memory_gib); {hint} A server the catalogue lacks is described by "
+                                "its GPU (gpu.model and count) and its own figures (max_power_w, host_memory_gib, "
+                                "nics)."))
+    return problems
+
+
+def _describes_gpu(gpu: Any, catalogue: Catalogue) -> bool:
+    """Returns whether a node group's raw ``gpu`` object describes its GPU: by its figures (memory_gib) or an id the
+    catalogue holds."""
+    if not isinstance(gpu, dict):
+        return False
+    return "memory_gib" in gpu or (isinstance(gpu.get("model"), str) and catalogue.gpu(gpu["model"]) is not None)
+
+
+def _closest_hint(closest: list[str], held: list[str]) -> str:
+    """Returns the sentence that names the catalogue's closest entries, or all it holds when none is close."""
+    return f"did you mean {', '.join(closest)}?" if closest else f"the catalogue holds {', '.join(held)}."
+
+
 def unknown_model(name: str, pointer: str, catalogue: Catalogue) -> str:
     """Returns why ``name`` at ``pointer`` describes no model, and which catalogued names come closest."""
-    closest = catalogue.closest_models(name)
-    hint = (f"did you mean {', '.join(closest)}?" if closest
-            else f"the catalogue holds {', '.join(catalogue.model_names())}.")
+    hint = _closest_hint(catalogue.closest_models(name), catalogue.model_names())
     return (f"model {name!r} is not in the model catalogue, and the submission gives neither {pointer}/parameters "
             f"nor {pointer}/architecture; {hint} A model the catalogue lacks is described by its parameters "
             "(and architecture).")
