@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.communication import scaling
+from rules.checks.facts.nccl_runs import REFERENCE_FIGURES
 from rules.estimates.communication.interconnect import MEASURED_BOUND
 from rules.status import Basis, Status
 
@@ -18,7 +19,9 @@ class InterconnectScaling(Check):
     title = "Size interconnect from scaling efficiency"
     plan_item = "Size interconnect from scaling efficiency"
     thresholds = {"min_scaling_efficiency": "interconnect.min_scaling_efficiency",
-                  "warn_scaling_efficiency": "interconnect.warn_scaling_efficiency"}
+                  "warn_scaling_efficiency": "interconnect.warn_scaling_efficiency",
+                  "min_node_reference_fraction": "interconnect.min_node_reference_fraction",
+                  "min_cluster_reference_fraction": "interconnect.min_cluster_reference_fraction"}
     headline = "scaling efficiency {efficiency:.1%} ({decided_by})"
     rules = (
         Rule(Status.FAIL, "below-minimum", lambda m: m.efficiency < m.min_scaling_efficiency,
@@ -28,6 +31,19 @@ class InterconnectScaling(Check):
              "scaling efficiency {efficiency:.1%} is above the minimum {min_scaling_efficiency:.0%} but below "
              "{warn_scaling_efficiency:.0%}; {detail}",
              _REMEDY),
+        # A delivered system whose nccl-tests fall far below what its quoted links should deliver is faulty or
+        # misconfigured, whether or not this workload hides its communication: the next workload may not.
+        Rule(Status.WARN, "below-reference",
+             lambda m: (m.node_reference_fraction < m.min_node_reference_fraction)
+             | (m.cluster_reference_fraction < m.min_cluster_reference_fraction),
+             "the delivered links measure below what the quoted ones should deliver: {reference_detail} (at least "
+             "{min_node_reference_fraction:.0%} inside a node and {min_cluster_reference_fraction:.0%} across nodes "
+             "accepted); scaling "
+             "efficiency {efficiency:.1%} is enough for this job only because it hides its communication; {detail}",
+             "Have the vendor find the fault before acceptance (GPUDirect RDMA off, a NIC or cable down or at a lower "
+             "rate, NCCL on the wrong interfaces, a switch misconfigured) and rerun nccl-tests all_reduce_perf up to "
+             "8 GiB on the same nodes; accept when the large-message bus bandwidth is within the policy's share of "
+             "the reference."),
     )
     passing = Passing("efficient",
                       "scaling efficiency {efficiency:.1%} (at least {warn_scaling_efficiency:.0%}); {detail}")
@@ -57,7 +73,21 @@ class InterconnectScaling(Check):
             evidence["detail"] = _modelled_detail(evidence)
             if evidence.get("measurements_not_used"):
                 evidence["detail"] += f"; {evidence['measurements_not_used']}"
-        return Facts(evidence=evidence, basis=result.basis)
+        evidence["reference_detail"] = _reference_detail(evidence)
+        unjudged = frozenset(name for name in REFERENCE_FIGURES if evidence.get(name) is None)
+        return Facts(evidence=evidence, basis=result.basis, unjudged=unjudged)
+
+
+def _reference_detail(e: dict) -> str:
+    parts = [f"{e[peak]:,.1f} GB/s peak busbw {where}, {e[fraction]:.0%} of the {e[reference]:,.1f} GB/s its "
+             "nameplates give"
+             for peak, reference, fraction, where in (
+                 ("measured_peak_node_busbw_gbs", "estimated_node_busbw_gbs", "node_reference_fraction",
+                  "inside a node"),
+                 ("measured_peak_cluster_busbw_gbs", "estimated_cluster_busbw_gbs", "cluster_reference_fraction",
+                  "across nodes"))
+             if e.get(fraction) is not None]
+    return "; ".join(parts) or "no nccl-tests run recorded"
 
 
 def _modelled_detail(e: dict) -> str:

@@ -127,3 +127,16 @@ def test_a_gradient_smaller_than_the_bucket_is_sent_whole():
 
     assert (message.size_bytes, message.set_by) == (
         1e8, "the whole gradient buffer, smaller than the DeepSpeed reduce_bucket_size 5e8 elements")
+
+
+def test_a_run_against_its_reference_is_its_peak_busbw_over_the_reference():
+    from rules.estimates.communication.nccl_tests import NcclTestsRun, reference_fraction
+
+    # azurehpc-health-checks accepts an 8 x H200 node at all_reduce >= 431 GB/s at 16 GB; ml-engineering measured 482.26
+    # with NVLS at 16 GiB: a node that just passes Azure's check is at 431 / 482.26 = 0.8937 of the reference
+    table = (NcclTestsRow(1 << 30, 402.0, 401.5), NcclTestsRow(16 << 30, 431.0, 430.2),
+             NcclTestsRow(4 << 30, 425.0, 429.9))
+    peak, fraction = reference_fraction(NcclTestsRun("node", 1, table), 482.26)
+    assert peak == 431.0 and fraction == pytest.approx(0.8937, abs=1e-4)
+    assert reference_fraction(None, 482.26) == (None, None)
+    assert reference_fraction(NcclTestsRun("node", 1, table), None) == (None, None)

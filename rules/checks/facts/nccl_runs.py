@@ -19,6 +19,7 @@ from rules.estimates.communication.nccl_tests import (
     NcclTestsRun,
     gradient_message,
     measured_busbw,
+    reference_fraction,
 )
 from rules.estimates.memory.comm_buffers import framework_of
 from rules.estimates.memory.model_state import TrainedModel, model_state_bytes_per_param
@@ -88,4 +89,18 @@ def measured_bandwidth_evidence(links: Bandwidth) -> dict[str, Any]:
         evidence.update(estimated_node_busbw_gbs=links.estimate.node_busbw_gbs,
                         estimated_cluster_busbw_gbs=links.estimate.cluster_busbw_gbs,
                         estimated_bandwidth_source=links.estimate.source)
-    return evidence
+    return {**evidence, **reference_evidence(links)}
+
+
+# What the delivered links measured against what the quoted ones should deliver (interconnect-scaling's
+# below-reference); None where a run or the nameplate estimate is missing.
+REFERENCE_FIGURES = ("measured_peak_node_busbw_gbs", "node_reference_fraction", "measured_peak_cluster_busbw_gbs",
+                     "cluster_reference_fraction")
+
+
+def reference_evidence(links: Bandwidth) -> dict[str, Any]:
+    """Returns each measured run's peak busbw and its share of the nameplate estimate of the same links."""
+    estimate, measured = links.estimate, links.measured
+    node = reference_fraction(measured.node_run, estimate.node_busbw_gbs if estimate else None)
+    cluster = reference_fraction(measured.cluster_run, estimate.cluster_busbw_gbs if estimate else None)
+    return dict(zip(REFERENCE_FIGURES, (*node, *cluster), strict=True))

@@ -186,3 +186,17 @@ def measured_busbw(runs: Iterable[NcclTestsRun], job_nodes: int,
             widest = (run.nodes, busbw, run)
     return MeasuredBusbw(node[0] if node else None, widest[0] if widest else None, widest[1] if widest else None,
                          (), message, node[1] if node else None, widest[2] if widest else None)
+
+
+def reference_fraction(run: NcclTestsRun | None, reference_gbs: float | None) -> tuple[float | None, float | None]:
+    """Returns (the run's peak busbw, that ÷ ``reference_gbs``): how much of what the quoted links should deliver a
+    delivered system measured; (None, None) without a run or a reference.
+
+    Source: the peak over sizes is the figure to compare with hardware (nccl-tests ``doc/PERFORMANCE.md``), read at
+    large messages as the operators' acceptance thresholds are (azurehpc-health-checks ``conf/nd96isr_h200_v5.conf``:
+    all-reduce at 16 GB; GoogleCloudPlatform/cluster-health-scanner ``nccl_healthcheck``: 2–8 GiB).
+    """
+    if run is None or not reference_gbs:
+        return None, None
+    peak = peak_busbw_gbs(run.rows)
+    return peak, peak / reference_gbs
