@@ -284,3 +284,30 @@ def test_a_run_that_needs_most_of_its_window_is_offered_more_nodes_of_the_quoted
     assert nodes[0]["added_cost"] == (32 - 16) * 289000
     record = evaluate(patched)
     assert record["verdict"] == nodes[0]["verdict"] == "pass"
+
+
+def test_full_recompute_is_not_free_a_stated_mfu_is_scaled_by_the_work_per_token_it_adds():
+    from rules.advice.remedy_changes import apply_edits, situation
+    from rules.advice.remedy_workload import recompute_change
+    from rules.catalogue import load_catalogue
+    from rules.policy import default_policy
+    from tests.checks.fixture_support import fixture_paths, load_fixture
+
+    # Given Llama-2-7B (6,738,415,616 parameters, 32 layers, hidden 4,096) at sequence 4,096 with selective recompute
+    # and a stated MFU of 0.40, whose micro-batch 16 does not fit
+    path = next(p for p in fixture_paths() if p.name == "fail_dgx_h100_llama2_7b_micro_batch_16_does_not_fit.json")
+    document = load_fixture(path)
+    record = evaluate(document)
+    [change] = recompute_change(situation(document, record, default_policy(), load_catalogue()))
+    # Then full recompute keeps the GPUs' hardware rate and does the recomputed forward too: per token
+    # 6N + 16·L·s·h = 49.02 GFLOP with selective recompute, 8N + 16·L·s·h = 62.50 with full (Narayanan et al. eq. 3)
+    n, attention = 6738415616, 16 * 32 * 4096 * 4096
+    assert dict(change.edits) == {"/workload/training/activation_checkpointing": "full",
+                                  "/workload/training/throughput/mfu": pytest.approx(
+                                      0.40 * (6 * n + attention) / (8 * n + attention), rel=1e-12)}
+    assert "the stated mfu 0.4 becomes 0.3137" in change.text
+    # and the changed submission trains fewer tokens per second by the same ratio (its days are what the remedy costs)
+    rate = {name: next(c for c in doc["checks"] if c["id"] == "interconnect-scaling")["evidence"]
+            ["tokens_per_s_per_gpu"]
+            for name, doc in (("before", record), ("after", evaluate(apply_edits(document, change.edits))))}
+    assert rate["after"] / rate["before"] == pytest.approx((6 * n + attention) / (8 * n + attention), rel=1e-9)

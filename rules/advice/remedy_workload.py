@@ -13,11 +13,13 @@ estimated here, so what a change claims is what the evaluation of the changed su
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rules.advice.best_layout import describe_layout, layout_patch
 from rules.advice.remedy_changes import WORKLOAD, Change, Situation, patch_edits
 from rules.checks.facts.throughput import MODELLED
 from rules.estimates.search.remedy_sizing import whole_minutes
+from rules.estimates.training_time import compute
 
 # The checks whose outcome depends on the layout (those rules/advice/best_layout.py shows at the best layout).
 MEMORY_CHECKS = ("peak-memory", "sharding", "gradient-accumulation")
@@ -81,17 +83,52 @@ def micro_batch_change(s: Situation) -> list[Change]:
 
 
 def recompute_change(s: Situation) -> list[Change]:
-    """Returns full activation recompute, when one step does not fit memory without it."""
+    """Returns full activation recompute, when one step does not fit memory without it.
+
+    Recompute is not free: a modelled rate pays for the recomputed forward in the step model; a stated tokens/s or
+    MFU was measured without it, so the change scales it by the work per token it adds
+    (``compute.rate_under_recompute``) and the days of the changed submission show the cost."""
     memory_short = s.open("peak-memory", "exceeds-usable-memory") or s.open(
         "gradient-accumulation", "micro-batch-does-not-fit")
     recompute = s.job.training.activation_checkpointing
     current = recompute.value  # "none" when the submission leaves it out (its documented default)
     if not memory_short or current == "full":
         return []
-    return [Change("recompute=full", WORKLOAD,
-                   f"recompute activations in full (activation_checkpointing full instead of {current}): one "
-                   "layer's input is kept per layer and the rest recomputed in the backward pass",
-                   ((recompute.pointer, "full"),), MEMORY_CHECKS)]
+    edits: list[tuple[str, Any]] = [(recompute.pointer, "full")]
+    text = (f"recompute activations in full (activation_checkpointing full instead of {current}): one layer's input "
+            "is kept per layer and the rest recomputed in the backward pass")
+    rate = _stated_rate_under_full_recompute(s, current)
+    if rate is not None:
+        pointer, before, after = rate
+        edits.append((pointer, _restated(s.submitted(pointer), after, before, current)))
+        text += (f"; the stated {pointer.rsplit('/', 1)[-1]} {before:,.4g} becomes {after:,.4g}, the same hardware "
+                 "rate doing the recomputed forward too")
+    return [Change("recompute=full", WORKLOAD, text, tuple(edits), MEMORY_CHECKS)]
+
+
+def _stated_rate_under_full_recompute(s: Situation, current: str) -> tuple[str, float, float] | None:
+    """Returns (pointer, stated, under full recompute) of a stated tokens/s per GPU or MFU; None without one (a
+    hardware TFLOP/s rate already counts the recompute, and a modelled rate is the step model's)."""
+    training = s.job.training
+    stated = next((given for given in (training.throughput.tokens_per_s_per_gpu, training.throughput.mfu)
+                   if given.value is not None), None)
+    parameters = training.model.parameters.value
+    if stated is None or not parameters:
+        return None
+    shape = training.model.architecture
+    dims = (shape.layers.value, training.sequence_length.value, shape.hidden.value)
+    after = compute.rate_under_recompute(stated.value, parameters, current, "full",
+                                         *(dims if None not in dims else (None, None, None)))
+    return stated.pointer, stated.value, after
+
+
+def _restated(member: Any, value: float, before: float, recompute: str) -> Any:
+    """Returns the stated rate's member with ``value``: a quantity keeps its form, now an assumption that says why."""
+    if not isinstance(member, dict):
+        return value
+    return {"value": value, "source": "assumption",
+            "ref": f"{before:g} as stated ({member.get('source', 'stated')}: {member.get('ref', '')}), measured with "
+                   f"{recompute} recompute, scaled to full recompute by the work per token it adds"}
 
 
 def interval_change(s: Situation) -> list[Change]:

@@ -84,6 +84,24 @@ def training_flops_per_token(
     return flops
 
 
+def rate_under_recompute(rate: float, parameters: float, measured_with: str, planned: str,
+                         layers: int | None = None, sequence_length: int | None = None,
+                         hidden: int | None = None) -> float:
+    """Return a training rate in tokens (tokens/s per GPU, or an MFU, which counts model FLOPs per token) measured with
+    ``measured_with`` recompute, as it becomes with ``planned``: the GPUs keep their hardware FLOP rate and each token
+    costs :func:`training_flops_per_token` of ``planned`` instead, so the rate scales by the ratio of the two (4/3 more
+    work per token from none to full recompute without the attention term).
+
+    Source: Narayanan et al. 2021 (arXiv 2104.04473) eq. 3, the recomputed forward pass in the FLOPs per iteration;
+    Korthikanti et al. 2022 (arXiv 2205.05198) Appendix A and Table 5, where the hardware FLOPs utilisation is what
+    stays with the kernels and the model FLOPs utilisation falls by the recomputed share.
+    """
+    require_positive("rate", rate)
+    shape = (layers, sequence_length, hidden)
+    return (rate * training_flops_per_token(parameters, measured_with, *shape)
+            / training_flops_per_token(parameters, planned, *shape))
+
+
 def training_flops(
     parameters: float,
     tokens: float,
