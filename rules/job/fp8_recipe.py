@@ -19,20 +19,21 @@ from schemas.problem import Problem
 FP8_PRECISION = "fp8-mixed"
 
 
-def _gpu_count(group: dict[str, Any]) -> Any:
-    """Returns a node group's GPUs per node as given (bare or as {value, …}), None when it gives none."""
-    gpu = group.get("gpu")
-    count = gpu.get("count") if isinstance(gpu, dict) else None
-    return count.get("value") if isinstance(count, dict) else count
+def _gpu(group: dict[str, Any], catalogue: Catalogue) -> tuple[Any, Any]:
+    """Returns a node group's GPU model and GPUs per node as given (a count bare or as {value, …}), else as its
+    catalogued server holds them; None where neither says."""
+    gpu = group.get("gpu") if isinstance(group.get("gpu"), dict) else {}
+    server = catalogue.server(group["server_model"]) if isinstance(group.get("server_model"), str) else None
+    count = gpu.get("count", (server or {}).get("gpu_count"))
+    return gpu.get("model", (server or {}).get("gpu_model")), count.get("value") if isinstance(count, dict) else count
 
 
-def _training_gpu(document: dict[str, Any], training: dict[str, Any]) -> str | None:
+def _training_gpu(document: dict[str, Any], training: dict[str, Any], catalogue: Catalogue) -> str | None:
     """Returns the GPU model of the node group the job trains on: the one it names, else the first with GPUs."""
     name = training.get("node_group")
     for _, group in node_groups(document):
-        if (group.get("name") == name) if name is not None else _gpu_count(group):
-            gpu = group.get("gpu")
-            model = gpu.get("model") if isinstance(gpu, dict) else None
+        model, count = _gpu(group, catalogue)
+        if (group.get("name") == name) if name is not None else count:
             return model if isinstance(model, str) else None
     return None
 
@@ -52,7 +53,7 @@ def fp8_recipe_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
                                  f"{TRAINING}/precision to {FP8_PRECISION}")]
     if recipe != "mxfp8":
         return []
-    model = _training_gpu(document, training)
+    model = _training_gpu(document, training, catalogue)
     spec = catalogue.gpu(model) if model is not None else None
     capable = catalogue.document["step_time"]["mxfp8_architectures"]
     if spec is None or spec["architecture"] in capable:
