@@ -46,7 +46,7 @@ from rules.catalogue import load_catalogue
 from rules.errors import InconsistentInput
 from rules.estimates.model.layout import training_layout
 from rules.estimates.model.shapes import ModelShape
-from rules.estimates.training_time.memory_bound import Regions, layer_memory_bound, layer_operators
+from rules.estimates.training_time.memory_bound import Regions, memory_bound_work
 from rules.estimates.training_time.step_time import StepTimeModel
 from rules.estimates.training_time.step_time_figures import efficiencies_from_data, hardware_from_catalogue
 from rules.estimates.training_time.transformer_work import LayerSlice, layer_work, output_layer_work
@@ -64,12 +64,12 @@ LAUNCH_S = 2.7e-6  # one asynchronous kernel launch (reframe kernel_latency, A10
 def _per_element(shape: ModelShape, kernels: str, region: str, flash: bool = True, recompute: str = "none") -> float:
     """Returns one layer's bytes per element of ``region`` alone (every other region empty)."""
     regions = Regions(**{name: 1.0 if name == region else 0.0 for name in Regions._fields})
-    return layer_memory_bound(layer_operators(shape, kernels, flash), regions, recompute, flash).bytes
+    return memory_bound_work(shape, kernels, regions, recompute, flash).bytes
 
 
 def _kernels(shape: ModelShape, kernels: str, flash: bool = True, recompute: str = "none") -> int:
     empty = Regions(*(0.0,) * len(Regions._fields))
-    return layer_memory_bound(layer_operators(shape, kernels, flash), empty, recompute, flash).kernels
+    return memory_bound_work(shape, kernels, empty, recompute, flash).kernels
 
 
 def test_eager_llama_layer_counts_follow_modeling_llama_and_autograd():

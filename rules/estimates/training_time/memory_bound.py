@@ -133,6 +133,19 @@ class MemoryBound(NamedTuple):
     kernels: int  # GEMMs and the attention kernels included; not the tensor-parallel collectives
 
 
+class _Traits(NamedTuple):
+    """What of a model's shape decides its memory-bound operators (a small key to memoise them on)."""
+
+    mlp: str
+    norm: str
+    dropout: bool
+    grouped_query: bool  # fewer key/value heads than query heads
+
+
+def _traits(shape: ModelShape) -> _Traits:
+    return _Traits(shape.mlp, shape.norm, shape.dropout, shape.kv_head_count < shape.heads)
+
+
 def _fused_kernel(region: str, count: int, forward_bytes: float, core: bool = False) -> Operator:
     """Returns a fused kernel each way whose backward moves BACKWARD_MEMORY_FACTOR times its forward bytes."""
     return Operator(region, count, 1, forward_bytes, 1, BACKWARD_MEMORY_FACTOR * forward_bytes, core)
@@ -148,46 +161,46 @@ def _flash() -> Operator:
     return Operator("scores", 1, 1, 0, 1, 0, True)
 
 
-def _fused(shape: ModelShape, flash_attention: bool) -> tuple[Operator, ...]:
+def _fused(traits: _Traits, flash_attention: bool) -> tuple[Operator, ...]:
     """Megatron-Core with Transformer Engine: per layer layernorm, QKV, projection, bias-dropout-add, layernorm, MLP
     up, activation, MLP down, bias-dropout-add (9 kernels forward); backward a data- and a weight-gradient GEMM for each
     GEMM and the five elementwise backward kernels (13). Attention core: one FlashAttention kernel each way; without
     it the scores GEMM, the fused scale-mask-softmax (with its dropout) and the context GEMM forward, and two GEMMs for
     each of those and the softmax backward."""
-    residual = _RESIDUAL_BYTES + (MASK_BYTES if shape.dropout else 0)
-    activation = _SWIGLU_BYTES if shape.mlp == "swiglu" else _GELU_BYTES
+    residual = _RESIDUAL_BYTES + (MASK_BYTES if traits.dropout else 0)
+    activation = _SWIGLU_BYTES if traits.mlp == "swiglu" else _GELU_BYTES
     operators = [_gemms(4), _fused_kernel("hidden", 2, _LAYERNORM_BYTES), _fused_kernel("hidden", 2, residual),
                  _fused_kernel("mlp", 1, activation)]
     if flash_attention:
         return (*operators, _flash())
     operators += [_gemms(2, core=True), _fused_kernel("scores", 1, _SOFTMAX_BYTES, core=True)]
-    if shape.dropout:  # in the softmax kernel: its bytes, no launch
+    if traits.dropout:  # in the softmax kernel: its bytes, no launch
         operators.append(Operator("scores", 1, 0, _DROPOUT_BYTES + MASK_BYTES, 0,
                                   BACKWARD_MEMORY_FACTOR * (_DROPOUT_BYTES + MASK_BYTES), True))
     return tuple(operators)
 
 
-def _llama_style(shape: ModelShape) -> bool:
+def _llama_style(traits: _Traits) -> bool:
     """Returns whether the shape follows the Llama reference (RMSNorm, rotary embeddings, separate q, k, v)."""
-    return shape.norm == "rmsnorm"
+    return traits.norm == "rmsnorm"
 
 
-def _extra_projections(shape: ModelShape) -> int:
+def _extra_projections(traits: _Traits) -> int:
     """Returns the GEMMs the reference implementation runs beyond Megatron's four: q, k, v apart (Llama) and gate, up
     apart (SwiGLU)."""
-    return (2 if _llama_style(shape) else 0) + (1 if shape.mlp == "swiglu" else 0)
+    return (2 if _llama_style(traits) else 0) + (1 if traits.mlp == "swiglu" else 0)
 
 
-def _compiled(shape: ModelShape, flash_attention: bool) -> tuple[Operator, ...]:
+def _compiled(traits: _Traits, flash_attention: bool) -> tuple[Operator, ...]:
     """TorchInductor: one generated kernel per chain between GEMMs (module docstring)."""
-    a, mask = ACTIVATION_BYTES, MASK_BYTES if shape.dropout else 0
-    extra = _extra_projections(shape)
+    a, mask = ACTIVATION_BYTES, MASK_BYTES if traits.dropout else 0
+    extra = _extra_projections(traits)
     operators = [_gemms(4 + extra),
                  _fused_kernel("hidden", 2, 4 * a + mask),  # residual add (and dropout) with the next norm
-                 _fused_kernel("mlp", 1, 3 * a if shape.mlp == "swiglu" else 2 * a)]
+                 _fused_kernel("mlp", 1, 3 * a if traits.mlp == "swiglu" else 2 * a)]
     if extra:  # the chain after the separate projections' data-gradient GEMMs reads each of their outputs
         operators.append(Operator("gathered", extra, 0, 0, 0, a))
-    if _llama_style(shape):
+    if _llama_style(traits):
         operators.append(_fused_kernel("rotary", 1, 2 * a))
     if flash_attention:
         return (*operators, _flash())
@@ -205,13 +218,13 @@ _DROPOUT = (1, 5, 1, 5)
 _GRADIENT_SUM = (0, 0, 1, 6)  # one add per extra consumer of a GEMM input's gradient
 
 
-def _eager(shape: ModelShape, flash_attention: bool) -> tuple[Operator, ...]:
+def _eager(traits: _Traits, flash_attention: bool) -> tuple[Operator, ...]:
     """Plain PyTorch: the reference implementations' operators, one kernel each (module docstring)."""
-    llama, extra = _llama_style(shape), _extra_projections(shape)
+    llama, extra = _llama_style(traits), _extra_projections(traits)
     operators = [_gemms(4 + extra), Operator("hidden", 2, *(_RMSNORM if llama else _LAYERNORM)),
                  Operator("hidden", 2, *_RESIDUAL),
-                 Operator("mlp", 1, *(_SWIGLU if shape.mlp == "swiglu" else _GELU))]
-    if shape.dropout:
+                 Operator("mlp", 1, *(_SWIGLU if traits.mlp == "swiglu" else _GELU))]
+    if traits.dropout:
         operators.append(Operator("hidden", 2, *_DROPOUT))
     if extra:
         operators.append(Operator("gathered", extra, *_GRADIENT_SUM))
@@ -221,14 +234,14 @@ def _eager(shape: ModelShape, flash_attention: bool) -> tuple[Operator, ...]:
         return (*operators, _flash())
     core = [_gemms(2, core=True)]
     if llama:
-        if shape.kv_head_count < shape.heads:  # repeat_kv: expand + reshape copies k and v to every query head
+        if traits.grouped_query:  # repeat_kv: expand + reshape copies k and v to every query head
             core += [Operator("query", 2, 1, 2, 1, 2, True), Operator("key_value", 2, 0, 2, 0, 2, True)]
         core += [Operator("scores", 1, 1, 4, 1, 4, True), Operator("scores", 1, 1, 4, 0, 0, True),  # scale, mask
                  Operator("scores", 1, 1, 6, 1, 10, True), Operator("scores", 1, 1, 6, 1, 6, True)]  # softmax, to
     else:
         core += [Operator("scores", 1, 1, 4, 1, 4, True), Operator("scores", 1, 2, 4, 1, 4, True),  # scale, mask
                  Operator("scores", 1, 1, 4, 1, 6, True)]  # softmax
-    if shape.dropout:
+    if traits.dropout:
         core.append(Operator("scores", 1, *_DROPOUT, True))
     core.append(Operator("query", 1, 1, 4, 0, 0, True))  # the output's transpose(1, 2).contiguous()
     return (*operators, *core)
@@ -237,33 +250,50 @@ def _eager(shape: ModelShape, flash_attention: bool) -> tuple[Operator, ...]:
 _STYLES: Final = {"fused": _fused, "compiled": _compiled, "eager": _eager}
 
 
+class _Tally(NamedTuple):
+    """A layer's operators as ``memory_bound_work`` adds them: (region index, forward and backward bytes of all of its
+    count, in the attention core) each, and the kernels, which no region changes."""
+
+    terms: tuple[tuple[int, float, float, bool], ...]
+    forward_kernels: tuple[int, int]  # outside the attention core, in it
+    backward_kernels: int
+
+
 @cache
-def layer_operators(shape: ModelShape, kernels: str, flash_attention: bool) -> tuple[Operator, ...]:
-    """Returns the memory-bound operators (and the GEMM and attention launches) of one layer under ``kernels``."""
-    return _STYLES[kernels](shape, flash_attention)
+def _tally(traits: _Traits, kernels: str, flash_attention: bool) -> _Tally:
+    """Returns the operators of ``kernels`` and their tally, once per model kind (the layout search asks thousands of
+    times)."""
+    operators = _STYLES[kernels](traits, flash_attention)
+    terms = tuple((Regions._fields.index(op.region), op.count * op.forward_bytes, op.count * op.backward_bytes, op.core)
+                  for op in operators)
+    outside = sum(op.count * op.forward_kernels for op in operators if not op.core)
+    core = sum(op.count * op.forward_kernels for op in operators if op.core)
+    return _Tally(terms, (outside, core), sum(op.count * op.backward_kernels for op in operators))
 
 
-def layer_memory_bound(operators: tuple[Operator, ...], regions: Regions, recompute: str,
-                       flash_attention: bool) -> MemoryBound:
-    """Returns the HBM bytes and kernels of ``operators`` over ``regions``, forward and backward; full recompute runs
-    the forward again, selective recompute the attention core (not FlashAttention's, which recomputes within)."""
+def memory_bound_work(shape: ModelShape, kernels: str, regions: Regions, recompute: str,
+                      flash_attention: bool) -> MemoryBound:
+    """Returns the HBM bytes and kernels of one layer's operators under ``kernels`` over ``regions``, forward and
+    backward; full recompute runs the forward again, selective recompute the attention core (not FlashAttention's,
+    which recomputes within).
+
+    Each operator's bytes are added one by one in its order (outside the core, then in it, forward then backward), so
+    that fused sums round as they always have."""
+    tally = _tally(_traits(shape), kernels, flash_attention)
     forward = [0.0, 0.0]  # outside the attention core, in it
     backward = [0.0, 0.0]
-    forward_kernels = [0, 0]
-    backward_kernels = 0
-    for op in operators:
-        elements = getattr(regions, op.region)
-        forward[op.core] += op.count * op.forward_bytes * elements
-        backward[op.core] += op.count * op.backward_bytes * elements
-        forward_kernels[op.core] += op.count * op.forward_kernels
-        backward_kernels += op.count * op.backward_kernels
-    outside, core = forward
-    memory = (outside + core) + (backward[0] + backward[1])
-    kernels = forward_kernels[0] + forward_kernels[1] + backward_kernels
+    for region, forward_bytes, backward_bytes, core in tally.terms:
+        elements = regions[region]
+        forward[core] += forward_bytes * elements
+        backward[core] += backward_bytes * elements
+    outside, core_bytes = forward
+    memory = (outside + core_bytes) + (backward[0] + backward[1])
+    forward_kernels = tally.forward_kernels[0] + tally.forward_kernels[1]
+    kernels_launched = forward_kernels + tally.backward_kernels
     if recompute == "full":
-        memory += outside + core
-        kernels += forward_kernels[0] + forward_kernels[1]
+        memory += outside + core_bytes
+        kernels_launched += forward_kernels
     elif recompute == "selective" and not flash_attention:
-        memory += core
-        kernels += forward_kernels[1]
-    return MemoryBound(memory, kernels)
+        memory += core_bytes
+        kernels_launched += tally.forward_kernels[1]
+    return MemoryBound(memory, kernels_launched)

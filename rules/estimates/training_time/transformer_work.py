@@ -37,8 +37,7 @@ from rules.estimates.training_time.memory_bound import (
     KERNEL_STYLES,
     LOSS_BYTES_PER_LOGIT,
     Regions,
-    layer_memory_bound,
-    layer_operators,
+    memory_bound_work,
 )
 
 RECOMPUTE_MODES: Final = ("none", "selective", "full")
@@ -127,9 +126,9 @@ def layer_regions(shape: ModelShape, part: LayerSlice) -> Regions:
     tokens = b * s / c
     query = tokens * shape.hidden / t
     key_value = tokens * shape.kv_head_count * _head_dim(shape) / min(t, shape.kv_head_count)
-    return Regions(hidden=tokens * shape.hidden / (t if part.sequence_parallel else 1), gathered=tokens * shape.hidden,
-                   query=query, key_value=key_value, rotary=query + key_value,
-                   mlp=tokens * shape.ffn_hidden_size / t, scores=shape.heads / t * b * s * (s / c))
+    # positional, in Regions' order (hidden, gathered, query, key_value, rotary, mlp, scores): the search builds many
+    return Regions(tokens * shape.hidden / (t if part.sequence_parallel else 1), tokens * shape.hidden, query,
+                   key_value, query + key_value, tokens * shape.ffn_hidden_size / t, shape.heads / t * b * s * (s / c))
 
 
 def _tp_collectives(bytes_per_buffer: float, part: LayerSlice, recompute: str) -> tuple[tuple[str, float], ...]:
@@ -182,9 +181,9 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     passes = 1 + BACKWARD_GEMM_FACTOR + (1 if recompute == "full" else 0)
 
     require_choice("kernels", part.kernels, KERNEL_STYLES)
-    memory_bound = layer_memory_bound(layer_operators(shape, part.kernels, part.flash_attention),
-                                      layer_regions(shape, part), recompute, part.flash_attention)
+    memory_bound = memory_bound_work(shape, part.kernels, layer_regions(shape, part), recompute, part.flash_attention)
     buffer = tokens * shape.hidden * ACTIVATION_BYTES
+    collectives = _tp_collectives(buffer, part, recompute)
     kv_bytes = 2 * tokens * shape.kv_head_count * _head_dim(shape) / min(t, shape.kv_head_count) * ACTIVATION_BYTES
     # Ring attention: each of c−1 steps passes the K/V block on; backward passes K/V and their gradients.
     exchange = (c - 1) * kv_bytes * (1 + 2) if c > 1 else 0.0
@@ -193,8 +192,8 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
         dense_bytes=gemm_bytes_forward * passes,
         attention_flops=attention,
         memory_bytes=memory_bound.bytes,
-        kernels=memory_bound.kernels + len(_tp_collectives(1.0, part, recompute)),
-        tp_collectives=_tp_collectives(buffer, part, recompute),
+        kernels=memory_bound.kernels + len(collectives),
+        tp_collectives=collectives,
         cp_exchange_bytes=exchange,
         recompute_dense_flops=recompute_dense,
     )
