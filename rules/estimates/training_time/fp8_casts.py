@@ -86,11 +86,11 @@ def layer_casts(gemms: Iterable[tuple[float, float, float]], recipe: str, recomp
     gradient (none when the weights are frozen: ``weight_gradients`` False)."""
     per_element = cast_bytes_per_element(recipe, transposed=weight_gradients)
     passes = 2 if recompute == "full" else 1
-    elements = kernels = 0.0
+    elements, casts = 0.0, 0
     for m, n, k in gemms:
         elements += passes * m * k + m * n
-        kernels += passes + 1
-    return CastWork(elements * per_element, int(kernels) * cast_kernels(recipe))
+        casts += passes + 1
+    return CastWork(elements * per_element, casts * cast_kernels(recipe))
 
 
 def weight_casts(gemms: Iterable[tuple[float, float, float]], recipe: str) -> CastWork:

@@ -22,8 +22,9 @@ launches (catalogue ``step_time.kernel_launch_us``). ``kernels`` (``workload.tra
   reading the 16-bit logits twice forward (max, exp-sum) and once backward while writing their gradient (AOTAutograd's
   partitioner keeps the row statistics and recomputes the softmax in the backward), 8 B per logit against fused's 20.
 - ``eager``: plain PyTorch, every operator its own kernel reading and writing HBM, the backward as autograd runs it
-  (PyTorch ``tools/autograd/derivatives.yaml``, entries named below; read at pytorch/pytorch @ d327a787 and, for the
-  entries it predates, current main). The reference implementations, counted line by line:
+  (PyTorch ``tools/autograd/derivatives.yaml``, the entries named below, read at pytorch/pytorch @ d327a787, whose
+  copy predates ``_to_copy`` and ``silu``: one kernel each backward, ``_to_copy_backward`` and ``silu_backward``).
+  The reference implementations, counted line by line:
   a Llama-style shape (``norm`` rmsnorm) follows Hugging Face transformers
   ``src/transformers/models/llama/modeling_llama.py`` @ 5dd4a635, a GPT-style shape (layernorm) karpathy/nanoGPT
   ``model.py`` @ 3adf61e1; the loss follows transformers ``src/transformers/loss/loss_utils.py`` @ 0114da07.

@@ -97,8 +97,8 @@ GIGA: Final = 1e9
 
 def require_step_layout(layout: Layout) -> None:
     """Raises InconsistentInput unless ``layout`` can be stepped: positive degrees and batch, known recompute,
-    sharding and precision, a global batch that splits into whole micro-batches per data-parallel rank, and
-    virtual stages only with a pipeline (interleaving splits pipeline stages)."""
+    sharding, precision, kernels and fp8 recipe, a global batch that splits into whole micro-batches per
+    data-parallel rank, and virtual stages only with a pipeline (interleaving splits pipeline stages)."""
     for name in ("micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data_parallel"):
         require_positive_int(name, getattr(layout, name))
     require_choice("recompute", layout.recompute, RECOMPUTE_MODES)
