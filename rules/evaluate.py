@@ -15,6 +15,7 @@ from rules.checks import CHECKS
 from rules.checks.base import Check, Context, Facts, Stage, Words
 from rules.engine import RuleEngine
 from rules.errors import EngineError, InconsistentInput, InvalidSubmission, Problem
+from rules.job.fp8_recipe import fp8_recipe_problems
 from rules.job.inputs import Inputs
 from rules.job.models import gpu_model_problems, model_name_problems, server_model_problems
 from rules.job.plausibility import unit_problems
@@ -134,7 +135,8 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
     problems, so a refusal costs little whatever the document holds; the detail says when more are not
     listed. Text that holds invisible or reordering characters (schemas/text.py) is refused with the schema
     problems; a raw diagnostic in ``measurements`` that its parser cannot read (rules/artifacts.py) once the
-    schema holds, and then a model that only a name the model catalogue lacks describes (rules/job/models.py).
+    schema holds, and then a model that only a name the model catalogue lacks describes (rules/job/models.py) and
+    the other catalogue refusals (``_catalogue_problems``).
     """
     if not counted:
         check_counts(document, origin)
@@ -152,11 +154,12 @@ def validate_submission(document: Any, origin: str = "submission", *, counted: b
 
 def _catalogue_problems(document: dict[str, Any]) -> list[Problem]:
     """Returns what the catalogue refuses in a valid document: a model only an unknown name describes, a GPU only an
-    unknown id describes, GPUs only an unknown server id describes, a figure in the wrong unit (rules/job/models.py,
-    rules/job/plausibility.py)."""
+    unknown id describes, GPUs only an unknown server id describes, a figure in the wrong unit, an fp8 recipe the
+    precision or the GPU cannot run (rules/job/models.py, rules/job/plausibility.py, rules/job/fp8_recipe.py)."""
     catalogue = load_catalogue()
     return (model_name_problems(document, catalogue) or gpu_model_problems(document, catalogue)
-            or server_model_problems(document, catalogue) or unit_problems(document, catalogue))
+            or server_model_problems(document, catalogue) or unit_problems(document, catalogue)
+            or fp8_recipe_problems(document, catalogue))
 
 
 def submission_digest(document: dict[str, Any]) -> str:

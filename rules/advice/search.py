@@ -136,9 +136,11 @@ def search_submission(submission: dict[str, Any], policy: Policy | None = None, 
 
 def _search(prepared: tuple[StepInputs, SearchMemory], space: SearchSpace, top_n: int) -> dict[str, Any]:
     found, memory = prepared
-    # The search changes only the layout: the precision and the framework's overlap stay as the job states them
-    # (a change of precision is a numerics decision, not a layout's).
-    space = replace(space, tensor_comm_overlap=found.layout.tensor_comm_overlap, precisions=(found.layout.precision,))
+    # The search changes only the layout: the precision, its fp8 recipe and the framework's overlap and kernels stay as
+    # the job states them (a change of precision is a numerics decision, not a layout's).
+    job = found.layout
+    space = replace(space, tensor_comm_overlap=job.tensor_comm_overlap, precisions=(job.precision,),
+                    kernels=job.kernels, fp8_recipe=job.fp8_recipe)
     result = search_layouts(found.model, found.layout.gpus, found.layout.global_batch, memory, space, top_n)
     return {"layouts_searched": result.searched, "fitting": result.fitting,
             "layouts_skipped": result.skipped_count, "skipped": result.skipped,

@@ -116,6 +116,8 @@ class Training:
     parallelism: Parallelism = at("parallelism", section=Parallelism)
     activation_checkpointing: Given[str] = at("activation_checkpointing", "none")
     flash_attention: Given[bool] = at("flash_attention", False)
+    kernels: Given[str] = at("kernels", "fused")  # Megatron-Core/Transformer Engine fused kernels unless stated
+    fp8_recipe: Given[str] = at("fp8_recipe", "delayed")  # Transformer Engine's default; read under fp8-mixed only
     sequence_length: Given[int] = at("sequence_length")
     micro_batch: Given[int] = at("micro_batch")
     global_batch: Given[int] = at("global_batch")

@@ -1,9 +1,9 @@
 """The modelled training step of the submitted layout on the quoted GPUs (rules/estimates/training_time/step_time.py).
 
 Reads the model's architecture, the layout (tensor, pipeline, virtual stages, context, sequence parallelism,
-activation checkpointing, flash attention, sharding, precision, batch) and the quoted node group's GPU and
-NICs, and hands them to the step-time model with the efficiencies of the catalogue and the policy. The
-model needs the full architecture including the vocabulary, and a sequence length and global batch.
+activation checkpointing, flash attention, sharding, precision and its fp8 recipe, kernels, batch) and the quoted
+node group's GPU and NICs, and hands them to the step-time model with the efficiencies of the catalogue and the
+policy. The model needs the full architecture including the vocabulary, and a sequence length and global batch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rules.estimates.model.hardware import GpuSpec, NodeSpec
 from rules.estimates.model.layout import Layout
 from rules.estimates.training_time.compute import adapter_fraction
 from rules.estimates.training_time.step_time import StepTime, StepTimeModel
-from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data
+from rules.estimates.training_time.step_time_figures import Measured, efficiencies_from_data, mxfp8_tensor_cores
 from rules.job.cluster import QuotedNodeGroup
 
 # Precisions the step-time model runs (others, e.g. fp32, are not modelled: the figure stays stated-only).
@@ -79,7 +79,8 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
         recompute=ctx.value(training.activation_checkpointing),
         sequence_parallel=bool(ctx.value(parallelism.sequence_parallel)),
         flash_attention=bool(ctx.value(training.flash_attention)), precision=precision,
-        tensor_comm_overlap=bool(ctx.value(parallelism.tensor_comm_overlap)))
+        tensor_comm_overlap=bool(ctx.value(parallelism.tensor_comm_overlap)), kernels=ctx.value(training.kernels),
+        fp8_recipe=ctx.value(training.fp8_recipe))
     try:
         model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured(), _adapter_fraction(ctx))
         return StepInputs(model, submitted, model.evaluate(submitted))
@@ -114,7 +115,8 @@ def _hardware(ctx: Context, plan: Layout, group: QuotedNodeGroup) -> NodeSpec | 
     nvlink_gbs = ctx.value(quoted.nvlink_gbs)
     gpu = GpuSpec(model=model if model is not None else "GPU", bf16_tflops=bf16_tflops,
                   fp8_tflops=spec.get("fp8_tflops"), hbm_tbs=hbm_tbs,
-                  nvlink_gbs=nvlink_gbs or 0, pcie_gen=spec.get("pcie_gen", 5))
+                  nvlink_gbs=nvlink_gbs or 0, pcie_gen=spec.get("pcie_gen", 5),
+                  mxfp8=mxfp8_tensor_cores(ctx.inputs.catalogue.document, model))
     return NodeSpec(gpu=gpu, gpus_per_node=plan.gpus_per_node,
                     nvlink_domain_gpus=int(server.get("nvlink_domain_gpus", plan.gpus_per_node)),
                     nic_gbps_per_gpu=compute.gbps_per_gpu, pointer=group.pointer)

@@ -57,8 +57,11 @@ class Throughput:
                        modelled_tokens_per_s_per_gpu_range=list(self.modelled.tokens_per_s_per_gpu_range),
                        modelled_mfu=self.modelled.mfu, modelled_mfu_peak_tflops=self.modelled.mfu_peak_tflops,
                        modelled_mfu_precision=self.modelled.mfu_precision, modelled_hfu=self.modelled.hfu,
+                       modelled_kernels=self.modelled.kernels,
                        claim_over_model=fraction_of(self.tokens_per_s_per_gpu,
                                                     self.modelled.tokens_per_s_per_gpu))
+            if self.modelled.fp8_recipe is not None:
+                out["modelled_fp8_recipe"] = self.modelled.fp8_recipe
         return out
 
 

@@ -34,6 +34,7 @@ class GpuSpec:
     sm_count: int | None = None  # streaming multiprocessors (they size the CUDA context's local memory)
     max_threads_per_sm: int | None = None
     blas_workspace_mib: float | None = None  # PyTorch's cuBLAS workspace on this architecture
+    mxfp8: bool = False  # Tensor Cores that run OCP MXFP8 block-scaled GEMMs (catalogue step_time.mxfp8_architectures)
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_GPU_FIGURES:

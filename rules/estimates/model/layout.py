@@ -32,7 +32,7 @@ class Layout:
 
     The degrees and the sharding size memory and communication (:func:`training_layout` builds them); the step-time
     model (rules/estimates/training_time/step_time.py) also reads the batch, the recompute, sequence parallelism,
-    FlashAttention and the precision, and refuses a layout without a batch
+    FlashAttention, the precision, the kernels and the fp8 recipe, and refuses a layout without a batch
     (``rules.estimates.training_time.step_time.require_step_layout``).
     """
 
@@ -53,6 +53,8 @@ class Layout:
     flash_attention: bool = False
     precision: str = "bf16-mixed"  # fp8-mixed: FP8 GEMMs, 16-bit activations, fp32 master state
     tensor_comm_overlap: bool = False  # tensor-parallel collectives overlapped with the GEMMs (TE --tp-comm-overlap)
+    kernels: str = "fused"  # who writes the memory-bound kernels: fused (Megatron/TE), compiled (Inductor) or eager
+    fp8_recipe: str = "delayed"  # the scaling of fp8-mixed GEMM inputs: delayed, current or mxfp8
 
     @property
     def model_parallel(self) -> int:
@@ -126,14 +128,15 @@ def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, ten
                     sharding: str = "ddp", shard_group: int | None = None, context: int = 1, *,
                     virtual_stages: int = 1, micro_batch: int | None = None, global_batch: int | None = None,
                     recompute: str = "none", sequence_parallel: bool = False, flash_attention: bool = False,
-                    precision: str = "bf16-mixed", tensor_comm_overlap: bool = False) -> Layout:
+                    precision: str = "bf16-mixed", tensor_comm_overlap: bool = False, kernels: str = "fused",
+                    fp8_recipe: str = "delayed") -> Layout:
     """Returns the layout of a job on ``gpus`` GPUs (all ``gpus_per_node × nodes_quoted`` when None).
 
     data_parallel = gpus / (tensor × pipeline × context) (Megatron-LM parallel_state; NotWholeReplicas when
     it does not divide, :func:`require_whole_replicas`); the nodes are the whole nodes the GPUs fill;
     fsdp-hybrid without a stated shard group shards over one node's data × context ranks
-    (:func:`hybrid_shard_group`). The batch, recompute, sequence parallelism, FlashAttention and precision are
-    carried as given.
+    (:func:`hybrid_shard_group`). The batch, recompute, sequence parallelism, FlashAttention, precision, overlap,
+    kernels and fp8 recipe are carried as given.
     """
     require_positive_int("gpus_per_node", gpus_per_node)
     if gpus is None:
@@ -144,7 +147,7 @@ def training_layout(gpus: int | None, gpus_per_node: int, nodes_quoted: int, ten
         shard_group = hybrid_shard_group(data_parallel * context, gpus_per_node, tensor)
     return Layout(gpus, gpus_per_node, math.ceil(gpus / gpus_per_node), tensor, pipeline, data_parallel, sharding,
                   shard_group if shard_group else None, context, virtual_stages, micro_batch, global_batch, recompute,
-                  sequence_parallel, flash_attention, precision, tensor_comm_overlap)
+                  sequence_parallel, flash_attention, precision, tensor_comm_overlap, kernels, fp8_recipe)
 
 
 def resized(layout: Layout, gpus: int) -> Layout:
@@ -178,4 +181,4 @@ def _varied(layout: Layout, gpus: int, nodes: int, data_parallel: int, sharding:
     return Layout(gpus, layout.gpus_per_node, nodes, layout.tensor, layout.pipeline, data_parallel, sharding,
                   shard_group, layout.context, layout.virtual_stages, layout.micro_batch, layout.global_batch,
                   layout.recompute, layout.sequence_parallel, layout.flash_attention, layout.precision,
-                  layout.tensor_comm_overlap)
+                  layout.tensor_comm_overlap, layout.kernels, layout.fp8_recipe)

@@ -38,6 +38,8 @@ from rules.estimates.memory.step_memory import (
 )
 from rules.estimates.memory.training_state import TrainingModelState
 from rules.estimates.model.layout import Layout, training_layout, with_sharding
+from rules.estimates.training_time.fp8_casts import FP8_RECIPES
+from rules.estimates.training_time.memory_bound import KERNEL_STYLES
 from rules.estimates.training_time.step_time import StageTime, StepTime, StepTimeModel
 from rules.estimates.training_time.transformer_work import RECOMPUTE_MODES, LayerSlice
 
@@ -56,6 +58,8 @@ class SearchSpace:
     precisions: tuple[str, ...] = ("bf16-mixed", "fp8-mixed")  # fp8-mixed only where the GPU has FP8
     flash_attention: bool = True
     tensor_comm_overlap: bool = False  # as the job runs it: a framework setting, not a degree the search varies
+    kernels: str = "fused"  # likewise: who writes the memory-bound kernels (fused, compiled, eager)
+    fp8_recipe: str = "delayed"  # likewise: the scaling recipe of the fp8-mixed layouts
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,9 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     require_positive_int("top_n", top_n)
     space = space or SearchSpace()
     _check_space(space)
-    precisions = [q for q in space.precisions if q != "fp8-mixed" or model.hardware.gpu.fp8_tflops is not None]
+    gpu = model.hardware.gpu  # fp8 where the GPU has FP8 Tensor Cores (MXFP8 ones for the mxfp8 recipe)
+    fp8 = gpu.fp8_tflops is not None and (space.fp8_recipe != "mxfp8" or gpu.mxfp8)
+    precisions = [q for q in space.precisions if q != "fp8-mixed" or fp8]
     memory_of = _CandidateMemory(memory, gpus, global_batch, space.flash_attention, precisions, space.sharding)
     searched = fitting = 0
     skipped: Counter[str] = Counter()
@@ -161,7 +167,8 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
         if part is None:
             part = parts[(b, t, c)] = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c,
                                                  sequence_parallel=t > 1, flash_attention=flash_attention,
-                                                 tensor_comm_overlap=space.tensor_comm_overlap and t > 1)
+                                                 tensor_comm_overlap=space.tensor_comm_overlap and t > 1,
+                                                 kernels=space.kernels, fp8_recipe=space.fp8_recipe)
         m = global_batch // (b * d)
         group = memory_of.group(t, p, c)
         for recompute in space.recompute:
@@ -185,7 +192,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                 used = sized.terms.fitting_bytes(activations)
                 layout = Layout(split.gpus, split.gpus_per_node, split.nodes, t, p, split.data_parallel, split.sharding,
                                 split.shard_group, c, v, b, global_batch, recompute, t > 1, flash_attention,
-                                precisions[k], space.tensor_comm_overlap)
+                                precisions[k], space.tensor_comm_overlap, space.kernels, space.fp8_recipe)
                 step = model.evaluate(layout, stage)
                 entry = (-_rounded(step.step_s), -(first + position), RankedLayout(layout, step, used))
                 if len(heap) < top_n:
@@ -199,13 +206,16 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
 
 
 def _check_space(space: SearchSpace) -> None:
-    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode is known."""
+    """Raise InconsistentInput unless every degree is a positive integer and every recompute mode, the kernels and the
+    fp8 recipe are known."""
     for name in ("tensor", "pipeline", "virtual_stages", "context", "micro_batch"):
         for degree in getattr(space, name):
             require_positive_int(name, degree)
     for recompute in space.recompute:
         require_choice("recompute", recompute, RECOMPUTE_MODES)
     require_bool("flash_attention", space.flash_attention)
+    require_choice("kernels", space.kernels, KERNEL_STYLES)
+    require_choice("fp8_recipe", space.fp8_recipe, FP8_RECIPES)
 
 
 def _rounded(step_s: float) -> float:

@@ -7,12 +7,16 @@ Large Transformer Models", arXiv 2205.05198). Per layer and micro-batch
 (``rules.estimates.training_time.kernel_rates``): every GEMM, forward and both backward GEMMs, at the GEMM sweep's
 rate for its (m, n, k) × the GPU's best matmul × the in-step fraction; FlashAttention at its measured forward +
 backward rate for the head dimension and sequence (without FlashAttention the score and context GEMMs at their
-shapes); memory-bound operators at the GPU's measured HBM bandwidth; a launch per kernel; tensor-parallel
+shapes); memory-bound operators at the GPU's measured HBM bandwidth, as the job's kernels build them
+(``workload.training.kernels``: fused, compiled or eager, ``rules.estimates.training_time.memory_bound``), with the
+casts of fp8 GEMM inputs under fp8-mixed (``workload.training.fp8_recipe``,
+``rules.estimates.training_time.fp8_casts``); a launch per kernel; tensor-parallel
 collectives on the NVLink domain, hidden behind the GEMMs when the job overlaps them
 (``parallelism.tensor_comm_overlap``). Per pipeline stage the sum over its layers (the last stage adds the output
 layer and loss); per step
 
     step = (m + (p − 1)/v) · stage + point-to-point sends + exposed data-parallel communication + optimizer
+           + fp8 weight casts (once per step, or per micro-batch when the weights are sharded)
 
 with m micro-batches per pipeline, p stages and v virtual stages (the 1F1B bubble is (p − 1)/(v·m) of the
 steady state, Narayanan et al. §2.2.1–2.2.2). Nothing overlaps except what is stated: data-parallel
@@ -36,9 +40,8 @@ et al. 2022 Appendix A do.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cache
-from typing import Final, NamedTuple
+from typing import Final
 
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_bool, require_choice, require_fraction, require_positive_int
@@ -53,7 +56,15 @@ from rules.estimates.model.hardware import NodeSpec
 from rules.estimates.model.layout import Layout
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.compute import training_flops_per_token
+from rules.estimates.training_time.fp8_casts import (
+    FP8_RECIPES,
+    layer_casts,
+    weight_casts,
+    weight_casts_per_step,
+)
 from rules.estimates.training_time.kernel_rates import attention_core_s
+from rules.estimates.training_time.memory_bound import KERNEL_STYLES
+from rules.estimates.training_time.step_results import StageTime, StepTime, StepTimeBreakdown
 from rules.estimates.training_time.step_time_figures import (
     TERA,
     Efficiencies,
@@ -69,7 +80,6 @@ from rules.estimates.training_time.transformer_work import (
     LayerSlice,
     check_shape,
     layer_gemms,
-    layer_kernels,
     layer_work,
     matrix_parameters,
     output_layer_work,
@@ -87,13 +97,15 @@ GIGA: Final = 1e9
 
 def require_step_layout(layout: Layout) -> None:
     """Raises InconsistentInput unless ``layout`` can be stepped: positive degrees and batch, known recompute,
-    sharding and precision, a global batch that splits into whole micro-batches per data-parallel rank, and
-    virtual stages only with a pipeline (interleaving splits pipeline stages)."""
+    sharding, precision, kernels and fp8 recipe, a global batch that splits into whole micro-batches per
+    data-parallel rank, and virtual stages only with a pipeline (interleaving splits pipeline stages)."""
     for name in ("micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data_parallel"):
         require_positive_int(name, getattr(layout, name))
     require_choice("recompute", layout.recompute, RECOMPUTE_MODES)
     require_choice("sharding", layout.sharding, SHARDINGS)
     require_choice("precision", layout.precision, PRECISIONS)
+    require_choice("kernels", layout.kernels, KERNEL_STYLES)
+    require_choice("fp8_recipe", layout.fp8_recipe, FP8_RECIPES)
     require_bool("sequence_parallel", layout.sequence_parallel)
     require_bool("flash_attention", layout.flash_attention)
     if layout.global_batch % (layout.micro_batch * layout.data_parallel):  # type: ignore[operator]
@@ -107,58 +119,7 @@ def layer_slice(layout: Layout, sequence_length: int) -> LayerSlice:
     """Returns one micro-batch's share of a transformer layer on one GPU of ``layout``."""
     return LayerSlice(sequence_length, layout.micro_batch, layout.tensor, layout.context,  # type: ignore[arg-type]
                       layout.sequence_parallel and layout.tensor > 1, layout.flash_attention,
-                      layout.tensor_comm_overlap and layout.tensor > 1)
-
-
-@dataclass(frozen=True)
-class StepTimeBreakdown:
-    """Seconds of one optimizer step by cause; they add up to the step time."""
-
-    compute_s: float  # GEMMs and attention matmuls of the steady state (m micro-batches on the slowest stage)
-    memory_bound_s: float  # layernorm, dropout, residual, softmax, activation, loss, and the kernel launches
-    tp_comm_s: float  # tensor-parallel all-reduces (or reduce-scatter + all-gather) not hidden behind the GEMMs
-    cp_comm_exposed_s: float  # K/V ring exchange not hidden behind attention
-    pp_bubble_s: float  # (p − 1)/v stage times of pipeline fill and drain
-    p2p_s: float  # activations and gradients sent between pipeline stages
-    dp_comm_exposed_s: float  # gradient/parameter collectives not hidden, plus the embedding sync
-    optimizer_s: float
-
-    @property
-    def total_s(self) -> float:
-        return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.cp_comm_exposed_s
-                + self.pp_bubble_s + self.p2p_s + self.dp_comm_exposed_s + self.optimizer_s)
-
-
-@dataclass(frozen=True)
-class StepTime:
-    """A modelled optimizer step: its time, where it goes, and the utilisation it implies."""
-
-    step_s: float
-    breakdown: StepTimeBreakdown
-    tokens_per_s_per_gpu: float
-    mfu: float  # model FLOPs (6N + 12·L·s·h per token) ÷ (GPUs × step × peak)
-    mfu_peak_tflops: float  # the dense peak MFU divides by
-    mfu_precision: str  # "bf16" or "fp8": which peak that is
-    hfu: float  # hardware FLOPs (recompute counted) ÷ the same
-    dp_comm_s: float  # data-parallel collectives before overlap
-    gemm_tflops: float  # the rate a layer's GEMMs run at on average, at the layout's precision
-    tokens_per_s_per_gpu_range: tuple[float, float]  # the rate × (1 + the calibration residuals' lowest, highest)
-
-
-class StageTime(NamedTuple):
-    """One micro-batch's forward + backward on the slowest pipeline stage, by cause.
-
-    Immutable, as a named tuple: the layout search models about 3,400 of them (a layer's and a stage's) for
-    each search, and a named tuple is built in under half the time of a frozen dataclass."""
-
-    compute_s: float
-    memory_s: float
-    tp_s: float
-    cp_exposed_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.compute_s + self.memory_s + self.tp_s + self.cp_exposed_s
+                      layout.tensor_comm_overlap and layout.tensor > 1, layout.kernels, layout.fp8_recipe)
 
 
 class StepTimeModel:
@@ -209,8 +170,9 @@ class StepTimeModel:
         frozen weights get no weight-gradient GEMMs (the data gradients still flow through them, as in PEFT's LoRA);
         its adapters' own GEMMs add 6 FLOPs per trainable parameter and token, at the forward GEMMs' average rate.
         The attention core as ``kernel_rates.attention_core_s``; the memory-bound operators' bytes at the HBM rate
-        plus one launch per kernel (``layer_kernels``); the tensor-parallel collectives, less the GEMM time they run
-        under when overlapped."""
+        plus one launch per kernel (``layer_work``, by ``part.kernels``), and under fp8-mixed the casts of the fp8
+        GEMMs' inputs and output gradients (``fp8_casts.layer_casts``); the tensor-parallel collectives, less the GEMM
+        time they run under when overlapped."""
         rates, eff, t, c = self._rates(precision), self.efficiencies, part.tensor, part.context
         gemm, flops_s = eff.gemm_sweep.seconds, rates.gemm_flops_s
         work = layer_work(self.shape, part, recompute)
@@ -237,7 +199,11 @@ class StepTimeModel:
         if c > 1:
             ring_gbs = rates.link_gbs if t * c <= rates.domain_gpus else rates.nic_busbw_gbs
             cp_exposed = max(0.0, work.cp_exchange_bytes / (ring_gbs * GIGA) - attention_s)
-        memory_s = work.memory_bytes / rates.hbm_bytes_s + layer_kernels(part, recompute) * eff.kernel_launch_s
+        memory_bytes, kernels = work.memory_bytes, work.kernels
+        if precision == "fp8-mixed":  # the casts of the fp8 GEMMs' inputs and output gradients (fp8_casts.py)
+            casts = layer_casts(gemms, part.fp8_recipe, recompute, weight_gradients=self.adapter_fraction is None)
+            memory_bytes, kernels = memory_bytes + casts.bytes, kernels + casts.kernels
+        memory_s = memory_bytes / rates.hbm_bytes_s + kernels * eff.kernel_launch_s
         layer = StageTime(compute_s=dense_s + attention_s, memory_s=memory_s, tp_s=tp, cp_exposed_s=cp_exposed)
         shape = self.shape
         rows, vocab = part.micro_batch * part.sequence_length / c, shape.vocab / t
@@ -251,16 +217,21 @@ class StepTimeModel:
     def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> StageTime:
         """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss."""
         layer, output, _ = self._per_layer(part, recompute, precision)
-        layers = math.ceil(self.shape.layers / (pipeline * virtual_stages)) * virtual_stages
+        layers = self._stage_layers(pipeline, virtual_stages)
         return StageTime(compute_s=layers * layer.compute_s + output.compute_s,
                       memory_s=layers * layer.memory_s + output.memory_s,
                       tp_s=layers * layer.tp_s, cp_exposed_s=layers * layer.cp_exposed_s)
 
+    def _stage_layers(self, pipeline: int, virtual_stages: int) -> int:
+        """Returns the layers of the slowest pipeline stage: ⌈L / (p·v)⌉ per virtual stage, v of them."""
+        return math.ceil(self.shape.layers / (pipeline * virtual_stages)) * virtual_stages
+
     def least_step_s(self, stage: StageTime, micro_batches: int, pipeline: int, virtual_stages: int) -> float:
         """Returns a lower bound of :meth:`evaluate`'s step of a layout whose stage is ``stage``: its m steady-state
-        stages and its (p − 1)/v bubble, without the sends, the exposed data-parallel collectives and the optimizer
-        step (none negative), less 2⁻⁴⁰ of it, far more than the rounding of either sum. The layout search skips a
-        layout whose bound is slower than the best it keeps (rules/estimates/search/layout_search.py)."""
+        stages and its (p − 1)/v bubble, without the sends, the exposed data-parallel collectives, the optimizer
+        step and the fp8 weight casts (none negative), less 2⁻⁴⁰ of it, far more than the rounding of either sum. The
+        layout search skips a layout whose bound is slower than the best it keeps
+        (rules/estimates/search/layout_search.py)."""
         return (micro_batches + (pipeline - 1) / virtual_stages) * stage.total_s * (1 - 2.0**-40)
 
     def _p2p_s(self, layout: Layout, rates: Rates) -> float:
@@ -329,6 +300,17 @@ class StepTimeModel:
             local /= layout.data_parallel * layout.context
         return local * ADAMW_BYTES_PER_PARAM / rates.hbm_bytes_s
 
+    def _fp8_weight_casts_s(self, layout: Layout, part: LayerSlice, rates: Rates) -> float:
+        """Return the casts of the slowest stage's layer weights to fp8 in one step (``fp8_casts.weight_casts``): once
+        when Transformer Engine caches them across the micro-batches, for each when they are sharded; none outside
+        fp8-mixed."""
+        if layout.precision != "fp8-mixed":
+            return 0.0
+        casts = weight_casts(layer_gemms(self.shape, part), layout.fp8_recipe)
+        count = weight_casts_per_step(layout.sharding, layout.micro_batches)
+        count *= self._stage_layers(layout.pipeline, layout.virtual_stages)
+        return count * (casts.bytes / rates.hbm_bytes_s + casts.kernels * self.efficiencies.kernel_launch_s)
+
     def check(self, layout: Layout) -> None:
         """Raise ValueError when ``layout`` cannot run this model (no batch, degrees that do not divide it, fp8
         without FP8): :func:`require_step_layout`, then the model's own limits."""
@@ -343,6 +325,9 @@ class StepTimeModel:
             raise InconsistentInput(f"pipeline × virtual_stages ({layout.pipeline * layout.virtual_stages}) exceeds "
                              f"layers ({shape.layers})")
         self.hardware.gpu.dense_tflops(layout.precision)
+        if layout.precision == "fp8-mixed" and layout.fp8_recipe == "mxfp8" and not self.hardware.gpu.mxfp8:
+            raise InconsistentInput(f"fp8_recipe mxfp8 needs MXFP8 Tensor Cores (Blackwell), which "
+                                    f"{self.hardware.gpu.model} lacks: use delayed or current scaling")
 
     def evaluate(self, layout: Layout, stage: StageTime | None = None) -> StepTime:
         """Return the modelled step time of ``layout`` (see ``step_time``).
@@ -358,7 +343,7 @@ class StepTimeModel:
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
         breakdown = StepTimeBreakdown(
             compute_s=m * stage.compute_s,
-            memory_bound_s=m * stage.memory_s,
+            memory_bound_s=m * stage.memory_s + self._fp8_weight_casts_s(layout, part, rates),
             tp_comm_s=m * stage.tp_s,
             cp_comm_exposed_s=m * stage.cp_exposed_s,
             pp_bubble_s=(layout.pipeline - 1) / layout.virtual_stages * stage.total_s,
@@ -382,6 +367,8 @@ class StepTimeModel:
             gemm_tflops=self._per_layer(part, layout.recompute, layout.precision)[2] / TERA,
             tokens_per_s_per_gpu_range=(tokens / step / layout.gpus * (1 + self.efficiencies.residual_band[0]),
                                         tokens / step / layout.gpus * (1 + self.efficiencies.residual_band[1])),
+            kernels=layout.kernels,
+            fp8_recipe=layout.fp8_recipe if layout.precision == "fp8-mixed" else None,
         )
 
 

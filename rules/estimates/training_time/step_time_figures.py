@@ -102,11 +102,19 @@ def hardware_from_catalogue(catalogue: Mapping[str, Any], server_model: str) -> 
     compute_gbps = sum(nic["count"] * nic["gbps"] for nic in server["nics"] if nic["purpose"] == "compute")
     return NodeSpec(
         gpu=GpuSpec(model=server["gpu_model"], bf16_tflops=gpu["bf16_tflops"], fp8_tflops=gpu["fp8_tflops"],
-                    hbm_tbs=gpu["hbm_tbs"], nvlink_gbs=gpu["nvlink_gbs"], pcie_gen=gpu["pcie_gen"]),
+                    hbm_tbs=gpu["hbm_tbs"], nvlink_gbs=gpu["nvlink_gbs"], pcie_gen=gpu["pcie_gen"],
+                    mxfp8=mxfp8_tensor_cores(catalogue, server["gpu_model"])),
         gpus_per_node=server["gpu_count"],
         nvlink_domain_gpus=server.get("nvlink_domain_gpus", server["gpu_count"]),
         nic_gbps_per_gpu=compute_gbps / server["gpu_count"],
     )
+
+
+def mxfp8_tensor_cores(catalogue: Mapping[str, Any], gpu_model: str | None) -> bool:
+    """Returns whether the catalogue's ``gpu_model`` has Tensor Cores that run MXFP8 (its architecture is one of
+    ``step_time.mxfp8_architectures``); False for a GPU the catalogue lacks."""
+    gpu = catalogue["gpus"].get(gpu_model) if gpu_model is not None else None
+    return gpu is not None and gpu["architecture"] in catalogue["step_time"]["mxfp8_architectures"]
 
 
 def efficiencies_from_data(catalogue: Mapping[str, Any], policy: Mapping[str, Any], gpu_model: str) -> Efficiencies:

@@ -13,7 +13,8 @@ Sources:
   forward; Korthikanti et al. 2022 §6 and Appendix A for the same count with recompute.
 - Memory-bound operators and their inputs/outputs: Korthikanti et al. 2022 §4.1 (the 34·s·b·h + 5·a·s²·b
   bytes of activations a layer touches), Megatron-LM's fused kernels (layernorm, bias-dropout-add,
-  bias-GeLU, scale-mask-softmax).
+  bias-GeLU, scale-mask-softmax), or TorchInductor's or eager PyTorch's kernels
+  (``rules.estimates.training_time.memory_bound``, by ``LayerSlice.kernels``).
 - Tensor-parallel collectives: Shoeybi et al. 2019 (arXiv 1909.08053) §3, two all-reduces forward and two
   backward per layer; with sequence parallelism Korthikanti et al. 2022 §4.2.2, all-gather + reduce-scatter
   in place of each all-reduce, and one more all-gather per block in the backward pass (the sequence-parallel
@@ -31,27 +32,16 @@ from typing import Final
 from rules.errors import InconsistentInput
 from rules.estimates._args import require_bool, require_choice, require_positive_int
 from rules.estimates.model.shapes import MLP_KINDS, ModelShape
+from rules.estimates.training_time.memory_bound import (
+    ACTIVATION_BYTES,
+    KERNEL_STYLES,
+    LOSS_BYTES_PER_LOGIT,
+    Regions,
+    memory_bound_work,
+)
 
 RECOMPUTE_MODES: Final = ("none", "selective", "full")
 
-ACTIVATION_BYTES: Final = 2  # 16-bit activations (bf16/fp16), also under fp8 GEMMs (Transformer Engine)
-MASK_BYTES: Final = 1  # Megatron-LM keeps dropout masks as uint8
-LOSS_BYTES: Final = 4  # vocab-parallel cross entropy works on fp32 logits
-# Bytes per element read and written by one fused memory-bound kernel, forward pass:
-_LAYERNORM_BYTES = 2 * ACTIVATION_BYTES  # read x, write y
-_RESIDUAL_BYTES = 3 * ACTIVATION_BYTES  # bias-dropout-add: read x and residual, write y
-_GELU_BYTES = 2 * ACTIVATION_BYTES  # bias-GeLU: read x, write y
-_SWIGLU_BYTES = 3 * ACTIVATION_BYTES  # read gate and up, write their product
-_SOFTMAX_BYTES = 2 * ACTIVATION_BYTES  # scale-mask-softmax: read scores, write probabilities
-_DROPOUT_BYTES = 2 * ACTIVATION_BYTES  # read x, write y (the mask is added separately)
-# Cross entropy over the logits: forward reads the logits twice (max, then exp-sum) and writes fp32
-# probabilities; backward reads them and writes the gradient.
-_LOSS_PASSES_FORWARD = 3
-_LOSS_PASSES_BACKWARD = 2
-# An elementwise backward kernel reads the saved input and the incoming gradient and writes the input
-# gradient (softmax and layernorm backward also read their saved output): about twice the forward's
-# read-one-write-one traffic.
-BACKWARD_MEMORY_FACTOR: Final = 2.0
 BACKWARD_GEMM_FACTOR: Final = 2.0  # weight and input gradients (Narayanan et al. 2021 §5.1)
 FLASH_BACKWARD_FACTOR: Final = 2.5  # FlashAttention-2 §3.1: 5 matmuls backward against 2 forward
 FLASH_CAUSAL_FRACTION: Final = 0.5  # blocks above the diagonal are skipped
@@ -102,8 +92,8 @@ def matrix_parameters(shape: ModelShape) -> float:
 
 @dataclass(frozen=True)
 class LayerSlice:
-    """How one layer is cut for one GPU: the micro-batch and its sequences, tensor and context degree, sequence
-    parallelism."""
+    """How one layer is cut for one GPU (the micro-batch and its sequences, tensor and context degree, sequence
+    parallelism) and how the framework runs it (FlashAttention, overlap, kernels, fp8 recipe)."""
 
     sequence_length: int  # tokens per sequence: the job's batch, not the model's shape
     micro_batch: int
@@ -112,6 +102,8 @@ class LayerSlice:
     sequence_parallel: bool = False
     flash_attention: bool = False
     tensor_comm_overlap: bool = False  # the tensor-parallel collectives run under the GEMMs (TE userbuffers)
+    kernels: str = "fused"  # who writes the memory-bound kernels: fused, compiled or eager (memory_bound.py)
+    fp8_recipe: str = "delayed"  # how fp8-mixed GEMM inputs are scaled: delayed, current or mxfp8 (fp8_casts.py)
 
 
 @dataclass(frozen=True)
@@ -122,27 +114,21 @@ class LayerWork:
     dense_bytes: float  # HBM traffic of those GEMMs: weights read, inputs read, outputs written
     attention_flops: float  # scores and context matmuls as executed (bf16; FlashAttention's causal half)
     memory_bytes: float  # HBM traffic of the memory-bound operators
+    kernels: int  # kernel launches: GEMMs, attention, memory-bound operators, tensor-parallel collectives
     tp_collectives: tuple[tuple[str, float], ...]  # (kind, full buffer bytes) per collective, in order
     cp_exchange_bytes: float  # K/V (and their gradients) sent around the context-parallel ring
     recompute_dense_flops: float  # the part of dense_flops spent recomputing (hardware, not model FLOPs)
 
 
-def _memory_bytes_forward(shape: ModelShape, part: LayerSlice) -> tuple[float, float]:
-    """Return (bytes outside the attention core, bytes of the attention core) of one forward pass."""
+def layer_regions(shape: ModelShape, part: LayerSlice) -> Regions:
+    """Returns the elements each memory-bound operator of one layer runs over, one micro-batch on one GPU."""
     s, b, t, c = part.sequence_length, part.micro_batch, part.tensor, part.context
     tokens = b * s / c
-    replicated = tokens * shape.hidden / (t if part.sequence_parallel else 1)  # norm/residual region
-    mlp_width = tokens * shape.ffn_hidden_size / t
-    per_residual = _RESIDUAL_BYTES + (MASK_BYTES if shape.dropout else 0)
-    outside = 2 * _LAYERNORM_BYTES * replicated + 2 * per_residual * replicated
-    outside += (_SWIGLU_BYTES if shape.mlp == "swiglu" else _GELU_BYTES) * mlp_width
-    if part.flash_attention:
-        return outside, 0.0
-    scores = shape.heads / t * b * s * (s / c)
-    core = _SOFTMAX_BYTES * scores
-    if shape.dropout:
-        core += (_DROPOUT_BYTES + MASK_BYTES) * scores
-    return outside, core
+    query = tokens * shape.hidden / t
+    key_value = tokens * shape.kv_head_count * _head_dim(shape) / min(t, shape.kv_head_count)
+    # positional, in Regions' order (hidden, gathered, query, key_value, rotary, mlp, scores): the search builds many
+    return Regions(tokens * shape.hidden / (t if part.sequence_parallel else 1), tokens * shape.hidden, query,
+                   key_value, query + key_value, tokens * shape.ffn_hidden_size / t, shape.heads / t * b * s * (s / c))
 
 
 def _tp_collectives(bytes_per_buffer: float, part: LayerSlice, recompute: str) -> tuple[tuple[str, float], ...]:
@@ -165,9 +151,11 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     forward again (Korthikanti et al. 2022 §5, HFU 96·b·s·l·h²). Attention matmuls: 4·b·s·(s/c)·h/t forward
     (every query of the GPU's s/c tokens against all s keys), twice that backward, plus one more forward
     with selective or full recompute (§4.2.2); FlashAttention instead skips the causal half and does 2.5×
-    the forward in its backward, so selective recompute adds nothing. Memory traffic: the fused
+    the forward in its backward, so selective recompute adds nothing. Memory traffic and kernels: the
+    memory-bound operators of ``part.kernels`` (rules.estimates.training_time.memory_bound; fused: the
     layernorm, bias-dropout-add, activation, softmax and attention-dropout kernels, backward twice the
-    forward, recomputed forwards again; sequence parallelism splits the norm/residual region over t.
+    forward), recomputed forwards again; sequence parallelism splits the norm/residual region over t; one
+    launch per GEMM, attention kernel and tensor-parallel collective besides (catalogue ``kernel_launch_us``).
     Tensor-parallel collectives carry s·b·h/c activations of 2 bytes each. ``dense_bytes`` is the GEMMs'
     own HBM traffic (16-bit weights and activations), for a roofline when a GPU holds few tokens.
     """
@@ -192,14 +180,10 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
     gemm_bytes_forward = (layer_matrix_parameters(shape) / t + tokens * sum(widths)) * ACTIVATION_BYTES
     passes = 1 + BACKWARD_GEMM_FACTOR + (1 if recompute == "full" else 0)
 
-    outside, core = _memory_bytes_forward(shape, part)
-    memory = (outside + core) * (1 + BACKWARD_MEMORY_FACTOR)
-    if recompute == "full":
-        memory += outside + core
-    elif recompute == "selective":
-        memory += core
-
+    require_choice("kernels", part.kernels, KERNEL_STYLES)
+    memory_bound = memory_bound_work(shape, part.kernels, layer_regions(shape, part), recompute, part.flash_attention)
     buffer = tokens * shape.hidden * ACTIVATION_BYTES
+    collectives = _tp_collectives(buffer, part, recompute)
     kv_bytes = 2 * tokens * shape.kv_head_count * _head_dim(shape) / min(t, shape.kv_head_count) * ACTIVATION_BYTES
     # Ring attention: each of c−1 steps passes the K/V block on; backward passes K/V and their gradients.
     exchange = (c - 1) * kv_bytes * (1 + 2) if c > 1 else 0.0
@@ -207,8 +191,9 @@ def layer_work(shape: ModelShape, part: LayerSlice, recompute: str) -> LayerWork
         dense_flops=dense,
         dense_bytes=gemm_bytes_forward * passes,
         attention_flops=attention,
-        memory_bytes=memory,
-        tp_collectives=_tp_collectives(buffer, part, recompute),
+        memory_bytes=memory_bound.bytes,
+        kernels=memory_bound.kernels + len(collectives),
+        tp_collectives=collectives,
         cp_exchange_bytes=exchange,
         recompute_dense_flops=recompute_dense,
     )
@@ -229,29 +214,6 @@ def layer_gemms(shape: ModelShape, part: LayerSlice) -> tuple[tuple[float, float
     return ((tokens, qkv, h), (tokens, h, h / t), (tokens, (_mlp_matrices(shape) - 1) * f / t, h), (tokens, h, f / t))
 
 
-# Kernels of one layer and micro-batch as Megatron-Core with Transformer Engine's fused kernels launches them.
-# Forward: layernorm, QKV, projection, bias-dropout-add, layernorm, MLP up, activation, MLP down, bias-dropout-add;
-# backward: a data- and a weight-gradient GEMM for each of the four GEMMs and the five elementwise backward kernels.
-_FORWARD_KERNELS: Final = 9
-_BACKWARD_KERNELS: Final = 13
-# Attention core: one FlashAttention kernel each way; without it the scores GEMM, the fused scale-mask-softmax
-# (with its dropout) and the context GEMM forward, and two GEMMs for each of those and the softmax backward.
-_ATTENTION_KERNELS: Final = {True: (1, 1), False: (3, 5)}
-
-
-def layer_kernels(part: LayerSlice, recompute: str) -> int:
-    """Return the kernels one layer launches for one micro-batch, forward + backward (+ the recomputed forward), the
-    tensor-parallel collectives included; each costs a launch (catalogue ``step_time.kernel_launch_us``)."""
-    attention_forward, attention_backward = _ATTENTION_KERNELS[part.flash_attention]
-    forward = _FORWARD_KERNELS + attention_forward
-    kernels = forward + _BACKWARD_KERNELS + attention_backward + len(_tp_collectives(1.0, part, recompute))
-    if recompute == "full":
-        kernels += forward
-    elif recompute == "selective" and not part.flash_attention:
-        kernels += attention_forward
-    return kernels
-
-
 @dataclass(frozen=True)
 class OutputLayerWork:
     """The last pipeline stage's output layer and loss, one micro-batch, forward and backward."""
@@ -264,11 +226,12 @@ def output_layer_work(shape: ModelShape, part: LayerSlice) -> OutputLayerWork:
     """Return the logits GEMM FLOPs (2·s·b·h·V/t forward, 3× with backward) and the cross-entropy traffic.
 
     Narayanan et al. 2021 (arXiv 2104.04473) eq. 3 counts the logit layer as 6·s·b·h·V per step; the
-    vocab-parallel cross entropy (Megatron-LM) reads and writes the s·b·V/t fp32 logits a few times.
+    cross entropy reads and writes the s·b·V/t logits a few times, as ``part.kernels`` builds it
+    (``memory_bound.LOSS_BYTES_PER_LOGIT``: Megatron-LM's vocab-parallel cross entropy over fp32 logits when fused).
     The output layer is never recomputed.
     """
     tokens = part.micro_batch * part.sequence_length / part.context
     logits = tokens * shape.vocab / part.tensor
     flops = 2 * tokens * shape.hidden * shape.vocab / part.tensor * (1 + BACKWARD_GEMM_FACTOR)
-    memory = logits * LOSS_BYTES * (_LOSS_PASSES_FORWARD + _LOSS_PASSES_BACKWARD)
+    memory = logits * LOSS_BYTES_PER_LOGIT[part.kernels]
     return OutputLayerWork(flops=flops, memory_bytes=memory)
