@@ -36,6 +36,7 @@ class FigureFrom:
     MEASURED = "measured"
     NAMEPLATE_MAXIMUM = "nameplate maximum"
     MEASURED_SUSTAINED_DRAW = "measured sustained draw"
+    TYPICAL_SUSTAINED_SHARE = "typical sustained share of nameplate"  # policy cost.sustained_power_fraction
     RESTORE_TEST = "restore test"
     SUBMISSION = "submission"
     POLICY_DEFAULT = "policy default"

@@ -249,8 +249,12 @@ def test_a_modelled_16_bit_schedule_that_misses_is_offered_fp8_as_a_numerics_dec
     assert "numerics decision" in fp8[0]["changes"][0]
     assert [d.split(":")[0] for d in fp8[0]["decisions"]] == ["numerics"]
     assert all(not r["decisions"] for r in others)
-    # and it ranks after the remedies that leave the numerics alone, though it adds nothing to the quote
-    assert others and fp8[0]["added_cost"] == 0 < min(r["added_cost"] for r in others)
+    # and it ranks after the remedies that leave the numerics alone, though it adds nothing to the quote (the
+    # example is priced in EUR, its full cost per run told in EUR: the ranking basis is the cost per run, which the
+    # shorter fp8 run lowers)
+    assert found["cost_basis"] == "cost_per_run"
+    assert others and fp8[0]["priced_cost"] == 0 < min(r["priced_cost"] for r in others)
+    assert fp8[0]["added_cost"] < 0
     assert found["remedies"].index(fp8[0]) > max(found["remedies"].index(r) for r in others)
 
 
@@ -281,8 +285,13 @@ def test_a_run_that_needs_most_of_its_window_is_offered_more_nodes_of_the_quoted
     assert group["server_model"] == "DGX-H100" and group["count"] == 32
     assert patched["workload"]["training"]["global_batch"] % (group["count"] * 8) == 0
     # priced at the group's unit price, and it passes when applied
-    assert nodes[0]["added_cost"] == (32 - 16) * 289000
+    assert nodes[0]["priced_cost"] == (32 - 16) * 289000
     record = evaluate(patched)
+    # ranked by what it adds to the full cost per run (in the quote's EUR): the patched run's less the original's
+    assert found["cost_basis"] == "cost_per_run"
+    cost_per_run = [next(c for c in r["checks"] if c["id"] == "time-to-result")["evidence"]["cost_per_run"]
+                    for r in (evaluate(document), record)]
+    assert nodes[0]["added_cost"] == pytest.approx(cost_per_run[1] - cost_per_run[0])
     assert record["verdict"] == nodes[0]["verdict"] == "pass"
 
 

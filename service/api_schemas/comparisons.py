@@ -80,7 +80,8 @@ COMPARISON_ROW: dict[str, Any] = {
         "gpus_needed_reason": {**_NULLABLE_TEXT, "description": "why no GPU count is advised (none fits memory); "
                                                                "null when `gpus_needed` is given"},
         "currency": _NULLABLE_TEXT, "quote_total": _NUMBER_OR_NULL,
-        "cost_per_run_day": {**_NUMBER_OR_NULL, "description": "quote total / expected days (capital only)"},
+        "cost_per_run_day": {**_NUMBER_OR_NULL, "description": (
+            "time-to-result's cost_per_day: the full cost of owning the quote per run day, in its currency")},
     },
 }
 

@@ -1,8 +1,11 @@
 """The cost figures in the record: time-to-result's full cost and rented run, inference-capacity's serving cost.
 
-Each figure is checked against a hand calculation from the default policy's rates (rules/data/policy.default.json:
-5-year amortisation, 0.0806 per kWh, PUE 1.56, 184.06 per kW-month, support 12 % a year, H100 on-demand 12.29
-per GPU-hour) and the quoted hardware (DGX H100: 10.2 kW nameplate maximum, 8 GPUs).
+Each figure is checked against a hand calculation from the default policy's cited rates (rules/data/
+policy.default.json: 5-year amortisation, USD 0.0806 per kWh, PUE 1.56, USD 184.06 per kW-month, support 12 % a
+year, H100 on-demand USD 12.29 per GPU-hour), the quoted hardware (DGX H100: 10.2 kW nameplate maximum, 8 GPUs),
+the typical sustained draw of an H100 node under training, 76 % of its 10.2 kW rating (Newkirk et al.,
+arXiv:2506.14551, 2025), and, for a quote in euros, the ECB's euro reference rate of 14 March 2025,
+1 EUR = 1.0889 USD.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests/checks/time_to_result/pass_2x_dgx_h100_llama2_7b_finetune_6b_tokens.json"
 USD = {"quote": {"currency": "USD"}}
 DAYS_PER_MONTH = 365 / 12
+SUSTAINED = 0.76  # Newkirk et al. 2025: H100 HGX nodes under computationally intensive training, 76 % of 10.2 kW
+USD_PER_EUR = 1.0889  # ECB euro foreign exchange reference rate, 14 March 2025
 
 
 def _check(document: dict[str, Any], check_id: str) -> dict[str, Any]:
@@ -37,18 +42,44 @@ def test_cost_components_of_two_dgx_h100_by_hand():
     result = _timing(USD)
     e = result["evidence"]
     days = e["run_days"]
+    # 2 nodes × 10.2 kW nameplate, drawing 76 % of it under training: 15.504 kW
+    kw = 2 * 10.2 * SUSTAINED
 
-    assert e["quote_total"] == 578_000 and e["power_kw"] == pytest.approx(20.4)
+    assert e["quote_total"] == 578_000 and e["power_nameplate_kw"] == pytest.approx(20.4)
+    assert e["power_kw"] == pytest.approx(15.504) == pytest.approx(kw)
+    assert e["power_basis"] == "typical sustained share of nameplate" and e["sustained_power_fraction"] == SUSTAINED
     assert e["cost_capital"] == pytest.approx(578_000 * days / (5 * 365))
-    assert e["energy_kwh"] == pytest.approx(20.4 * 1.56 * 24 * days)
-    assert e["cost_power"] == pytest.approx(20.4 * 1.56 * 0.0806 * 24 * days)
-    assert e["cost_facility"] == pytest.approx(20.4 * 184.06 * days / DAYS_PER_MONTH)
+    assert e["energy_kwh"] == pytest.approx(kw * 1.56 * 24 * days)
+    assert e["cost_power"] == pytest.approx(kw * 1.56 * 0.0806 * 24 * days)
+    assert e["cost_facility"] == pytest.approx(kw * 184.06 * days / DAYS_PER_MONTH)
     assert e["cost_support"] == pytest.approx(578_000 * 0.12 * days / 365)
     parts = e["cost_capital"] + e["cost_power"] + e["cost_facility"] + e["cost_support"]
     assert e["cost_per_run"] == pytest.approx(parts)
     assert e["cost_per_day"] == pytest.approx(parts / days)
     assert e["cost_per_million_tokens"] == pytest.approx(parts / 6_000)  # 6e9 tokens
+    assert e["cost_currency"] == e["cost_rates_currency"] == "USD" and e["exchange_rate"] is None
     assert "full cost per run USD " in result["message"] and "capital only" not in result["message"]
+
+
+def test_a_measured_sustained_draw_replaces_the_typical_share():
+    # Given 7.8 kW measured per node under training (measurements.power)
+    e = _timing({**USD, "measurements": {"power": {"sustained_w_per_node": 7_800}}})["evidence"]
+
+    # Then the power is charged on the measured draw, not on a share of the nameplate
+    assert e["power_basis"] == "measured sustained draw" and e["sustained_power_fraction"] is None
+    assert e["power_kw"] == pytest.approx(2 * 7.8)
+    assert e["cost_power"] == pytest.approx(2 * 7.8 * 1.56 * 0.0806 * 24 * e["run_days"])
+
+
+def test_without_a_sustained_share_the_nameplate_maximum_is_charged():
+    policy_document = json.loads((ROOT / "rules/data/policy.default.json").read_text())
+    policy_document["cost"]["sustained_power_fraction"]["value"] = None
+    policy = parse_policy(json.dumps(policy_document).encode(), "test:nameplate")
+
+    e = next(c for c in evaluate(merge_patch(load_fixture(FIXTURE), USD), policy)["checks"]
+             if c["id"] == "time-to-result")["evidence"]
+
+    assert e["power_basis"] == "nameplate maximum" and e["power_kw"] == pytest.approx(20.4)
 
 
 def test_rent_instead_names_the_break_even_utilisation():
@@ -80,15 +111,56 @@ def test_doubling_the_nodes_holds_the_cost_per_run_as_the_time_about_halves():
     assert time_ratio == pytest.approx(1, abs=0.05)
 
 
-def test_a_quote_in_another_currency_is_not_compared():
-    result = _timing({})  # the base quote is in EUR, the policy in USD
+def test_a_quote_in_euros_is_costed_in_euros_at_the_ecb_reference_rate():
+    result = _timing({})  # the base quote is in EUR, the policy's rates in USD
     e = result["evidence"]
+    days, kw = e["run_days"], 2 * 10.2 * SUSTAINED
+    # The policy's rates in euros at 1.0889 USD per EUR: USD 0.0806/kWh is EUR 0.07402/kWh, USD 184.06 per
+    # kW-month is EUR 169.03, the H100's USD 12.29 per GPU-hour on demand is EUR 11.287
+    assert 0.0806 / USD_PER_EUR == pytest.approx(0.074019, abs=1e-6)
+    assert 184.06 / USD_PER_EUR == pytest.approx(169.033, abs=1e-3)
+    assert 12.29 / USD_PER_EUR == pytest.approx(11.2866, abs=1e-4)
 
-    assert e["cost_comparable"] is False and e["cost_per_run"] is None and e["break_even_utilisation"] is None
-    assert "priced in EUR and the policy's rates in USD" in result["message"]
-    assert "no currency is converted" in result["message"]
-    # the rented run is in the policy's currency and still shown
-    assert e["rent_cost_per_run"]["on_demand"] == pytest.approx(16 * e["run_days"] * 24 * 12.29)
+    # Then every cost figure is in the quote's EUR, and the record says which rate of which day converted what
+    assert e["cost_currency"] == "EUR" and e["cost_rates_currency"] == "USD" and e["cost_comparable"] is True
+    assert (e["exchange_rate"], e["exchange_rate_unit"], e["exchange_rate_as_of"]) == (
+        USD_PER_EUR, "USD per EUR", "2025-03-14")
+    assert "European Central Bank" in e["exchange_rate_source"]
+    assert set(e["exchange_rate_converts"]) == {"cost_power", "cost_facility", "electricity_per_kwh",
+                                                "rent_cost_per_run"}
+    # the quote's own amounts need no rate: EUR 578,000 amortised, and its support
+    assert e["cost_capital"] == pytest.approx(578_000 * days / (5 * 365))
+    assert e["cost_support"] == pytest.approx(578_000 * 0.12 * days / 365)
+    # the policy's rates converted
+    assert e["electricity_per_kwh"] == pytest.approx(0.0806 / USD_PER_EUR)
+    assert e["cost_power"] == pytest.approx(kw * 1.56 * 24 * days * 0.0806 / USD_PER_EUR)
+    assert e["cost_facility"] == pytest.approx(kw * 184.06 / USD_PER_EUR * days / DAYS_PER_MONTH)
+    assert e["cost_per_run"] == pytest.approx(e["cost_capital"] + e["cost_power"] + e["cost_facility"]
+                                              + e["cost_support"])
+    assert e["rent_cost_per_run"]["on_demand"] == pytest.approx(16 * days * 24 * 12.29 / USD_PER_EUR)
+    assert e["break_even_utilisation"] == pytest.approx(e["cost_per_gpu_hour"] / (12.29 / USD_PER_EUR))
+    assert "full cost per run EUR " in result["message"] and "1.0889 USD per EUR" in result["message"]
+
+
+def test_without_a_rate_for_its_currency_a_quote_keeps_its_capital_and_support_and_says_why_the_rest_is_missing():
+    # Given a policy with no reference rate for the euro
+    policy_document = json.loads((ROOT / "rules/data/policy.default.json").read_text())
+    policy_document["cost"]["exchange_rates"] = {}
+    policy = parse_policy(json.dumps(policy_document).encode(), "test:no-rates")
+
+    result = next(c for c in evaluate(load_fixture(FIXTURE), policy)["checks"] if c["id"] == "time-to-result")
+    e = result["evidence"]
+    days = e["run_days"]
+
+    # Then capital and support are still costed, in the quote's EUR ...
+    assert e["cost_currency"] == "EUR" and e["exchange_rate"] is None
+    assert e["cost_capital"] == pytest.approx(578_000 * days / (5 * 365))
+    assert e["cost_support"] == pytest.approx(578_000 * 0.12 * days / 365)
+    # ... while power, facility, the full cost and the rented run are left out, saying why
+    assert e["cost_power"] is e["cost_facility"] is e["cost_per_run"] is e["break_even_utilisation"] is None
+    assert e["cost_comparable"] is False and all(v is None for v in e["rent_cost_per_run"].values())
+    assert "no USD per EUR reference rate" in e["cost_problem"]
+    assert "no USD per EUR reference rate" in result["message"] and "capital EUR " in result["message"]
 
 
 def test_not_shared_means_no_queue_wait():
@@ -98,16 +170,28 @@ def test_not_shared_means_no_queue_wait():
 
 def test_serving_cost_per_million_tokens_of_the_l40s_example_by_hand():
     # examples/l40s-8b-serving.json priced in USD: 2 servers at 98,500 + 2 PDUs at 2,400 = 201,800; 2 × 5 kW
+    # nameplate, drawing the typical 76 % of it
     document = merge_patch(json.loads((ROOT / "examples/l40s-8b-serving.json").read_text()), USD)
     e = _check(document, "inference-capacity")["evidence"]
 
-    per_day = (201_800 / (5 * 365) + 10 * 1.56 * 0.0806 * 24 + 10 * 184.06 / DAYS_PER_MONTH
+    kw = 10 * SUSTAINED
+    per_day = (201_800 / (5 * 365) + kw * 1.56 * 0.0806 * 24 + kw * 184.06 / DAYS_PER_MONTH
                + 201_800 * 0.12 / 365)
     assert e["serving_cost_basis"] == "the whole quote"
     assert e["serving_cost_per_day"] == pytest.approx(per_day)
     # 6 rps × 256 output tokens × 86,400 s a day
     assert e["served_tokens_per_day"] == pytest.approx(6 * 256 * 86_400)
     assert e["cost_per_million_tokens_served"] == pytest.approx(per_day / (6 * 256 * 86_400 / 1e6))
+
+
+def test_the_l40s_example_in_euros_is_served_at_a_cost_in_euros():
+    e = _check(json.loads((ROOT / "examples/l40s-8b-serving.json").read_text()), "inference-capacity")["evidence"]
+
+    kw = 10 * SUSTAINED
+    per_day = (201_800 / (5 * 365) + kw * 1.56 * 24 * 0.0806 / USD_PER_EUR
+               + kw * 184.06 / USD_PER_EUR / DAYS_PER_MONTH + 201_800 * 0.12 / 365)
+    assert e["cost_currency"] == "EUR" and e["exchange_rate"] == USD_PER_EUR
+    assert e["serving_cost_per_day"] == pytest.approx(per_day)
 
 
 def test_a_policy_may_charge_the_facility_per_rack_month():
@@ -123,3 +207,57 @@ def test_a_policy_may_charge_the_facility_per_rack_month():
     # Then the facility is 1 rack × 2,500 × run days / (365 / 12)
     assert e["facility_basis"] == "rack_month"
     assert e["cost_facility"] == pytest.approx(2_500 * e["run_days"] / DAYS_PER_MONTH)
+
+
+def test_the_eur_example_costs_its_run_in_euros():
+    # examples/dgx-h100-70b-finetune.json: 16 DGX H100 (10.2 kW nameplate each) quoted in EUR, its line items
+    # 16 × 289,000 + 8 × 31,000 = EUR 4,872,000
+    document = json.loads((ROOT / "examples/dgx-h100-70b-finetune.json").read_text())
+    result = _check(document, "time-to-result")
+    e = result["evidence"]
+    days, capital, kw = e["run_days"], 16 * 289_000 + 8 * 31_000, 16 * 10.2 * SUSTAINED
+
+    # The cost per run, recomputed from the inputs: capital and support in EUR as quoted, power and facility
+    # from the policy's USD rates at 1.0889 USD per EUR (ECB, 14 March 2025)
+    expected = (capital * days / (5 * 365)  # straight-line over 5 years
+                + kw * 1.56 * 24 * days * 0.0806 / USD_PER_EUR  # energy × PUE × EUR per kWh
+                + kw * 184.06 / USD_PER_EUR * days / DAYS_PER_MONTH  # facility per kW-month
+                + capital * 0.12 * days / 365)  # support, 12 % a year
+    assert e["quote_total"] == capital == 4_872_000
+    assert e["cost_currency"] == "EUR" and e["cost_per_run"] == pytest.approx(expected)
+    assert e["cost_per_run"] == pytest.approx(12_583, abs=1)  # at the modelled 2.37 days
+    assert "full cost per run EUR 12,583" in result["message"]
+
+
+def test_the_h200_example_reports_its_break_even_utilisation_against_the_aws_on_demand_rate():
+    # examples/h200-128node-pretraining.json: 132 DGX H200 (128 training, 4 serving; 10.2 kW nameplate each, 8 GPUs)
+    # quoted in USD at 132 × 385,000 + 48 × 31,000 + 8 × 410,000 = USD 55,588,000
+    e = _check(json.loads((ROOT / "examples/h200-128node-pretraining.json").read_text()), "time-to-result")["evidence"]
+    capital, kw, gpus = 55_588_000, 132 * 10.2 * SUSTAINED, 132 * 8
+
+    # Owned per day: capital / (5 × 365) + energy + facility + support, then per GPU-hour at full use
+    per_day = (capital / (5 * 365) + kw * 1.56 * 24 * 0.0806 + kw * 184.06 / DAYS_PER_MONTH + capital * 0.12 / 365)
+    per_gpu_hour = per_day / (gpus * 24)
+    # AWS p5en.48xlarge (8 × H200) On-Demand, US East: $84.80/h, $10.60 per GPU-hour
+    on_demand = 84.80 / 8
+    assert e["rent_rates_per_gpu_hour"]["on_demand"] == pytest.approx(10.60)
+    assert e["cost_per_day"] == pytest.approx(per_day)
+    assert e["cost_per_gpu_hour"] == pytest.approx(per_gpu_hour)
+    assert e["break_even_utilisation"] == pytest.approx(per_gpu_hour / on_demand)
+    assert e["break_even_utilisation"] == pytest.approx(0.216, abs=0.001)
+
+
+def test_every_catalogue_gpu_has_an_on_demand_rate_or_says_why_not():
+    catalogue = json.loads((ROOT / "rules/data/catalogue.json").read_text())
+    rates = json.loads((ROOT / "rules/data/policy.default.json").read_text())["cost"]["rental_per_gpu_hour"]
+
+    # Rates are keyed by the catalogue's GPU model id, and every GPU has one
+    assert set(catalogue["gpus"]) <= set(rates)
+    for gpu in catalogue["gpus"]:
+        on_demand = rates[gpu]["on_demand"]
+        assert on_demand["value"] is None or on_demand["value"] > 0, gpu
+        for kind in rates[gpu].values():
+            # each rate cited and dated; a null one says why there is none
+            assert kind["source"] and kind["as_of"], gpu
+            if kind["value"] is None:
+                assert "no " in kind["source"], gpu

@@ -4,7 +4,7 @@ import pytest
 
 from parsers import csv_series
 from rules.errors import InconsistentInput
-from rules.estimates.power_cost.power import NodeReadings, sustained_draw
+from rules.estimates.power_cost.power import NodeReadings, sustained_draw, typical_sustained_w
 
 # Two nodes read once a minute for 20 minutes; dgx-01 has one 9.8 kW spike (a checkpoint write, say).
 DGX_01 = [7310, 7420, 7480, 7390, 7510, 7550, 7440, 7600, 7380, 7460, 7530, 7490, 7570, 7410, 9800, 7500, 7450,
@@ -40,3 +40,11 @@ def test_no_readings_and_an_unknown_statistic_are_refused():
         sustained_draw([], "p95")
     with pytest.raises(InconsistentInput, match="statistic"):
         sustained_draw(readings(), "max")
+
+
+def test_the_typical_sustained_draw_of_a_dgx_h100_under_training_is_76_percent_of_its_10_2_kw():
+    # Newkirk et al., arXiv:2506.14551 (2025): H100 HGX nodes under computationally intensive training draw 76 % of
+    # the 10.2 kW rating, 7,752 W
+    assert typical_sustained_w(10_200.0, 0.76) == pytest.approx(7_752.0)
+    with pytest.raises(InconsistentInput, match="sustained_fraction"):
+        typical_sustained_w(10_200.0, 1.2)

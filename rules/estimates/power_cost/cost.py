@@ -6,10 +6,11 @@ Model (a straight-line total cost of ownership, every rate from the policy's ``c
   (amortisation years × 365). Straight-line depreciation charges the cost evenly over the useful life
   (IRS Publication 946, "How To Depreciate Property", ch. 4, the straight line method; IAS 16 ¶62).
 - **power**: the hardware's IT draw in kW × PUE × price per kWh × hours. The draw is what rack-power uses
-  (:func:`rules.estimates.power_cost.power.rack_draw_kw`): the measured sustained watts per node where
-  measurements.power gives them, else the nameplate maximum, an upper bound. PUE = total facility energy /
-  IT energy (The Green Grid, White Paper #49, "PUE: A Comprehensive Examination of the Metric", 2012), so
-  the facility's cooling and losses are paid at the same price per kWh.
+  (:func:`rules.estimates.power_cost.power.rack_draw_kw`) of the nodes as the caller gives them: a GPU node's
+  measured sustained watts, else its typical sustained share of nameplate
+  (:func:`rules.estimates.power_cost.power.typical_sustained_w`), else the nameplate maximum, an upper bound.
+  PUE = total facility energy / IT energy (The Green Grid, White Paper #49, "PUE: A Comprehensive Examination of
+  the Metric", 2012), so the facility's cooling and losses are paid at the same price per kWh.
 - **facility**: space, cooling plant and power distribution as a colocation provider charges them: per kW of
   IT draw per month, or per rack per month; months = days / (365 / 12).
 - **support/operations**: a fraction of capital per year × days / 365.
@@ -17,7 +18,8 @@ Model (a straight-line total cost of ownership, every rate from the policy's ``c
 Per day: the total over the run's days, a rate that does not depend on how long the run takes (capital and
 support accrue per day whether the run is short or long). Per million tokens: the run's cost / (tokens / 10⁶).
 Serving: the cost per day of the serving hardware / the tokens it serves per day (rps × output tokens ×
-86,400 s). Amounts are in the policy's currency: the quote's prices must be in it too (no conversion here).
+86,400 s). Amounts are in one currency: the caller converts the policy's rates into the quote's first
+(rules/estimates/power_cost/currency.py); the quote's capital is never converted.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def priced_total(items: Iterable[tuple[float, float]]) -> float:
 
 @dataclass(frozen=True)
 class OwnershipRates:
-    """The policy's rates of owning hardware, in its currency (``cost`` in the policy)."""
+    """The rates of owning hardware (``cost`` in the policy), in the currency the cost is told in."""
 
     amortisation_years: float
     electricity_per_kwh: float
@@ -126,7 +128,7 @@ class OwnedHardware:
 
 @dataclass(frozen=True)
 class OwnedCost:
-    """The cost of owning the hardware for ``days``, by component, in the policy's currency."""
+    """The cost of owning the hardware for ``days``, by component, in the rates' currency."""
 
     days: float
     capital: float  # amortised share of the capital

@@ -87,6 +87,20 @@ def rack_draw_kw(nodes: Iterable[NodePower]) -> float:
     return sum(g.count * g.watts for g in _validate_nodes(nodes)) / 1000.0
 
 
+def typical_sustained_w(max_w: float, sustained_fraction: float) -> float:
+    """Returns a GPU node's typical sustained draw under training: nameplate maximum × the sustained fraction.
+
+    Source of the default fraction (policy ``cost.sustained_power_fraction``): A. C. Newkirk et al.,
+    "Empirically-Calibrated H100 Node Power Models for Reducing Uncertainty in AI Training Energy Estimation",
+    arXiv:2506.14551 (2025): measured at Brookhaven National Laboratory on 8-GPU H100 (HGX) nodes, even
+    computationally intensive training runs at 76 % of the node's 10.2 kW rating. For energy, not for sizing a
+    rack: its peak (8.4 kW, 82 % of the rating, in Latif et al., IEEE Access 13, 2025, 61740-61747) is higher.
+    """
+    require_positive("max_w", max_w)
+    require_fraction("sustained_fraction", sustained_fraction)
+    return max_w * sustained_fraction
+
+
 def pdus_required(redundancy: str) -> int:
     """Returns the fewest PDUs a rack under ``redundancy`` ("N", "N+1", "2N") is built from (PDUS_REQUIRED).
 

@@ -36,7 +36,7 @@ HOURS_PER_MONTH = DAYS_PER_MONTH * HOURS_PER_DAY  # 730 h
 
 @dataclass(frozen=True)
 class RentalRates:
-    """Rental rates of one GPU model per GPU-hour, in the policy's currency; None where the policy has none."""
+    """Rental rates of one GPU model per GPU-hour, in one currency; None where the policy has none."""
 
     on_demand: float | None = None
     reserved: float | None = None
