@@ -15,10 +15,11 @@ from flask import Response, current_app, request
 from service.app import history, responses
 from service.app.records import read_record, read_record_pdf
 from service.app.submissions import audit_trail, read_checks
+from service.app.tasks import load_view
 from service.errors import InvalidRequest
 from service.http import now
 from service.ui.blueprint import bp
-from service.ui.render import current_visitor, signed_in
+from service.ui.render import current_visitor, page, signed_in
 
 CHECK_FORMATS = ("sarif", "junit", "csv")
 
@@ -36,12 +37,27 @@ def record_json(record_id: str) -> Response:
     return _attachment(response, f"commissioning-record-{record_id}.json") if response.status_code == 200 else response
 
 
+# Seconds between a browser's reloads of the page that waits for a signed PDF a worker renders.
+PDF_PENDING_REFRESH_S = 2
+
+
 @bp.get("/ui/records/<record_id>.pdf")
 @signed_in
 def record_pdf(record_id: str) -> Response:
-    """A record's PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT."""
-    return responses.pdf_response(read_record_pdf(current_visitor().actor, record_id, now,
-                                                  responses.prefers_async()))
+    """A record's PDF: signed (PAdES) when approved, otherwise an unsigned DRAFT.
+
+    A signed PDF a worker still renders answers 202 as the API does: with the task's JSON to a client that asks for
+    JSON (or for anything), and to a browser (HTML preferred) with a small page that says so and reloads itself
+    (``Refresh``) until the PDF is there, so the first click on the link ends in the PDF, not in a task's JSON."""
+    actor = current_visitor().actor
+    read = read_record_pdf(actor, record_id, now, responses.prefers_async())
+    if read.task_id is None or request.accept_mimetypes.best_match(["application/json", "text/html"]) != "text/html":
+        return responses.pdf_response(read)
+    response = page("pdf_pending.html", status=202, task=load_view(read.task_id, actor), record_id=record_id,
+                    refresh_s=PDF_PENDING_REFRESH_S)
+    response.headers["Refresh"] = str(PDF_PENDING_REFRESH_S)
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @bp.get("/ui/submissions/<submission_id>/checks")
