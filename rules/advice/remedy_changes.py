@@ -110,7 +110,7 @@ class Situation:
 def situation(document: dict[str, Any], record: dict[str, Any], policy: Policy, catalogue: Catalogue,
               best_layout: dict[str, Any] | None = None) -> Situation:
     """Returns the Situation of ``document``, whose full evaluation is ``record``."""
-    inputs = Inputs(document, catalogue)
+    inputs = Inputs(document, catalogue, policy)
     return Situation(document, inputs, parse_job(inputs), {c["id"]: c for c in record["checks"]}, policy,
                      catalogue, best_layout)
 
