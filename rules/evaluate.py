@@ -179,7 +179,7 @@ def evaluate(submission: dict[str, Any], policy: Policy | None = None, *,
         validate_submission(submission)
     policy = policy or default_policy()
     engine = engine or default_engine()
-    inputs = Inputs(submission, catalogue or load_catalogue())
+    inputs = Inputs(submission, catalogue or load_catalogue(), policy)
     shared: dict[Any, Any] = {}  # fact function (or Job) → its value, shared by the checks
     by_id: dict[str, tuple[type[Check], Facts, dict[str, Any], Context]] = {}
     missing: dict[str, list[str]] = {}
@@ -312,6 +312,7 @@ def _record(submission: dict[str, Any], policy: Policy, inputs: Inputs, results:
         "checks": results,
         "inputs": inputs.provenance(),
         "catalogue_fills": [q.as_dict() for q in inputs.fills],
+        "default_fills": [q.as_dict() for q in inputs.default_fills],
         "waivers": [],
         "decisions": [],
         "purchase_orders": [],

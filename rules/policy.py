@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,27 @@ import schemas
 from rules.errors import InvalidPolicy, Problem
 
 DEFAULT_POLICY_RESOURCE = "data/policy.default.json"
+# Settings that held a default before the policy's ``defaults`` section did, and the member of the training workload
+# each fills: read as an uncited default from a policy that still has the old key and no default of its own for the
+# member (a policy copied before the section existed keeps working as it did).
+SUPERSEDED_DEFAULTS = {"restart.default_restart_min": ("reliability", "restart_min"),
+                       "data_feed.tokens_per_s_per_core": ("data", "tokens_per_s_per_core")}
+
+
+@dataclass(frozen=True)
+class CitedDefault:
+    """A value the policy gives for a member of the training workload a first quote rarely states, with its source.
+
+    ``member`` is the member's path below the training workload (``("reliability", "node_mtbf_h")``), ``setting`` the
+    dotted policy path it is read from. ``narrow`` is (vocabulary, value): the value for a model whose vocabulary is
+    below that size (the token id dtype of bytes_per_token), or None.
+    """
+
+    member: tuple[str, ...]
+    value: float
+    source: str
+    setting: str
+    narrow: tuple[int, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -50,9 +72,33 @@ class Policy:
             node = node[part]
         return node
 
+    @cached_property
+    def cited_defaults(self) -> tuple[CitedDefault, ...]:
+        """Returns the defaults this policy gives for the training workload, in the policy's order: those of its
+        ``defaults`` section, then a superseded setting's (SUPERSEDED_DEFAULTS) for a member the section leaves out."""
+        training = self.document.get("defaults", {}).get("training", {})
+        cited = [CitedDefault((section, member), given["value"], given["source"],
+                              f"defaults.training.{section}.{member}", _narrow(given))
+                 for section, members in training.items() for member, given in members.items()]
+        given = {default.member for default in cited}
+        for setting, member in SUPERSEDED_DEFAULTS.items():
+            try:
+                value = self.value(setting)
+            except KeyError:
+                continue
+            if member not in given:
+                cited.append(CitedDefault(member, value, f"policy {setting} (superseded by "
+                                          f"defaults.training.{'.'.join(member)}; no citation given)", setting))
+        return tuple(cited)
+
     def identity(self) -> dict[str, str]:
         return {"id": self.policy_id, "version": self.version, "digest": f"sha256:{self.sha256}",
                 "origin": self.origin}
+
+
+def _narrow(given: dict[str, Any]) -> tuple[int, float] | None:
+    narrow = given.get("when_vocab_below")
+    return None if narrow is None else (narrow["vocab"], narrow["value"])
 
 
 def parse_policy(raw: bytes, origin: str) -> Policy:

@@ -18,10 +18,11 @@ class Basis(StrEnum):
 
 
 class Source(StrEnum):
-    ASSUMPTION = "assumption"
+    ASSUMPTION = "assumption"  # a bare number, or one the submission says is assumed
     MEASUREMENT = "measurement"
-    VENDOR_LIMIT = "vendor_limit"
+    VENDOR_LIMIT = "vendor_limit"  # the vendor's figure; the catalogue's for what it fills in
     FACILITY_DESIGN = "facility_design"
+    DEFAULT = "default"  # the policy's cited default for a member the submission leaves out (never submitted)
 
 
 class FigureFrom:

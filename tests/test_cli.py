@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from service.cli import main
-from tests.checks.fixture_support import load_fixture
+from tests.checks.fixture_support import load_fixture, load_fixture_policy
 
 ROOT = Path(__file__).parent.parent
 EXAMPLE = ROOT / "examples" / "dgx-h100-70b-finetune.json"
@@ -269,16 +269,17 @@ def test_a_byte_order_mark_is_ignored_as_the_api_ignores_it(tmp_path: Path) -> N
 
 
 def test_an_incomplete_evaluation_fails_closed_unless_allowed(tmp_path: Path):
-    """A check left undecided (here data-feed, without bytes_per_token) and none failed: verdict INCOMPLETE, exit 1, so
-    that a CI gate on the exit code does not pass a quote part of which was never judged; --allow-incomplete exits
-    0 for it, and never for a failure."""
+    """A check left undecided (here data-feed, without bytes_per_token under a policy that gives no default for it)
+    and none failed: verdict INCOMPLETE, exit 1, so that a CI gate on the exit code does not pass a quote part of
+    which was never judged; --allow-incomplete exits 0 for it, and never for a failure."""
     fixture = Path(__file__).parent / "checks" / "data_feed" / "insufficient_data_no_bytes_per_token.json"
     path = tmp_path / "incomplete.json"
     path.write_text(json.dumps(load_fixture(fixture)))
-    code, out = _run("evaluate", str(path), "--no-search", "--no-remedies", "--format", "json")
+    policy = _write(tmp_path, load_fixture_policy(fixture).document, "policy.json")
+    code, out = _run("evaluate", str(path), "--policy", policy, "--no-search", "--no-remedies", "--format", "json")
     assert json.loads(out)["verdict"] == "incomplete"
     assert code == 1
-    code, _ = _run("evaluate", str(path), "--no-search", "--no-remedies", "--allow-incomplete")
+    code, _ = _run("evaluate", str(path), "--policy", policy, "--no-search", "--no-remedies", "--allow-incomplete")
     assert code == 0
     failing = Path(__file__).parent.parent / "examples" / "fail-70b-ddp-one-rack.json"
     code, _ = _run("evaluate", str(failing), "--no-search", "--no-remedies", "--allow-incomplete")

@@ -27,7 +27,8 @@ WORKLOAD, QUOTE = "workload", "quote"
 PROBLEM_STATUSES = ("fail", "warn")
 # Rules that only restate that other checks lack inputs, by check (see problems_of).
 NOT_REMEDIABLE = {"training-objective": ("other-checks-lack-inputs",),
-                  "time-to-result": ("beyond-published-envelope", "quote-arithmetic")}
+                  "time-to-result": ("beyond-published-envelope", "quote-arithmetic"),
+                  "rack-power": ("no-racks-quoted",)}
 INCONSISTENT = "inconsistent"  # the rule of a check whose inputs contradict each other (rules/evaluate.py)
 
 
@@ -110,7 +111,7 @@ class Situation:
 def situation(document: dict[str, Any], record: dict[str, Any], policy: Policy, catalogue: Catalogue,
               best_layout: dict[str, Any] | None = None) -> Situation:
     """Returns the Situation of ``document``, whose full evaluation is ``record``."""
-    inputs = Inputs(document, catalogue)
+    inputs = Inputs(document, catalogue, policy)
     return Situation(document, inputs, parse_job(inputs), {c["id"]: c for c in record["checks"]}, policy,
                      catalogue, best_layout)
 
@@ -123,9 +124,10 @@ def _status(check: dict[str, Any]) -> str:
 def problems_of(record: dict[str, Any]) -> dict[str, str]:
     """Returns the checks of ``record`` that fail or warn, with their status (original status where waived).
 
-    A warning that only restates that other checks lack inputs, asks for a measurement of the modelled rate, or
-    finds the vendor's line items at odds with the node groups (NOT_REMEDIABLE) is left out: no change to the quote
-    or the workload supplies a missing input or a measurement, and only the vendor corrects its own lines.
+    A warning that only restates that other checks lack inputs, asks for a measurement of the modelled rate, finds
+    the vendor's line items at odds with the node groups, or finds no racks quoted (NOT_REMEDIABLE) is left out: no
+    change to the quote or the workload supplies a missing input or a measurement, only the vendor corrects its own
+    lines, and only the facility knows the racks' power budgets, PDUs and cooling.
     """
     return {c["id"]: _status(c) for c in record["checks"]
             if _status(c) in PROBLEM_STATUSES and c["rule"] not in NOT_REMEDIABLE.get(c["id"], ())}

@@ -85,7 +85,7 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     NothingToSearch naming what the submission lacks.
     """
     policy = policy or default_policy()
-    inputs = Inputs(submission)
+    inputs = Inputs(submission, policy=policy)
     ctx = facts_context(inputs, policy)
     if not ctx.job.trains:
         raise NothingToSearch("the submission has no training workload to lay out")

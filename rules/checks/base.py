@@ -21,7 +21,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any, ClassVar, TypeVar
 
-from rules.job.given import DEFAULT, Given
+from rules.job.given import SPEC_DEFAULT, Given
 from rules.job.inputs import Inputs, Reader
 from rules.job.parse import parse_job
 from rules.job.spec import Job
@@ -254,7 +254,7 @@ class Context:
         states it (a default is not an input of the submission)."""
         value, pointer, source = given
         # An array of texts or numbers (a tuple) is looked into, not named as an input itself, as its items' are not.
-        if value is not None and source != DEFAULT and type(value) is not tuple:
+        if value is not None and source != SPEC_DEFAULT and type(value) is not tuple:
             self._read[pointer] = None
         return value
 

@@ -55,13 +55,9 @@ class DataFeed(Check):
         storage_read = measured if measured is not None else ctx.needed(ctx.job.cluster.storage.read_gbs)
         workers_per_gpu = ctx.needed(training.dataloader.workers_per_gpu)
         cores = cpu_cores_per_node(ctx, training_group(ctx)) if plan else None
-        assumed = []
-        stated_per_core = training.data.tokens_per_s_per_core
-        per_core = ctx.value(stated_per_core)
-        if per_core is None:
-            per_core = ctx.setting("data_feed.tokens_per_s_per_core")
-            assumed.append(f"{stated_per_core.pointer} = {per_core:,} (policy data_feed.tokens_per_s_per_core)")
-        if None in (plan, rate, bytes_per_token, storage_read, workers_per_gpu, cores):
+        # Stated, or the policy's cited default (rules/job/defaults.py), which the check's assumptions then list.
+        per_core = ctx.needed(training.data.tokens_per_s_per_core)
+        if None in (plan, rate, bytes_per_token, storage_read, workers_per_gpu, cores, per_core):
             return ctx.insufficient("the input feed cannot be sized")
         required = data_feed.required_read_gbs(rate.cluster_tokens_per_s, bytes_per_token)
         decode = data_feed.decode_cores_needed(rate.cluster_tokens_per_s, per_core, plan.nodes)
@@ -84,7 +80,6 @@ class DataFeed(Check):
             "decode_capacity_cores_per_node": budget.capacity_cores,
             "oversubscribed_cores_per_node": budget.oversubscribed_cores,
             "nodes": plan.nodes,
-            "assumed_defaults": assumed,
         }
         return Facts(evidence=evidence, basis=Basis.MEASURED if measured is not None else Basis.ESTIMATED)
 

@@ -1,13 +1,17 @@
-"""rack-power: every rack's sustained draw fits its power budget, derated PDUs and cooling."""
+"""rack-power: every rack's sustained draw fits its power budget, derated PDUs and cooling.
+
+A quote that places no nodes in racks is decided too: a warning giving its IT load (measured sustained draw where
+given, else nameplate maximum) and the PDU rating that load needs, since the racks, PDUs and cooling are not quoted.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.racks import measured_draw, quoted_site
+from rules.checks.facts.racks import measured_draw, quoted_node_power, quoted_site
+from rules.estimates.power_cost.power import pdu_rating_needed_kw, quoted_node_count, rack_draw_kw
 from rules.estimates.power_cost.site_power import SitePower, SizedRack, site_power
-from rules.job.fields import member_pointer
 from rules.status import Basis, FigureFrom, Status
 
 
@@ -33,6 +37,17 @@ class RackPower(Check):
              "{racks_over_limit} rack type(s) over a limit; site {site_kw:.1f} kW",
              "Spread the nodes over more racks, raise the rack's power budget and PDU rating, or add cooling; "
              "a measured sustained draw (measurements.power) may replace the nameplate maximum."),
+        # Without racks nothing is placed, derated or cooled: the placement, PDU and limit figures are unjudged, and
+        # the quote's IT load is what the facility must supply.
+        Rule(Status.WARN, "no-racks-quoted", lambda m: m.rack_kinds_quoted == 0,
+             "the quote places no nodes in racks: its {quoted_nodes} nodes draw {site_kw:.1f} kW of IT load "
+             "({draw_basis}), which needs {pdu_rating_needed_kw:.1f} kW of PDU rating at the "
+             "{continuous_load_fraction:.0%} continuous-load limit (on each feed under 2N); racks, PDUs and cooling "
+             "are not quoted, so no rack's power, PDUs or cooling are judged",
+             "Quote the racks (quote.racks: nodes per rack, power budget, PDUs and their ratings, redundancy, cooling "
+             "and its capacity) so that each rack is sized, or have the facility confirm in writing that it supplies "
+             "{site_kw:.1f} kW of IT power and cooling for these nodes (at least {pdu_rating_needed_kw:.1f} kW of PDU "
+             "rating)."),
         Rule(Status.WARN, "near-limit", lambda m: m.worst_utilisation > m.warn_fraction,
              "rack {worst_rack} draws {worst_draw_kw:.1f} kW ({draw_basis}), {worst_utilisation:.0%} of its "
              "{worst_binding} limit of {worst_limit_kw:.1f} kW; site {site_kw:.1f} kW",
@@ -44,8 +59,7 @@ class RackPower(Check):
     def gather(self, ctx: Context) -> Facts:
         cluster = ctx.job.cluster
         if not cluster.racks:
-            ctx.reader.missing.append(member_pointer(cluster, "racks"))
-            return ctx.insufficient("the quote places no nodes in racks")
+            return _unracked(ctx)
         facility = quoted_site(ctx)
         if facility is None:
             return ctx.insufficient("rack power needs every node's maximum power and every rack's PDUs")
@@ -62,6 +76,7 @@ class RackPower(Check):
             "redundancy_unmet": len(sized.short_of_pdus),
             "redundancy_note": _redundancy_note(sized),
             "racks_over_limit": sized.racks_over_limit,
+            "rack_kinds_quoted": len(cluster.racks),
             "draw_basis": FigureFrom.MEASURED_SUSTAINED_DRAW if measured else FigureFrom.NAMEPLATE_MAXIMUM,
             **_worst(sized.worst),
         }
@@ -75,6 +90,36 @@ class RackPower(Check):
                             nameplate_site_kw=nameplate.site_kw,
                             nameplate_worst_draw_kw=_worst(nameplate.worst)["worst_draw_kw"])
         return Facts(evidence=evidence, basis=Basis.MEASURED if measured else Basis.ESTIMATED)
+
+
+# What a quote without racks leaves unjudged: nothing is placed, no PDU derated, no rack's limit known.
+_RACK_FIGURES = frozenset({"unplaced_nodes", "redundancy_unmet", "worst_utilisation"})
+
+
+def _unracked(ctx: Context) -> Facts:
+    """Returns the facts of a quote that places no nodes in racks: the IT load of every node it counts (measured
+    sustained draw where given), and the PDU rating that load needs; insufficient without a node's maximum power."""
+    nodes = quoted_node_power(ctx)
+    if nodes is None:
+        return ctx.insufficient("the quote places no nodes in racks, and its IT load needs every node's maximum power")
+    draw = measured_draw(ctx)
+    measured = draw.w_per_node is not None
+    site_kw = rack_draw_kw(nodes)
+    evidence: dict[str, Any] = {
+        "racks": [],
+        "rack_kinds_quoted": 0,
+        "site_kw": site_kw,
+        "quoted_nodes": quoted_node_count(nodes),
+        "draw_basis": FigureFrom.MEASURED_SUSTAINED_DRAW if measured else FigureFrom.NAMEPLATE_MAXIMUM,
+        "pdu_rating_needed_kw": pdu_rating_needed_kw(site_kw, ctx.threshold("continuous_load_fraction")),
+    }
+    if draw.not_used:
+        evidence["power_measurement_not_used"] = draw.not_used
+    if measured:
+        nameplate = quoted_node_power(ctx, measured=False) or ()
+        evidence.update(measurement_source=draw.source, measured_w_per_node=draw.w_per_node,
+                        nameplate_site_kw=rack_draw_kw(nameplate))
+    return Facts(evidence=evidence, basis=Basis.MEASURED if measured else Basis.ESTIMATED, unjudged=_RACK_FIGURES)
 
 
 def _row(rack: SizedRack) -> dict[str, Any]:

@@ -7,7 +7,9 @@ catalogue knows (from the GPU or server model) are filled in with source ``vendo
 datasheet reference; so are the parameters and architecture of a model given by name alone (rules/job/models.py),
 with the model's config file as the reference. A ``server_model`` given by an alias or another spelling of a catalogued
 server (``HGX-H200`` for ``HGX-H200-8GPU``) is read as the server's id, and that id is listed among the fills. This is
-the one place the catalogue fills a submission.
+the one place the catalogue fills a submission. Then, given the policy in use, what the training workload still leaves
+out and the policy gives a cited default for is filled with source ``default`` and the citation (rules/job/defaults.py),
+listed apart (``default_fills``): an assumption every check that reads it names.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import copy
 from typing import Any, NamedTuple
 
 from rules.catalogue import Catalogue, load_catalogue
+from rules.job.defaults import fill_training
 from rules.job.models import named_models
+from rules.policy import Policy
 from rules.status import Source
 
 # Fields a GPU model fills in a node group's ``gpu`` object, and fields a server model fills in the group.
@@ -25,6 +29,7 @@ SERVER_FIELDS = ("max_power_w", "host_memory_gib", "local_nvme_tb", "rack_units"
 
 
 _ASSUMPTION = Source.ASSUMPTION
+_ASSUMED = (Source.ASSUMPTION, Source.DEFAULT)  # the sources of the inputs a check lists among its assumptions
 _IMMUTABLE = frozenset({str, int, float, bool})  # catalogue values a fill need not copy
 _ABSENT = object()  # no value at a pointer
 _UNSEEN = object()  # a pointer not looked up yet
@@ -100,13 +105,17 @@ def member_at(document: Any, pointer: str, default: Any = None) -> Any:
 class Inputs:
     """The resolved submission (plain numbers) plus one Quantity per numeric input, catalogue fills included."""
 
-    def __init__(self, submission: dict[str, Any], catalogue: Catalogue | None = None) -> None:
+    def __init__(self, submission: dict[str, Any], catalogue: Catalogue | None = None,
+                 policy: Policy | None = None) -> None:
         self.catalogue = catalogue or load_catalogue()
         self.quantities: dict[str, Quantity] = {}
         self.fills: list[Quantity] = []
+        self.default_fills: list[Quantity] = []  # the policy's cited defaults filled in (none without a policy)
         # _resolve builds new containers throughout (the leaves are immutable), so the submission is not touched.
         self.document = self._resolve(submission, "")
         self._fill_from_catalogue()
+        if policy is not None:  # after the catalogue's fills: a model given by name has its vocabulary by now
+            self._fill_defaults(policy)
         # pointer → value (or _ABSENT), once the catalogue fills are in. Every number's is known already (the
         # document holds its Quantity's value at its pointer, and no fill replaces a value), so the checks' reads
         # of numbers, most of what they read, need no look-up.
@@ -115,11 +124,12 @@ class Inputs:
 
     def assumed(self) -> dict[str, dict[str, Any]]:
         """Returns pointer → ``as_dict()`` of every input that is an assumption (source ``assumption``, which a bare
-        number gets), classified once (the dicts are shared: copy one before changing it)."""
+        number gets, or ``default``, the policy's cited default with its citation), classified once (the dicts are
+        shared: copy one before changing it)."""
         if self._assumed is None:
             # as_dict() of each, the usual one (no ref) built in place: a large quote holds thousands of them.
             self._assumed = {p: {"pointer": q.pointer, "value": q.value, "source": q.source} if not q.ref
-                             else q.as_dict() for p, q in self.quantities.items() if q.source == _ASSUMPTION}
+                             else q.as_dict() for p, q in self.quantities.items() if q.source in _ASSUMED}
         return self._assumed
 
     def _resolve(self, node: Any, pointer: str) -> Any:
@@ -160,6 +170,14 @@ class Inputs:
         if _is_number(value):
             self.quantities[pointer] = quantity
         self.fills.append(quantity)
+
+    def _fill_defaults(self, policy: Policy) -> None:
+        """Fills what the training workload leaves out and ``policy`` gives a cited default for (rules/job/defaults.py),
+        with source ``default`` and the citation as its reference."""
+        for filled in fill_training(self.document.get("workload", {}).get("training"), policy.cited_defaults):
+            quantity = Quantity(filled.pointer, filled.value, Source.DEFAULT, filled.ref)
+            self.quantities[filled.pointer] = quantity
+            self.default_fills.append(quantity)
 
     def _fill_from_catalogue(self) -> None:
         self._fill_models()
@@ -304,5 +322,6 @@ class Reader:
         return list(self.read)
 
     def assumptions(self) -> list[dict[str, Any]]:
-        """Returns the inputs read that are still assumptions (bare numbers or source 'assumption')."""
+        """Returns the inputs read that are still assumptions (bare numbers, source 'assumption', or the policy's
+        cited defaults, source 'default')."""
         return [dict(found) for found in map(self.inputs.assumed().get, self.read) if found is not None]

@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 from rules.job.cluster import Cluster
-from rules.job.given import DEFAULT, Given, absent
+from rules.job.given import SPEC_DEFAULT, Given, absent
 from rules.job.inputs import Inputs, Quantity, escape
 from rules.job.measured import Measurements
 from rules.job.pointers import INFERENCE, MEASUREMENTS, QUOTE, TRAINING
@@ -76,7 +76,7 @@ def _built(cls: type, pointer: str, container: dict[str, Any], inputs: Inputs | 
             value = container.get(member)
             if value is None or isinstance(value, dict | list):
                 filled = extra(values) if callable(extra) else extra
-                values[name] = absent(where) if filled is None else Given(filled, where, DEFAULT)
+                values[name] = absent(where) if filled is None else Given(filled, where, SPEC_DEFAULT)
             else:
                 quantity = quantities.get(where)
                 values[name] = Given(value, where, quantity.source if quantity is not None else None)
@@ -101,7 +101,7 @@ def _leaf(value: Any, pointer: str, default: Any, section: dict[str, Any],
           quantities: dict[str, Quantity]) -> Given[Any]:
     if value is None or isinstance(value, dict | list):
         filled = default(section) if callable(default) else default
-        return absent(pointer) if filled is None else Given(filled, pointer, DEFAULT)
+        return absent(pointer) if filled is None else Given(filled, pointer, SPEC_DEFAULT)
     quantity = quantities.get(pointer)
     # Text and flags carry no source of their own in the submission format: their source is None.
     return Given(value, pointer, quantity.source if quantity is not None else None)

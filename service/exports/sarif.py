@@ -110,6 +110,8 @@ def _location(export: Export, positions: Positions | None, pointer: str, values:
         text = f"{pointer} = {value_words}" if value_words else None
     elif known is not None and pointer in filled:
         text = f"{pointer} is not in the submission; the catalogue fills it: {value_words}"
+    elif known is not None and known.get("source") == "default":
+        text = f"{pointer} is not in the submission; the policy's cited default fills it: {value_words}"
     elif known is not None:
         text = f"{pointer} is not in the submission; the check assumed {value_words}"
     else:
@@ -121,7 +123,8 @@ def _location(export: Export, positions: Positions | None, pointer: str, values:
 
 def _input_values(record: dict[str, Any], check: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Returns the value and source of each input the check used, by pointer (the record's inputs, its fills)."""
-    entries = [*(record.get("inputs") or []), *(record.get("catalogue_fills") or []), *(check.get("assumptions") or [])]
+    entries = [*(record.get("inputs") or []), *(record.get("catalogue_fills") or []),
+               *(record.get("default_fills") or []), *(check.get("assumptions") or [])]
     return {entry["pointer"]: entry for entry in entries if isinstance(entry, dict) and "pointer" in entry}
 
 

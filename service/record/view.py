@@ -42,8 +42,10 @@ from service.record.pointers import appendix_rows, number_references, same_acros
 STATUS_LABELS = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "insufficient-data": "NEEDS DATA",
                  "not-applicable": "N/A", "waived": "WAIVED"}
 SOURCE_LABELS = {"measurement": "measured", "vendor_limit": "vendor limit", "facility_design": "facility design",
-                 "assumption": "assumption", "missing": "MISSING", "text or absent": "text or absent (no figure)"}
+                 "default": "policy default", "assumption": "assumption", "missing": "MISSING",
+                 "text or absent": "text or absent (no figure)"}
 TEXT_OR_ABSENT = "text or absent"  # the source of an input the record holds no figure of (_unrecorded)
+DEFAULT_SOURCE = "default"  # the source of the policy's cited default for an input the submission left out
 # Cover page workload figures: (label, input pointer of a job field or training-objective evidence name).
 WORKLOAD_FIGURES = (
     ("Objective", "objective"),
@@ -107,7 +109,8 @@ def shown(value: Any) -> Any:
 # --- the view of a record --------------------------------------------------------------------------------
 
 def _inputs_by_pointer(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    by_pointer = {q["pointer"]: dict(q) for q in record.get("catalogue_fills") or []}
+    by_pointer = {q["pointer"]: dict(q) for q in [*(record.get("catalogue_fills") or []),
+                                                  *(record.get("default_fills") or [])]}
     by_pointer.update({q["pointer"]: dict(q) for q in record.get("inputs") or []})
     return by_pointer
 
@@ -159,6 +162,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
             "thresholds": key_value_blocks(list((check.get("thresholds") or {}).items())),
             "input_groups": (groups := _group_by_source([inputs.get(p) or _unrecorded(p, evidence) for p in pointers])),
             "text_inputs": len(dict(groups).get(TEXT_OR_ABSENT, [])),
+            # Given without a source: the policy's cited defaults among the assumptions have a paragraph of their own.
+            "assumed": [q for q in check.get("assumptions") or [] if q.get("source") != DEFAULT_SOURCE],
         })
     summary = [(status, count) for status, count in (record.get("summary") or {}).items() if count]
     # A final record counts waived checks as passed in ``verdict``; each keeps the status it was given.
@@ -210,6 +215,8 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "remedies": record.get("remedies"),
         "layout_rows": _layout_rows(record.get("layout_search"), record["checks"], figures),
         "appendix": _appendix_text(appendix, ref_numbers),
+        "default_fills": [{"pointer": q["pointer"], "value": exact(q["value"]),
+                           "reference": ref_numbers.get(q.get("ref"))} for q in record.get("default_fills") or []],
         "text_inputs": list(text_inputs.values()),
         "references": [bounded(ref, PARAGRAPH_BOUND) for ref in references],
     }
@@ -270,7 +277,8 @@ def _layout_rows(search: Mapping[str, Any] | None, checks: list[Mapping[str, Any
     return rows
 
 
-SOURCE_ORDER = ("measurement", "vendor_limit", "facility_design", "assumption", "missing", TEXT_OR_ABSENT)
+SOURCE_ORDER = ("measurement", "vendor_limit", "facility_design", DEFAULT_SOURCE, "assumption", "missing",
+                TEXT_OR_ABSENT)
 
 
 def _group_by_source(quantities: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:

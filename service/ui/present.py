@@ -77,7 +77,7 @@ def estimate_pairs(evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def inputs_of(record: Mapping[str, Any], evidence: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Returns the inputs a check read, each with its value and source (measurement, vendor limit, …)."""
-    known = {q["pointer"]: q for q in record.get("catalogue_fills") or []}
+    known = {q["pointer"]: q for q in [*(record.get("catalogue_fills") or []), *(record.get("default_fills") or [])]}
     known.update({q["pointer"]: q for q in record.get("inputs") or []})
     missing = set(evidence.get("missing") or [])
     rows = []

@@ -4,7 +4,9 @@ A fixture is ``{"base": "<name>", "patch": {...}}``: the whole submission tests/
 ``patch`` applied as a JSON merge patch (RFC 7396: objects merge member by member, ``null`` removes a member,
 arrays such as ``node_groups`` and ``racks`` are replaced whole). A fixture may also be a whole submission.
 The bases are named for what they describe (``2x-l40s-llama3-8b-serving``), so a renamed submission field is
-renamed in the bases and in the few patches that set it.
+renamed in the bases and in the few patches that set it. A fixture with a base may name the policy it is evaluated
+under: ``"policy": {...}``, a merge patch on the default policy (``{"defaults": {"training": {"dataloader": null}}}``:
+a policy that gives no dataloader default); without it, the default policy.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rules.advice.compare import merge_patch
+from rules.policy import Policy, default_policy, parse_policy
 
 CHECKS_DIR = Path(__file__).resolve().parent
 BASES_DIR = CHECKS_DIR / "bases"
@@ -55,9 +58,10 @@ def expand(fixture: dict[str, Any], where: str = "fixture") -> dict[str, Any]:
     """Returns the submission ``fixture`` describes: its base with its patch applied, or itself when whole."""
     if "base" not in fixture:  # a whole submission (the submission schema allows no top-level "base")
         return fixture
-    if set(fixture) != {"base", "patch"} or not isinstance(fixture["patch"], dict):
-        raise ValueError(f"{where}: a fixture with a base has exactly the members base and patch (an object), "
-                         f"found {sorted(fixture)}")
+    if not {"base", "patch"} <= set(fixture) <= {"base", "patch", "policy"} or not isinstance(fixture["patch"], dict) \
+            or not isinstance(fixture.get("policy", {}), dict):
+        raise ValueError(f"{where}: a fixture with a base has the members base and patch (an object), and optionally "
+                         f"policy (an object), found {sorted(fixture)}")
     try:
         base = load_base(fixture["base"])
     except ValueError as error:
@@ -68,3 +72,14 @@ def expand(fixture: dict[str, Any], where: str = "fixture") -> dict[str, Any]:
 def load_fixture(path: Path) -> dict[str, Any]:
     """Returns the whole submission of the fixture file at ``path``."""
     return expand(json.loads(Path(path).read_text()), str(path))
+
+
+def load_fixture_policy(path: Path) -> Policy | None:
+    """Returns the policy the fixture at ``path`` is evaluated under: the default policy with the fixture's ``policy``
+    merge patch applied, or None (the default policy) for a fixture without one."""
+    fixture = json.loads(Path(path).read_text())
+    patch = fixture.get("policy") if "base" in fixture else None
+    if patch is None:
+        return None
+    document = merge_patch(default_policy().document, patch)
+    return parse_policy(json.dumps(document).encode(), origin=f"{Path(path).name}: the default policy patched")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixture_support import base_paths, check_directories, expand, fixture_paths, load_fixture
+from fixture_support import base_paths, check_directories, expand, fixture_paths, load_fixture, load_fixture_policy
 
 import schemas
 from rules.checks import CHECK_IDS, CHECKS
@@ -36,8 +36,9 @@ CASES = _cases()
 
 @cache
 def _result(fixture: Path, check_id: str) -> dict[str, Any]:
-    """Returns the result of ``check_id`` in the record of ``fixture`` (each fixture is evaluated once)."""
-    record = evaluate(load_fixture(fixture))
+    """Returns the result of ``check_id`` in the record of ``fixture`` under its policy (each fixture is evaluated
+    once)."""
+    record = evaluate(load_fixture(fixture), load_fixture_policy(fixture))
     return next(c for c in record["checks"] if c["id"] == check_id)
 
 
@@ -101,8 +102,10 @@ def test_a_fixture_is_its_base_with_the_merge_patch_applied() -> None:
 
 
 @pytest.mark.parametrize("fixture", [{"base": "no-such-base", "patch": {}}, {"base": "../bases/x", "patch": {}},
-                                     {"base": "x", "patch": {}, "schema_version": "1"}, {"base": "x", "patch": []}],
-                         ids=["unknown base", "path as base", "extra member", "patch not an object"])
+                                     {"base": "x", "patch": {}, "schema_version": "1"}, {"base": "x", "patch": []},
+                                     {"base": "x", "patch": {}, "policy": []}],
+                         ids=["unknown base", "path as base", "extra member", "patch not an object",
+                              "policy not an object"])
 def test_a_malformed_fixture_is_refused(fixture: dict) -> None:
     with pytest.raises(ValueError, match="fixture"):
         expand(fixture)

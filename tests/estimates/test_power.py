@@ -10,7 +10,9 @@ from rules.estimates.power_cost.power import (
     NodePower,
     PduGroup,
     pdu_capacity_kw,
+    pdu_rating_needed_kw,
     pdus_required,
+    quoted_node_count,
     rack_draw_kw,
     rack_power,
 )
@@ -27,6 +29,14 @@ def test_four_dgx_h100_draw_40_8_kw_nameplate():
 def test_two_17_3_kw_pdus_2n_derated_80_percent_is_13_84_kw_nec_210_20a():
     # 2N: one feed (one of the two PDUs) carries the rack; NEC 210.20(A) continuous load ≤ 80 %.
     assert pdu_capacity_kw([PduGroup(2, 17.3)], "2N") == pytest.approx(13.84)
+
+
+def test_a_13_84_kw_continuous_load_needs_a_17_3_kw_pdu_nec_210_20a():
+    # NEC 210.20(A): the rating is at least 125 % of the continuous load, so 13.84 kW needs 17.3 kW (the 2N case
+    # above, read backwards); 8 DGX H100 at 10.2 kW (81.6 kW) need 102 kW of PDU rating.
+    assert pdu_rating_needed_kw(13.84) == pytest.approx(17.3)
+    assert pdu_rating_needed_kw(rack_draw_kw([NodePower(8, DGX_H100_MAX_W)])) == pytest.approx(102.0)
+    assert quoted_node_count([NodePower(8, DGX_H100_MAX_W), NodePower(2, 1_200.0)]) == 10
 
 
 def test_redundancy_modes():

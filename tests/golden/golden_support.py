@@ -1,4 +1,5 @@
-"""The golden records: every check fixture and every example evaluated at a fixed moment under the default policy.
+"""The golden records: every check fixture and every example evaluated at a fixed moment under the default policy (a
+fixture that names a policy patch, under that policy).
 
 ``tests/golden/records.json.gz`` holds, per document, the record ``evaluate`` produced when the file was
 last regenerated, less the ``engine`` member (it names the installed version). A change to the checks, the
@@ -17,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.checks.fixture_support import fixture_paths, load_fixture
+from rules.policy import Policy
+from tests.checks.fixture_support import fixture_paths, load_fixture, load_fixture_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN_FILE = Path(__file__).with_name("records.json.gz")
@@ -25,19 +27,21 @@ GOLDEN_FILE = Path(__file__).with_name("records.json.gz")
 EVALUATED_AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def golden_documents() -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yields (name, submission) of every check fixture (base and patch applied) and example, in a stable order."""
+def golden_documents() -> Iterator[tuple[str, dict[str, Any], Policy | None]]:
+    """Yields (name, submission, policy) of every check fixture (base and patch applied, its policy or None for the
+    default) and example (the default policy), in a stable order."""
     for path in fixture_paths():
-        yield f"checks/{path.parent.name}/{path.name}", load_fixture(path)
+        yield f"checks/{path.parent.name}/{path.name}", load_fixture(path), load_fixture_policy(path)
     for path in sorted((ROOT / "examples").glob("*.json")):
-        yield f"examples/{path.name}", json.loads(path.read_text())
+        yield f"examples/{path.name}", json.loads(path.read_text()), None
 
 
-def record_of(submission: dict[str, Any]) -> dict[str, Any]:
-    """Returns the record of ``submission`` at EVALUATED_AT, as JSON reads it back, without ``engine``."""
+def record_of(submission: dict[str, Any], policy: Policy | None = None) -> dict[str, Any]:
+    """Returns the record of ``submission`` under ``policy`` (None: the default) at EVALUATED_AT, as JSON reads it
+    back, without ``engine``."""
     from rules.evaluate import evaluate
 
-    record = evaluate(submission, now=EVALUATED_AT)
+    record = evaluate(submission, policy, now=EVALUATED_AT)
     record.pop("engine", None)
     return json.loads(json.dumps(record))
 
@@ -68,7 +72,7 @@ def differences(expected: Any, found: Any, path: str = "") -> Iterator[str]:
 
 def update() -> None:
     """Regenerates the golden file from the current code."""
-    records = {name: record_of(document) for name, document in golden_documents()}
+    records = {name: record_of(document, policy) for name, document, policy in golden_documents()}
     with gzip.GzipFile(GOLDEN_FILE, "wb", mtime=0) as stream:
         stream.write(json.dumps(records, sort_keys=True, separators=(",", ":")).encode("utf-8"))
     print(f"wrote {len(records)} records to {GOLDEN_FILE.relative_to(ROOT)}")

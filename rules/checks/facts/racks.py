@@ -101,5 +101,24 @@ def quoted_site(ctx: Context, measured: bool = True) -> Site | None:
     return Site(tuple(racks), quoted, tuple(unknown))
 
 
+def quoted_node_power(ctx: Context, measured: bool = True) -> tuple[NodePower, ...] | None:
+    """Returns the power of every node group the quote counts, racked or not (GPU nodes at their measured sustained
+    draw when one is given and ``measured``, else every node at its nameplate maximum); None when a group's maximum
+    power is missing (noted on ``ctx``)."""
+    sustained_w = sustained_w_per_node(ctx) if measured else None
+    nodes: list[NodePower] = []
+    lacking = False
+    for group in ctx.job.cluster.node_groups:
+        count = ctx.value(group.count)
+        if not count:
+            continue
+        max_w = ctx.needed(group.max_power_w)
+        if max_w is None:
+            lacking = True
+        else:
+            nodes.append(NodePower(int(count), max_w, sustained_w if _has_gpus(group) else None))
+    return None if lacking else tuple(nodes)
+
+
 def _has_gpus(group: QuotedNodeGroup) -> bool:
     return bool(group.gpu.count.value)

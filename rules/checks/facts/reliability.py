@@ -6,7 +6,7 @@ first-order goodput (restart-behavior, time-to-result) are memoised per evaluati
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rules.artifacts import FIO
@@ -17,7 +17,7 @@ from rules.checks.facts.model import model_state_inputs, note_missing_formats, t
 from rules.estimates.reliability import checkpoint
 from rules.estimates.reliability import failures as reliability
 from rules.job.fields import member_pointer
-from rules.status import Basis, FigureFrom
+from rules.status import Basis, FigureFrom, Source
 from rules.units import bytes_to_gb, h_to_s, min_to_s, s_to_min
 
 
@@ -195,7 +195,6 @@ class GoodputFacts:
     restore_test: str  # "passed", "failed" or "not recorded"
     basis: Basis  # measured once a restore test passed
     checkpoint: CheckpointFacts
-    assumed_defaults: list[str] = field(default_factory=list)
 
     def evidence(self) -> dict[str, Any]:
         """Returns restart-behavior's stable names (cluster_mtbf_h, goodput) and the terms behind them."""
@@ -212,7 +211,6 @@ class GoodputFacts:
             "failure_overhead": self.failure_overhead,
             "young_daly_interval_min": s_to_min(self.young_daly_interval_s),
             "restore_test": self.restore_test,
-            "assumed_defaults": list(self.assumed_defaults),
         }
 
 
@@ -227,17 +225,15 @@ def _goodput(ctx: Context) -> GoodputFacts | None:
     training = ctx.job.training
     interval_min = ctx.needed(training.checkpoint.interval_min)
     outcome = restore_test(ctx)
-    restart_min, restart_from, assumed = None, FigureFrom.SUBMISSION, []
+    restart_min, restart_from = None, FigureFrom.RESTORE_TEST
     if outcome == "passed":
         restart_min = ctx.value(ctx.job.measurements.restore_test.restore_min)
-        restart_from = FigureFrom.RESTORE_TEST
-    stated_restart = training.reliability.restart_min
     if restart_min is None:
-        restart_min, restart_from = ctx.value(stated_restart), FigureFrom.SUBMISSION
-    if restart_min is None:
-        restart_min, restart_from = ctx.setting("restart.default_restart_min"), FigureFrom.POLICY_DEFAULT
-        assumed.append(f"{stated_restart.pointer} = {restart_min:g} min (policy restart.default_restart_min)")
-    if saved is None or mtbf_h is None or interval_min is None:
+        # Stated, or the policy's cited default (rules/job/defaults.py), which the check's assumptions then list.
+        stated_restart = training.reliability.restart_min
+        restart_min = ctx.needed(stated_restart)
+        restart_from = FigureFrom.POLICY_DEFAULT if stated_restart.source == Source.DEFAULT else FigureFrom.SUBMISSION
+    if saved is None or mtbf_h is None or interval_min is None or restart_min is None:
         return None
     mtbf_s = h_to_s(mtbf_h)
     interval_s, restart_s = min_to_s(interval_min), min_to_s(restart_min)
@@ -249,4 +245,4 @@ def _goodput(ctx: Context) -> GoodputFacts | None:
         failure_overhead=result.failure_overhead, failures_per_day=result.failures_per_day,
         young_daly_interval_s=checkpoint.young_daly_interval_s(saved.save_s, mtbf_s),
         restart_from=restart_from, restore_test=outcome,
-        basis=Basis.MEASURED if outcome == "passed" else Basis.ESTIMATED, checkpoint=saved, assumed_defaults=assumed)
+        basis=Basis.MEASURED if outcome == "passed" else Basis.ESTIMATED, checkpoint=saved)

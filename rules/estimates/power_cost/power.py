@@ -10,7 +10,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rules.errors import InconsistentInput
-from rules.estimates._args import require_choice, require_fraction, require_positive, require_positive_int
+from rules.estimates._args import (
+    require_choice,
+    require_fraction,
+    require_non_negative,
+    require_positive,
+    require_positive_int,
+)
 
 REDUNDANCY_MODES: tuple[str, ...] = ("N", "N+1", "2N")
 # The fewest PDUs each redundancy mode is built from, by definition of the mode: N runs on what it has; N+1 has
@@ -101,6 +107,11 @@ def typical_sustained_w(max_w: float, sustained_fraction: float) -> float:
     return max_w * sustained_fraction
 
 
+def quoted_node_count(nodes: Iterable[NodePower]) -> int:
+    """Returns the nodes of ``nodes``: Σ count."""
+    return sum(group.count for group in nodes)
+
+
 def pdus_required(redundancy: str) -> int:
     """Returns the fewest PDUs a rack under ``redundancy`` ("N", "N+1", "2N") is built from (PDUS_REQUIRED).
 
@@ -143,6 +154,15 @@ def pdu_capacity_kw(
     else:  # 2N: the weaker feed carries everything
         usable = total // 2
     return _weakest_kw(groups, usable) * continuous_load_factor
+
+
+def pdu_rating_needed_kw(draw_kw: float, continuous_load_factor: float = NEC_CONTINUOUS_LOAD_FACTOR) -> float:
+    """Returns the PDU rating (kW) that carries ``draw_kw`` as a continuous load: draw ÷ the continuous-load factor
+    (US NEC Art. 100 / 210.20(A): a continuous load may use at most 80 % of the rating), before any redundancy (2N
+    needs it on each feed)."""
+    require_non_negative("draw_kw", draw_kw)
+    require_fraction("continuous_load_factor", continuous_load_factor)
+    return draw_kw / continuous_load_factor
 
 
 def _weakest_kw(groups: list[tuple[float, int]], n: int) -> float:
