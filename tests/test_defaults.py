@@ -65,6 +65,22 @@ def test_the_first_quote_gets_every_check_decided_and_exits_by_its_verdict(tmp_p
     assert check(record, "time-to-result")["evidence"]["days"] > 0
 
 
+@pytest.mark.parametrize(("change", "said"), [
+    ({"gpu": {"model": "H200", "count": 8}}, ["/quote/node_groups/0/gpu/model", "did you mean H200-SXM-141GB?"]),
+    ({"max_power_w": 10.2}, ["/quote/node_groups/0/max_power_w", "10.2 kW is 10,200 W"]),
+], ids=["gpu-H200", "kW-in-W"])
+def test_the_first_quote_with_a_short_gpu_id_or_kilowatts_exits_2_naming_the_field(tmp_path: Path, change, said):
+    # Given the same first quote whose node group says "H200" for its GPU, or its 10.2 kW in the W field
+    document = first_quote()
+    document["quote"]["node_groups"][0].update(change)
+    path = tmp_path / "quote.json"
+    path.write_text(json.dumps(document))
+    result = CliRunner().invoke(main, ["evaluate", str(path), "--no-search", "--no-remedies"])
+    # Then it is refused before evaluation, at the field, with what was meant
+    assert result.exit_code == 2
+    assert all(words in result.output for words in said), result.output
+
+
 def test_the_record_lists_each_default_with_its_pointer_and_citation() -> None:
     record = evaluate(first_quote())
 

@@ -43,3 +43,18 @@ def test_plausible_or_uncomparable_power_is_not_a_problem():
     no_tdp = _with_power(10.2)
     no_tdp["quote"]["node_groups"][0]["gpu"] = {"model": "Custom-GPU", "count": 8, "memory_gib": 80}
     assert unit_problems(no_tdp, catalogue) == []
+
+
+def test_a_server_named_by_its_alias_gives_the_gpus_to_compare_with():
+    # Given an 8 x HGX H200 node group that names only its server ("HGX-H200", an alias of HGX-H200-8GPU: 8 x
+    # H200-SXM-141GB at 700 W each) and types its 10.2 kW as 10.2 in the W field
+    submission = _with_power(10.2)
+    group = submission["quote"]["node_groups"][0]
+    del group["gpu"]
+    group["server_model"] = "HGX-H200"
+    [problem] = unit_problems(submission, load_catalogue())
+    assert problem.pointer == "/quote/node_groups/0/max_power_w"
+    assert "(8 × 700 W = 5,600 W)" in problem.message and "10.2 kW is 10,200 W" in problem.message
+    # and a server the catalogue lacks, with no GPUs stated, leaves nothing to compare
+    group["server_model"] = "Custom-8GPU"
+    assert unit_problems(submission, load_catalogue()) == []
