@@ -159,15 +159,16 @@ def rank_buffers(shape: ModelShape | None, layout: Layout, convention: str, grad
                  settings: CommunicationSettings | None) -> CommunicationBuffers | None:
     """Returns :func:`communication_buffers` of a training rank of ``layout``, None when ``settings`` do not count them.
 
-    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
-    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
+    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``; a
+    mixture-of-experts layer with its routed experts split over expert × expert_tensor ranks), split over the
+    tensor-parallel ranks; unknown without the architecture's vocabulary.
     (rules/estimates/memory/step_memory.py sizes each step's buffers with it.)
     """
     if settings is None:
         return None
     unit = None
     if shape is not None and shape.vocab is not None:
-        unit = largest_layer_parameters(shape, "block") / layout.tensor
+        unit = largest_layer_parameters(shape, "block", layout.expert_shards) / layout.tensor
     inputs = BufferInputs(layout=layout, convention=convention, gradients_on_gpu_bytes=gradients_on_gpu_bytes,
                           working_bytes_per_param=working_bytes_per_param, largest_unit_parameters=unit,
                           gradient_as_bucket_view=gradient_as_bucket_view)

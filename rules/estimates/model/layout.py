@@ -79,6 +79,11 @@ class Layout:
         return self.expert_tensor * self.expert * self.pipeline
 
     @property
+    def expert_shards(self) -> int:
+        """Returns the ranks one stage's routed experts are split over: expert × expert_tensor."""
+        return self.expert * self.expert_tensor
+
+    @property
     def expert_data_parallel(self) -> int:
         """Returns the ranks that hold the same routed-expert shard: gpus / (expert_tensor × expert × pipeline).
 
