@@ -5,6 +5,8 @@ from dataclasses import replace
 import pytest
 
 from rules.errors import InconsistentInput
+from rules.estimates.communication.collectives import step_communication
+from rules.estimates.memory.model_state import TrainedModel
 from rules.estimates.model.layout import NotWholeExpertGrid, resized, training_layout
 from rules.estimates.model.parameters import (
     active_parameters,
@@ -133,3 +135,24 @@ def test_expert_tensor_parallelism_may_exceed_the_tensor_degree_as_megatrons_par
     # Megatron's own test layout: TP 2, PP 2, EP 2, ETP 4 on 64 GPUs.
     layout = training_layout(64, 8, 8, tensor=2, pipeline=2, expert=2, expert_tensor=4, experts=4)
     assert (layout.data_parallel, layout.expert_data_parallel) == (16, 4)
+
+
+# --- data-parallel collectives -----------------------------------------------------------------------------------
+
+
+def test_the_routed_experts_are_reduced_over_their_expert_data_parallel_ranks():
+    # Mixtral 8x7B on 64 GPUs at TP 1 PP 4 EP 8 under ZeRO-1, bf16 (ZeRO §7.2.1: a reduce-scatter of the gradients and
+    # an all-gather of the updated parameters, (n − 1)/n × S each, nccl-tests' bus bytes):
+    #   the others: 1,605,636,096 / 4 stages = 401,409,024 parameters, S = 802,818,048 B over DP 16: 2 × 15/16 × S
+    #   the routed experts: 45,097,156,608 / (8 × 4) = 1,409,286,144, S = 2,818,572,288 B over EDP 2: 2 × 1/2 × S
+    layout = training_layout(64, 8, 8, tensor=1, pipeline=4, sharding="zero1", expert=8, experts=8)
+    model = TrainedModel(46_702_792_704, 46_702_792_704, "bf16-mixed", "adamw")
+    step = step_communication(model, layout, 1, "zero-paper", routed_parameters=45_097_156_608)
+
+    assert step.bus_bytes_per_gpu == pytest.approx(2 * 15 / 16 * 802_818_048 + 2 * 1 / 2 * 2_818_572_288)
+    assert [(c.purpose, c.ranks, c.scope) for c in step.collectives] == [
+        ("gradients", 16, "cluster"), ("updated parameters", 16, "cluster"),
+        ("gradients (experts)", 2, "cluster"), ("updated parameters (experts)", 2, "cluster")]
+    # A dense model's collectives are unchanged: every parameter over the 16 data-parallel ranks.
+    dense = step_communication(model, layout, 1, "zero-paper")
+    assert dense.bus_bytes_per_gpu == pytest.approx(2 * 15 / 16 * 46_702_792_704 / 4 * 2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import Context
+from rules.estimates.model.parameters import active_parameters
 from rules.estimates.model.shapes import Experts, ModelShape
 from rules.job.workload import MixtureOfExperts
 
@@ -71,6 +72,23 @@ def _experts_words(experts: Experts | None) -> str:
     if experts.dense_layers:
         words += f", {experts.dense_layers} leading dense layers"
     return words
+
+
+def flops_parameters(ctx: Context, needed: bool) -> float | None:
+    """Returns the parameters a token's FLOPs run through (N of 6·N per token): the stated ``parameters``, noted
+    missing when ``needed``; of a mixture of experts, the active ones its architecture counts
+    (:func:`rules.estimates.model.parameters.active_parameters`, the ``active`` experts of each layer, as Megatron-LM's
+    num_floating_point_operations counts --moe-router-topk experts), None when its counted dimensions are not all
+    stated (noted missing when ``needed``)."""
+    training = ctx.job.training
+    if training.model.architecture.experts.count.value is None:
+        return ctx.needed(training.model.parameters) if needed else ctx.value(training.model.parameters)
+    shape = counted_architecture(ctx)
+    if shape is None:
+        for name in COUNTED_DIMENSIONS if needed else ():
+            ctx.needed(getattr(training.model.architecture, name))
+        return None
+    return active_parameters(shape)
 
 
 def expert_count(ctx: Context) -> int | None:
