@@ -17,6 +17,7 @@ import pytest
 from rules.checks.facts.serving import EXPERTS_NOT_MODELLED as SERVING_NOT_MODELLED
 from rules.checks.facts.step_model import EXPERTS_NOT_MODELLED
 from rules.evaluate import evaluate
+from tests.checks.fixture_support import load_fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINING = json.loads((ROOT / "examples" / "dgx-h100-70b-finetune.json").read_text())
@@ -105,3 +106,35 @@ def test_serving_a_mixture_of_experts_sizes_every_experts_weights_and_waits_for_
     assert memory["evidence"]["weights_gib"] == pytest.approx(30.5e9 * 2 / 2**30)
     assert memory["status"] == "fail"
     assert capacity["status"] == "insufficient-data" and capacity["message"].endswith(SERVING_NOT_MODELLED)
+
+
+PEAK_MEMORY = ROOT / "tests" / "checks" / "peak_memory"
+
+
+def test_the_mixtral_fixtures_model_state_is_its_expert_grid_by_hand() -> None:
+    # Mixtral 8x7B by name (46.7e9 stated; routed experts 45,097,156,608) at TP 1 PP 4 EP 8 on 64 GPUs under ZeRO-1,
+    # 16 B/param (ZeRO §3.1): the 1,602,843,392 others on the first stage are × 1,867,780,096 / 1,605,636,096 (its
+    # Megatron share, tests/estimates/test_experts.py) / 4 stages, at 2 + 2 + 12/16 B (DP 16); the routed experts
+    # / (8 × 4) at 2 + 2 + 12/2 B (EDP 64 / 32 = 2).
+    others = (46.7e9 - 45_097_156_608) * 1_867_780_096 / 1_605_636_096 / 4
+    expected = others * (4 + 12 / 16) + 45_097_156_608 / 32 * (4 + 12 / 2)
+    fixture = load_fixture(PEAK_MEMORY / "pass_dgx_h100_mixtral_8x7b_by_name_tp1_pp4_ep8_64_gpus.json")
+    assert check(fixture, "peak-memory")["evidence"]["model_state_gb_per_gpu"] == pytest.approx(expected / 1e9)
+    # Without expert parallelism each of the 4 stages holds a quarter of the routed experts, sharded over EDP 16.
+    fixture = load_fixture(PEAK_MEMORY / "fail_dgx_h100_mixtral_8x7b_by_name_tp1_pp4_without_expert_parallelism.json")
+    assert check(fixture, "peak-memory")["evidence"]["model_state_gb_per_gpu"] == pytest.approx(
+        (others + 45_097_156_608 / 4) * (4 + 12 / 16) / 1e9)
+
+
+def test_the_qwen3_235b_fixtures_model_state_is_its_expert_grid_by_hand() -> None:
+    # Qwen3-235B-A22B by name (235e9 stated; routed 94 × 128 × 3 × 4096 × 1536 = 227,096,395,776) at TP 2 PP 8 EP 8 on
+    # 128 GPUs, ZeRO-1. Megatron's first stage of 8 besides the routed experts: attention 2 × 4096 × 8192 × (1 + 4/64)
+    # × 94 / 8 = 837,812,224 + embedding 622,329,856 + norms and routers (770,048 + 49,283,072 + 4096) / 8 =
+    # 6,257,152, of 7,997,214,720: × 8 / 7,997,214,720 = 1.46691. Others (235e9 − routed) × that / (2 × 8) at 2 + 2 +
+    # 12/8 B (DP 8); routed / (8 × 8) at 2 + 2 + 12/2 B (EDP 128 / 64 = 2).
+    others = (235e9 - 227_096_395_776) * 1_466_399_232 * 8 / 7_997_214_720 / 16
+    expected = others * (4 + 12 / 8) + 227_096_395_776 / 64 * (4 + 12 / 2)
+    fixture = load_fixture(PEAK_MEMORY / "pass_dgx_h100_qwen3_235b_a22b_by_name_tp2_pp8_ep8_full_recompute.json")
+    result = check(fixture, "peak-memory")
+    assert result["evidence"]["model_state_gb_per_gpu"] == pytest.approx(expected / 1e9)
+    assert result["status"] == "pass"
