@@ -306,7 +306,7 @@ def test_a_mixture_of_experts_by_name_fills_its_experts_member_by_member_with_th
     assert (experts.count.value, experts.ffn_hidden.value, experts.shared.value, experts.shared_ffn_hidden.value) == (
         64, 2560, 1, 20480)
     assert (experts.count.source, experts.active.value, experts.active.source) == ("vendor_limit", 4, "assumption")
-    assert experts.dense_layers.value == 0 and experts.dense_layers.source == "default"
+    assert experts.dense_layers.value == 0 and not experts.dense_layers.stated  # the schema's default
     filled = {fill.pointer: fill for fill in inputs.fills}
     assert f"{TRAINING_MODEL}/architecture/experts/active" not in filled
     assert "Qwen2-57B-A14B/blob/main/config.json" in filled[f"{TRAINING_MODEL}/architecture/experts/count"].ref
