@@ -46,7 +46,7 @@ def test_mixtral_8x7b_at_tp1_pp4_ep8_on_64_gpus_is_megatrons_theoretical_memory_
     #   most loaded stage: (1,342,177,280 / 4 + 131,072,000) / 1 + 1,314,816 / 4 = 466,945,024 others and
     #   45,097,156,608 / (4 × 1 × 8) = 1,409,286,144 routed;
     #   DP = 64 / (1 × 4) = 16, EDP = 64 / (1 × 8 × 4) = 2:
-    #   466,945,024 × (6 + 12/16) + 1,409,286,144 × (6 + 12/2) = 20,063,312,640 bytes (19,133.6 MiB).
+    #   466,945,024 × (6 + 12/16) + 1,409,286,144 × (6 + 12/2) = 20,063,312,640 bytes (19,133.9 MiB).
     megatron_figure = 20_063_312_640
     layout = training_layout(64, 8, 8, tensor=1, pipeline=4, sharding="zero1", expert=8, experts=8)
     state = training_model_state(_model(MIXTRAL_8X7B), MIXTRAL_8X7B, "none", layout, MEGATRON)
