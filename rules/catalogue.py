@@ -1,6 +1,7 @@
 """The catalogue (rules/data/catalogue.json): datasheet values that fill what a quote leaves out, the public
-models whose published configuration fills a model the submission names (``models``), and the highest published
-training MFU a modelled rate is held against (``published_mfu_envelope``).
+models whose published configuration fills a model the submission names (``models``) and those whose architecture
+it cannot express (``refused_models``), and the highest published training MFU a modelled rate is held against
+(``published_mfu_envelope``).
 
 GPU and server ids are read as they are spelled on quotes: case and separators do not matter (``HGX H200``,
 ``hgx-h200``), and a server is found by its id or one of its ``aliases`` (``HGX-H200`` for ``HGX-H200-8GPU``)."""
@@ -88,6 +89,12 @@ class Catalogue:
         found = self._model_names.get(model_key(name)) if isinstance(name, str) and name.strip() else None
         return self.document["models"][found] if found else None
 
+    def refused_model(self, name: str | None) -> tuple[str, dict[str, Any]] | None:
+        """Returns (canonical name, entry) of the public model ``name`` names whose architecture the submission cannot
+        express (``refused_models``, read as ``model_key`` reads names), or None."""
+        found = self._refused_names.get(model_key(name)) if isinstance(name, str) and name.strip() else None
+        return (found, self.document["refused_models"][found]) if found else None
+
     def model_names(self) -> list[str]:
         return sorted(self.document.get("models", {}))
 
@@ -120,13 +127,30 @@ class Catalogue:
     @cached_property
     def _model_names(self) -> dict[str, str]:
         """Look-up key → canonical name, of every model's name and aliases. ValueError for a key two models share."""
-        names: dict[str, str] = {}
-        for canonical, entry in self.document.get("models", {}).items():
-            for spelling in (canonical, *entry.get("aliases", ())):
-                key = model_key(spelling)
-                if names.setdefault(key, canonical) != canonical:
-                    raise ValueError(f"model names {canonical!r} and {names[key]!r} share the look-up key {key!r}")
+        return _names_by_key(self.document.get("models", {}))
+
+    @cached_property
+    def _refused_names(self) -> dict[str, str]:
+        """Look-up key → canonical name, of every refused model's name and aliases. ValueError for a key two models
+        share, whether both are refused or one is catalogued."""
+        names = _names_by_key(self.document.get("refused_models", {}))
+        for key, canonical in names.items():
+            if key in self._model_names:
+                raise ValueError(f"model names {canonical!r} and {self._model_names[key]!r} share the look-up key "
+                                 f"{key!r}")
         return names
+
+
+def _names_by_key(entries: dict[str, Any]) -> dict[str, str]:
+    """Returns look-up key → canonical name of the models ``entries`` holds, by name and alias; ValueError for a key two
+    of them share."""
+    names: dict[str, str] = {}
+    for canonical, entry in entries.items():
+        for spelling in (canonical, *entry.get("aliases", ())):
+            key = model_key(spelling)
+            if names.setdefault(key, canonical) != canonical:
+                raise ValueError(f"model names {canonical!r} and {names[key]!r} share the look-up key {key!r}")
+    return names
 
 
 @cache
@@ -140,5 +164,6 @@ def load_catalogue() -> Catalogue:
         raise ValueError("bundled catalogue is invalid: " + "; ".join(f"{p.pointer}: {p.message}" for p in problems))
     catalogue = Catalogue(document)
     catalogue._model_names  # noqa: B018 - built now: refuses two models whose names share a look-up key
+    catalogue._refused_names  # noqa: B018 - and a refused model's name that another model's shares
     catalogue._server_names  # noqa: B018 - and two servers whose ids or aliases share one
     return catalogue

@@ -25,7 +25,7 @@ import rfc8785
 
 from rules.checks.base import facts_context
 from rules.checks.facts.memory import memory_inputs, memory_settings
-from rules.checks.facts.step_model import StepInputs, step_inputs
+from rules.checks.facts.step_model import StepInputs, not_modelled_reason, step_inputs
 from rules.errors import InconsistentInput
 from rules.estimates.model.layout import Layout
 from rules.estimates.ratios import fraction_of
@@ -93,6 +93,9 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
         found = step_inputs(ctx)
     except InconsistentInput as error:  # a layout no framework runs (a GPU count t × p × c does not divide)
         raise NothingToSearch(f"the submitted layout cannot run: {error}") from None
+    unmodelled = not_modelled_reason(ctx)
+    if found is None and unmodelled is not None:  # a mixture of experts, whose layers the step model does not know
+        raise NothingToSearch(unmodelled)
     if found is None:
         raise NothingToSearch("the step-time model needs the architecture (layers, hidden, heads, vocab), the "
                               "sequence length, global batch, a catalogued GPU with compute NICs, and a batch "

@@ -188,7 +188,7 @@ class Passing:
     """The outcome of a check none of whose rules matched: the record's rule name and message."""
 
     name: str
-    message: str
+    message: Words
     status: ClassVar[Status] = Status.PASS
     remediation: ClassVar[str] = ""
 

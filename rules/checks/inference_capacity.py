@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.facts.cost import serving_cost, serving_cost_note
-from rules.checks.facts.serving import serving_memory
+from rules.checks.facts.serving import serving_memory, serving_not_modelled_reason
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec
@@ -90,6 +90,9 @@ class InferenceCapacity(Check):
     def gather(self, ctx: Context) -> Facts:
         if not ctx.job.serves:
             return ctx.not_applicable("the submission has no inference workload")
+        unmodelled = serving_not_modelled_reason(ctx)
+        if unmodelled is not None:
+            return ctx.insufficient(unmodelled)
         serving = ctx.job.serving
         memory = serving_memory(ctx)
         group = memory.group if memory else None

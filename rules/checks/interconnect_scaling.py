@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
-from rules.checks.facts.communication import scaling
+from rules.checks.facts.communication import scaling, unmodelled_scaling
 from rules.checks.facts.nccl_runs import REFERENCE_FIGURES
 from rules.estimates.communication.interconnect import MEASURED_BOUND
 from rules.status import Basis, Status
@@ -53,8 +53,8 @@ class InterconnectScaling(Check):
             return ctx.not_applicable("the submission has no training workload")
         result = scaling(ctx)
         if result is None:
-            return ctx.insufficient("the step cannot be modelled without its throughput, batch shape and links; "
-                                    "or give two or more measurements.scaling points")
+            return ctx.insufficient(unmodelled_scaling(ctx) or "the step cannot be modelled without its throughput, "
+                                    "batch shape and links; or give two or more measurements.scaling points")
         evidence = dict(result.evidence)
         if result.basis is Basis.MEASURED:
             evidence["decided_by"] = f"measured at {evidence['measured_gpus']} GPUs"

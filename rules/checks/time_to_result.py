@@ -10,6 +10,7 @@ from rules.checks.facts.envelope import published_envelope
 from rules.checks.facts.goodput import NEVER_FINISHES, SIMULATED_DAYS, SimulatedRun, simulated_run
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.schedule import quote_cost, quoted_run_plan
+from rules.checks.facts.step_model import not_modelled_reason
 from rules.checks.facts.throughput import MODELLED, throughput_facts
 from rules.estimates.reliability.queue import NOT_SHARED
 from rules.status import Basis, Status
@@ -147,7 +148,9 @@ class TimeToResult(Check):
         scaled = applied_scaling(ctx)
         reliability = goodput_facts(ctx)
         if rate is None or scaled is None or reliability is None:
-            return ctx.insufficient("the schedule needs the throughput, the scaling efficiency and the goodput")
+            unmodelled = not_modelled_reason(ctx) if rate is None or scaled is None else None
+            return ctx.insufficient(unmodelled or "the schedule needs the throughput, the scaling efficiency and the "
+                                                  "goodput")
         run = quoted_run_plan(ctx)
         simulated = simulated_run(ctx)
         if run is None or simulated is None:

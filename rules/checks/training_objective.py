@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rules.checks.base import Check, Context, Facts, Passing, Rule
 from rules.checks.facts.model import architecture_words, counted_architecture
-from rules.estimates.model.parameters import parameter_mismatch_fraction, transformer_parameters
+from rules.estimates.model.parameters import active_parameters, parameter_mismatch_fraction, transformer_parameters
 from rules.job.given import Given
 from rules.job.workload import Training
 from rules.status import Status
@@ -22,9 +23,13 @@ def plan_inputs(training: Training) -> list[Given[Any]]:
             training.sequence_length, training.global_batch, training.completion_window_days]
 
 
-_DEFINED = ("{objective} of {model_name} ({parameters:,.0f} parameters, {trainable_parameters:,.0f} trainable) "
-            "with {optimizer} in {precision}, sequence {sequence_length}, global batch {global_batch}, within "
-            "{completion_window_days} days")
+def _defined(e: Mapping[str, Any]) -> str:
+    """Returns the run as defined: objective, model, parameters (and, of a mixture of experts, those active per
+    token), optimizer, precision, sequence, batch and window."""
+    active = (f", {e['active_parameters']:,.0f} active per token" if e.get("active_parameters") is not None else "")
+    return (f"{e['objective']} of {e['model_name']} ({e['parameters']:,.0f} parameters{active}, "
+            f"{e['trainable_parameters']:,.0f} trainable) with {e['optimizer']} in {e['precision']}, sequence "
+            f"{e['sequence_length']}, global batch {e['global_batch']}, within {e['completion_window_days']} days")
 
 
 class TrainingObjective(Check):
@@ -49,10 +54,10 @@ class TrainingObjective(Check):
              "Correct /workload/training/model/parameters or the architecture: the model state (from the "
              "parameters) and the activations and gathered layers (from the architecture) must describe one model."),
         Rule(Status.WARN, "other-checks-lack-inputs", lambda m: m.checks_lacking_inputs > 0,
-             _DEFINED + "; but {checks_lacking_inputs} checks still lack inputs: {lacking_list}",
+             lambda e: f"{_defined(e)}; but {e['checks_lacking_inputs']} checks still lack inputs: {e['lacking_list']}",
              "Add the inputs listed for each check; until then those checks cannot pass."),
     )
-    passing = Passing("objective-defined", _DEFINED + "; no check lacks an input")
+    passing = Passing("objective-defined", lambda e: f"{_defined(e)}; no check lacks an input")
 
     def gather(self, ctx: Context) -> Facts:
         if not ctx.job.trains:
@@ -96,7 +101,8 @@ def _shown(ctx: Context, given: Given[Any], otherwise: Any) -> Any:
 
 
 def _parameter_count(ctx: Context) -> tuple[dict[str, Any], frozenset[str]]:
-    """Returns the architecture's parameter count and its distance from the stated count, where both are known.
+    """Returns the architecture's parameter count (and a mixture of experts' active count) and its distance from the
+    stated count, where both are known.
 
     Without a stated count or a fully stated architecture there is nothing to compare: the mismatch is then
     declared unjudged, so that the rule comparing it neither fires nor is left undecided.
@@ -106,6 +112,9 @@ def _parameter_count(ctx: Context) -> tuple[dict[str, Any], frozenset[str]]:
         return {}, frozenset({"parameter_mismatch_fraction"})
     counted = transformer_parameters(shape)
     evidence: dict[str, Any] = {"parameters_from_architecture": counted, "architecture": architecture_words(shape)}
+    if shape.experts is not None:
+        # A mixture of experts: the parameters one token runs through (its active experts), beside the total.
+        evidence["active_parameters"] = active_parameters(shape)
     stated = ctx.value(ctx.job.training.model.parameters)
     if stated is None:
         return evidence, frozenset({"parameter_mismatch_fraction"})

@@ -218,7 +218,7 @@ class Inputs:
 
     def _fill_models(self) -> None:
         """Fills each model given by a catalogued name and no parameters: its parameters and every architecture
-        member it leaves out (the members it gives win)."""
+        member it leaves out (the members it gives win; those of ``experts`` one by one)."""
         for pointer, model in named_models(self.document):
             entry = self.catalogue.model(model["name"])
             if entry is None:
@@ -227,7 +227,13 @@ class Inputs:
             self._fill(model, "parameters", entry["parameters"], f"{pointer}/parameters", refs["parameters"])
             architecture = model.setdefault("architecture", {})
             for member, value in entry["architecture"].items():
-                self._fill(architecture, member, value, f"{pointer}/architecture/{member}", refs["architecture"])
+                where = f"{pointer}/architecture/{member}"
+                if isinstance(value, dict):  # an object of numbers (experts): filled member by member, each cited
+                    inner = architecture.setdefault(member, {})
+                    for name, number in value.items():
+                        self._fill(inner, name, number, f"{where}/{name}", refs["architecture"])
+                else:
+                    self._fill(architecture, member, value, where, refs["architecture"])
 
     def get(self, pointer: str, default: Any = None) -> Any:
         """Returns the resolved value at ``pointer`` (numbers plain), or ``default`` when absent."""

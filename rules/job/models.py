@@ -7,7 +7,11 @@ and every architecture member the submission leaves out (rules/job/inputs.py, be
 filled value carries the catalogue's source and the config file it came from; the members given win). With
 ``parameters`` given the name is a label, as it always was, so a submission that states its model is read as
 before. A name the catalogue lacks, given with neither ``parameters`` nor ``architecture``, describes nothing: the
-submission is refused at the name's pointer, with the closest catalogued names.
+submission is refused at the name's pointer, with the closest catalogued names. A public model whose architecture the
+submission cannot express (the catalogue's ``refused_models``: multi-head latent attention) is refused at its name
+whenever its architecture would be read, given by name alone or beside an architecture, rather than approximated;
+with ``parameters`` alone the name is a label. An ``experts`` member with more active experts than experts, or with as
+many leading dense layers as layers, is refused at its pointer.
 
 Hardware ids are read the same way: a node group's ``gpu.model`` the catalogue lacks, given without ``memory_gib``,
 and a ``server_model`` the catalogue lacks (by id or alias), given without a GPU the group describes itself, are
@@ -29,19 +33,69 @@ MODEL_POINTERS = (f"{TRAINING}/model", f"{INFERENCE}/model")
 
 def named_models(document: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yields (pointer, model object) of each model object of ``document`` that gives a name and no parameters."""
+    for pointer, model in model_objects(document):
+        if isinstance(model.get("name"), str) and "parameters" not in model:
+            yield pointer, model
+
+
+def model_objects(document: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yields (pointer, model object) of each model object of ``document``."""
     for pointer in MODEL_POINTERS:
         model = document
         for member in pointer.split("/")[1:]:
             model = model.get(member) if isinstance(model, dict) else None
-        if isinstance(model, dict) and isinstance(model.get("name"), str) and "parameters" not in model:
+        if isinstance(model, dict):
             yield pointer, model
 
 
 def model_name_problems(document: Any, catalogue: Catalogue) -> list[Problem]:
-    """Returns a problem for each model of ``document`` that only a name describes when the catalogue lacks it."""
-    return [Problem(f"{pointer}/name", unknown_model(model["name"], pointer, catalogue))
-            for pointer, model in named_models(document)
-            if "architecture" not in model and catalogue.model(model["name"]) is None]
+    """Returns a problem for each model of ``document`` that only a name describes when the catalogue lacks it, each
+    whose architecture the submission cannot express, and each ``experts`` member that contradicts itself."""
+    refused = [Problem(f"{pointer}/name", refused_model(model["name"], pointer, catalogue))
+               for pointer, model in model_objects(document)
+               if isinstance(model.get("name"), str) and catalogue.refused_model(model["name"]) is not None
+               and ("parameters" not in model or "architecture" in model)]
+    unknown = [Problem(f"{pointer}/name", unknown_model(model["name"], pointer, catalogue))
+               for pointer, model in named_models(document)
+               if "architecture" not in model and catalogue.model(model["name"]) is None
+               and catalogue.refused_model(model["name"]) is None]
+    return refused + unknown + expert_problems(document)
+
+
+def refused_model(name: str, pointer: str, catalogue: Catalogue) -> str:
+    """Returns why the public model ``name`` at ``pointer`` is refused: the architecture the contract cannot express."""
+    canonical, entry = catalogue.refused_model(name)  # type: ignore[misc]
+    return (f"model {name!r} ({canonical}) cannot be described by the submission's architecture: {entry['reason']} "
+            f"({entry['refs']['architecture']}). It is refused rather than sized as a different model; a submission "
+            f"may still name it beside {pointer}/parameters alone, as a label, for the checks that need only the "
+            "parameter count.")
+
+
+def expert_problems(document: Any) -> list[Problem]:
+    """Returns a problem for each ``architecture.experts`` of ``document`` with more active experts than experts, or
+    with as many leading dense layers as the architecture has layers (no layer left for the experts)."""
+    problems = []
+    for pointer, model in model_objects(document):
+        architecture = model.get("architecture")
+        experts = architecture.get("experts") if isinstance(architecture, dict) else None
+        if not isinstance(experts, dict):
+            continue
+        where = f"{pointer}/architecture/experts"
+        count, active = _number(experts.get("count")), _number(experts.get("active"))
+        if count is not None and active is not None and active > count:
+            problems.append(Problem(f"{where}/active", f"{active} active experts of {count}: a token is routed to at "
+                                    f"most every expert, so active cannot exceed {where}/count"))
+        layers, dense = _number(architecture.get("layers")), _number(experts.get("dense_layers"))
+        if layers is not None and dense is not None and dense >= layers:
+            problems.append(Problem(f"{where}/dense_layers", f"{dense} leading dense layers of {layers} leave no "
+                                    "mixture-of-experts layer; a dense model states no experts"))
+    return problems
+
+
+def _number(member: Any) -> float | None:
+    """Returns a member's number, bare or the value of ``{value, source, ref}``; None for anything else."""
+    value = member.get("value") if isinstance(member, dict) else member
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def gpu_model_problems(document: Any, catalogue: Catalogue) -> list[Problem]:

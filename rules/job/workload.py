@@ -9,6 +9,25 @@ from rules.job.given import Given
 
 
 @dataclass(frozen=True)
+class MixtureOfExperts:
+    """The architecture's mixture-of-experts layers as submitted (``architecture.experts``; absent: a dense model).
+
+    Each layer after the leading ``dense_layers`` replaces its MLP by a router over ``count`` routed experts of
+    ``ffn_hidden``, ``active`` of which run per token, plus ``shared`` experts of ``shared_ffn_hidden`` every token
+    runs through (Megatron-LM --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+    --moe-shared-expert-intermediate-size, --moe-layer-freq).
+    """
+
+    count: Given[int] = at("count")
+    active: Given[int] = at("active")
+    ffn_hidden: Given[int] = at("ffn_hidden")
+    shared: Given[int] = at("shared", 0)
+    shared_ffn_hidden: Given[int] = at("shared_ffn_hidden", lambda given: given["ffn_hidden"].value)
+    dense_layers: Given[int] = at("dense_layers", 0)
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class Architecture:
     """The transformer's architecture (Hugging Face config.json names in schemas/submission.schema.json)."""
 
@@ -24,6 +43,7 @@ class Architecture:
     # Dropout masks are stored for GPT-style (gelu) models; Llama-style (swiglu) models train without.
     dropout: Given[bool] = at("dropout", lambda given: given["mlp"].value == "gelu")
     norm: Given[str] = at("norm", lambda given: "rmsnorm" if given["mlp"].value == "swiglu" else "layernorm")
+    experts: MixtureOfExperts = at("experts", section=MixtureOfExperts)
     pointer: str = ""
 
 
@@ -46,6 +66,8 @@ class Parallelism:
     tensor: Given[int] = at("tensor", 1)
     pipeline: Given[int] = at("pipeline", 1)
     context: Given[int] = at("context", 1)
+    expert: Given[int] = at("expert", 1)  # expert-parallel degree (Megatron-LM --expert-model-parallel-size)
+    expert_tensor: Given[int] = at("expert_tensor", 1)  # expert tensor-parallel degree (--expert-tensor-parallel-size)
     virtual_stages: Given[int] = at("virtual_stages", 1)
     shard_group: Given[int] = at("shard_group")
     sequence_parallel: Given[bool] = at("sequence_parallel", False)
@@ -161,6 +183,15 @@ def _sum(*given: Given[int]) -> int | None:
 
 
 @dataclass(frozen=True)
+class ServingParallelism:
+    """How a served mixture-of-experts model's routed experts are split (``inference.parallelism``)."""
+
+    expert: Given[int] = at("expert", 1)
+    expert_tensor: Given[int] = at("expert_tensor", 1)
+    pointer: str = ""
+
+
+@dataclass(frozen=True)
 class Serving:
     """The inference workload: the served model, its formats and parallelism, its traffic and SLOs."""
 
@@ -170,6 +201,7 @@ class Serving:
     kv_cache_precision: Given[str] = at("kv_cache_precision",
                                         lambda given: _kv_cache_default(given["weight_precision"]))
     tensor_parallel: Given[int] = at("tensor_parallel", 1)
+    parallelism: ServingParallelism = at("parallelism", section=ServingParallelism)
     node_group: Given[str] = at("node_group")
     prompt_tokens: Given[int] = at("prompt_tokens")
     output_tokens: Given[int] = at("output_tokens")

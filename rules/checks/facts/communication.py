@@ -10,8 +10,9 @@ from rules.checks.base import Context
 from rules.checks.facts.artifacts import read_artifact, source
 from rules.checks.facts.batch import accumulation
 from rules.checks.facts.layout import layout, nics, training_group
-from rules.checks.facts.model import model_state_inputs, note_missing_formats, trainable_parameters
+from rules.checks.facts.model import architecture, model_state_inputs, note_missing_formats, trainable_parameters
 from rules.checks.facts.nccl_runs import measured_bandwidth_evidence, measured_runs
+from rules.checks.facts.step_model import not_modelled_reason
 from rules.checks.facts.throughput import throughput_facts
 from rules.errors import InconsistentInput
 from rules.estimates.communication import collectives, interconnect
@@ -22,6 +23,7 @@ from rules.estimates.memory.model_state import TrainedModel
 from rules.estimates.model import batch
 from rules.estimates.model.batch import Accumulation
 from rules.estimates.model.layout import Layout, NotWholeReplicas, require_whole_replicas, resized
+from rules.estimates.model.parameters import routed_expert_parameters
 from rules.estimates.training_time import scaling as scaling_estimates
 from rules.estimates.training_time.scaling import ModelledStep, ScalingPoint
 from rules.job.cluster import QuotedGpu
@@ -60,10 +62,12 @@ class _StepInputs:
     model: TrainedModel
     split: Accumulation
     convention: str
+    routed: float = 0.0  # a mixture of experts' routed-expert parameters, reduced over their own ranks
     steps: dict[str, StepCommunication] = field(default_factory=dict)
 
     def step(self, sharding: str | None) -> StepCommunication:
-        return collectives.step_communication(self.model, self.plan, self.split.steps, self.convention, sharding)
+        return collectives.step_communication(self.model, self.plan, self.split.steps, self.convention, sharding,
+                                              self.routed)
 
 
 def _submitted_inputs(ctx: Context) -> _StepInputs | None:
@@ -80,7 +84,13 @@ def _step_inputs(ctx: Context, plan: Layout | None, split: Accumulation | None) 
     if plan is None or parameters is None or precision is None or optimizer is None or split is None:
         return None
     model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
-    return _StepInputs(plan, model, split, ctx.setting("conventions.model_state_bytes"))
+    routed = 0.0
+    if ctx.job.training.model.architecture.experts.count.value is not None:  # a mixture of experts
+        shape = architecture(ctx)
+        if shape is None:  # without its layers, hidden and heads (noted missing)
+            return None
+        routed = routed_expert_parameters(shape)
+    return _StepInputs(plan, model, split, ctx.setting("conventions.model_state_bytes"), routed)
 
 
 def bandwidth(ctx: Context, plan: Layout | None = None) -> Bandwidth | None:
@@ -188,19 +198,24 @@ def applied_scaling(ctx: Context) -> Scaling | None:
        submitted layout at both scales, each rank keeping its batch (basis estimated). The ratio exceeds 1
        when the rate was measured on more GPUs than quoted.
     3. Any other rate (no ``measured_at_gpus``, or the modelled one) is scaled by the job's scaling efficiency
-       (:func:`scaling`: measured at the largest measured size with two or more points, else modelled).
+       (:func:`scaling`: measured at the largest measured size with two or more points, else modelled; a mixture of
+       experts' is not modelled, so without measurements its rate needs ``measured_at_gpus``, noted missing).
 
     InconsistentInput naming ``measured_at_gpus`` when it is not a whole number of the layout's model
     replicas (tensor × pipeline × context GPUs): the rate cannot have been measured with this layout.
     """
     rate, scaled, plan = throughput_facts(ctx), scaling(ctx), layout(ctx)
-    if rate is None or scaled is None or plan is None:
+    if rate is None or plan is None:
         return None
     measured_at = rate.measured_at_gpus
+    if measured_at == plan.gpus:  # whether or not the step can be modelled (a mixture of experts cannot yet)
+        return Scaling(1.0, Basis.MEASURED, {"efficiency": 1.0, "measured_at_gpus": measured_at})
+    if scaled is None:
+        if not_modelled_reason(ctx) is not None:  # a rate measured at the quoted scale would do
+            ctx.needed(ctx.job.training.throughput.measured_at_gpus)
+        return None
     if measured_at is None:
         return scaled
-    if measured_at == plan.gpus:
-        return Scaling(1.0, Basis.MEASURED, {"efficiency": 1.0, "measured_at_gpus": measured_at})
     try:
         require_whole_replicas(measured_at, plan.tensor, plan.pipeline, plan.context)
     except NotWholeReplicas as error:
@@ -228,6 +243,15 @@ def applied_scaling(ctx: Context) -> Scaling | None:
                                                        f"and {plan.gpus:,} GPUs")
     return _carried(quoted.modelled.scaling.efficiency, measured.modelled.scaling.efficiency, Basis.ESTIMATED,
                     f"modelled ratio from {measured_at:,} to {plan.gpus:,} GPUs", evidence)
+
+
+def unmodelled_scaling(ctx: Context) -> str | None:
+    """Returns why the job's scaling efficiency cannot be modelled whatever its inputs (a mixture of experts), noting
+    ``measurements.scaling`` missing; None when it can."""
+    reason = not_modelled_reason(ctx)
+    if reason is not None:
+        ctx.reader.missing.append(member_pointer(ctx.job.measurements, "scaling"))
+    return reason
 
 
 def _carried(at_quoted: float, at_measured: float, basis: Basis, words: str, evidence: dict[str, Any]) -> Scaling:
@@ -272,8 +296,11 @@ def _modelled(ctx: Context, plan: Layout | None = None, global_batch: int | None
 
     The per-GPU rate is the job's (stated or modelled) on either layout: a rate measured at scale stands for the
     compute rate at both, to first order, as it does for the efficiency at the quoted scale alone. None when an
-    input is missing; each is noted.
+    input is missing; each is noted. None, noting nothing, for a mixture of experts: its expert-parallel all-to-all
+    is not modelled (rules/checks/facts/step_model.py ``not_modelled_reason``).
     """
+    if not_modelled_reason(ctx) is not None:
+        return None
     submitted = plan is None
     plan = plan or layout(ctx)
     rate = throughput_facts(ctx)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rules.checks.base import Context
+from rules.checks.facts.model import expert_count
 from rules.errors import InconsistentInput
 from rules.estimates.communication import topology
-from rules.estimates.model.layout import Layout, NotWholeReplicas, training_layout
+from rules.estimates.model.layout import Layout, NotWholeExpertGrid, NotWholeReplicas, training_layout
 from rules.job.cluster import QuotedNodeGroup
 
 
@@ -23,7 +24,7 @@ def placement(ctx: Context) -> Placement | None:
     """Returns the job's layout and node group, or None (with the missing inputs noted) when they cannot be known.
 
     InconsistentInput, naming the inputs, when the GPU count is not a whole number of tensor × pipeline ×
-    context replicas (Megatron-LM refuses such a world size).
+    context replicas, or the expert degrees do not split the model's experts and GPUs (Megatron-LM refuses both).
     """
     return ctx.memo(_placement)
 
@@ -58,14 +59,23 @@ def _placement(ctx: Context) -> Placement | None:
     context = ctx.value(parallelism.context)
     sharding = ctx.value(parallelism.sharding)
     shard_group = ctx.value(parallelism.shard_group)
+    expert, expert_tensor = ctx.value(parallelism.expert), ctx.value(parallelism.expert_tensor)
     try:
         plan = training_layout(int(gpus) if gpus is not None else None, int(gpus_per_node), int(node_count),
                                int(tensor), int(pipeline), sharding, int(shard_group) if shard_group else None,
-                               int(context))
+                               int(context), expert=int(expert), expert_tensor=int(expert_tensor),
+                               experts=expert_count(ctx))
     except NotWholeReplicas as error:
         count = (training.gpus.pointer if gpus is not None
                  else f"{group.count.pointer} × {group.gpu.count.pointer}")
         degrees = ", ".join(given.pointer for given in (parallelism.tensor, parallelism.pipeline, parallelism.context))
+        raise InconsistentInput(f"{error} (inputs {count}, {degrees})") from None
+    except NotWholeExpertGrid as error:
+        count = (training.gpus.pointer if gpus is not None
+                 else f"{group.count.pointer} × {group.gpu.count.pointer}")
+        stated = (parallelism.expert, parallelism.expert_tensor, parallelism.pipeline,
+                  training.model.architecture.experts.count)
+        degrees = ", ".join(given.pointer for given in stated)
         raise InconsistentInput(f"{error} (inputs {count}, {degrees})") from None
     return Placement(plan, group)
 

@@ -19,6 +19,7 @@ from rules.checks.facts.model import (
 )
 from rules.estimates.memory.activations import ActivationSaving
 from rules.estimates.memory.comm_buffers import CommunicationSettings
+from rules.estimates.memory.expert_activations import ExpertRouting
 from rules.estimates.memory.model_state import TrainedModel
 from rules.estimates.memory.offload import NO_HOST_MODEL_STATE, HostModelState, ZeroSettings
 from rules.estimates.memory.step_memory import (
@@ -108,7 +109,9 @@ def _memory_settings(ctx: Context) -> MemorySettings:
                               stage3_max_live_parameters=ctx.setting(f"{_ZERO}.stage3_max_live_parameters"),
                               stage3_param_persistence_threshold=ctx.setting(
                                   f"{_ZERO}.stage3_param_persistence_threshold"),
-                              zero_init=ctx.setting(f"{_ZERO}.zero_init")))
+                              zero_init=ctx.setting(f"{_ZERO}.zero_init")),
+                          routing=ExpertRouting(capacity_factor=ctx.setting("memory.moe.capacity_factor"),
+                                                dropless_load_factor=ctx.setting("memory.moe.dropless_load_factor")))
 
 
 def memory_estimate(ctx: Context, sharding: str | None = None, micro_batch: int | None = None,
@@ -158,8 +161,8 @@ def model_state_estimate(ctx: Context) -> TrainingModelState | None:
     """Returns the model state of the submitted layout on one GPU and on its host; None without its inputs.
 
     Memoised: peak-memory's estimate and host-ram's host figure are this one estimate. It reads only what sizes
-    model state (the layout, the model's counts and formats, offload, and the architecture where given or where
-    the pipeline's first stage rests on it), so host-ram does not depend on the batch shape.
+    model state (the layout, the model's counts and formats, offload, and the architecture where given, where the
+    pipeline's first stage rests on it or where it holds experts), so host-ram does not depend on the batch shape.
     """
     return ctx.memo(_model_state_estimate)
 
@@ -172,7 +175,9 @@ def _model_state_estimate(ctx: Context) -> TrainingModelState | None:
         return None
     stated = ctx.job.training.model.architecture
     given = all(ctx.value(dimension) is not None for dimension in (stated.layers, stated.hidden, stated.heads))
-    shape = architecture(ctx) if given or plan.pipeline != 1 else None
+    # A mixture of experts' routed experts are sharded apart from the rest: its state rests on the architecture.
+    experts = stated.experts.count.value is not None
+    shape = architecture(ctx) if given or experts or plan.pipeline != 1 else None
     model = TrainedModel(parameters, trainable_parameters(ctx), precision, optimizer)
     return training_model_state(model, shape, ctx.value(ctx.job.training.parallelism.offload), plan,
                                 memory_settings(ctx).state_settings)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from rules.checks.base import Context
-from rules.estimates.model.shapes import ModelShape
+from rules.estimates.model.parameters import active_parameters
+from rules.estimates.model.shapes import Experts, ModelShape
+from rules.job.workload import MixtureOfExperts
 
 # The dimensions that size a parameter count and have no default that fits every model family (a 4 × hidden
 # MLP fits GPT, not Llama; the vocabulary has none): only with all of them stated is the count checked.
@@ -34,7 +36,7 @@ def architecture(ctx: Context) -> ModelShape | None:
 
     Defaults (schemas/submission.schema.json): kv_heads = heads, ffn_hidden = 4 × hidden, head_dim = hidden /
     heads, dropout for gelu MLPs (GPT) and none for swiglu (Llama), RMSNorm for swiglu and LayerNorm for gelu,
-    untied embeddings.
+    untied embeddings; a mixture of experts (``experts``) without shared experts or leading dense layers.
     """
     return ctx.memo(_architecture)
 
@@ -57,7 +59,54 @@ def architecture_words(shape: ModelShape) -> str:
     embeddings = "tied" if shape.tied_embeddings else "untied"
     return (f"{shape.layers} layers, hidden {shape.hidden}, {shape.heads} heads, {shape.kv_head_count} kv heads"
             f"{head_dim}, ffn {shape.ffn_hidden_size}, vocab {shape.vocab}, {shape.mlp} MLP, {shape.norm}, "
-            f"{embeddings} embeddings")
+            f"{embeddings} embeddings{_experts_words(shape.experts)}")
+
+
+def _experts_words(experts: Experts | None) -> str:
+    """Returns ", 8 experts (2 active) of ffn 14336" with the shared experts and dense layers; "" for a dense model."""
+    if experts is None:
+        return ""
+    words = f", {experts.count} experts ({experts.active} active) of ffn {experts.ffn_hidden}"
+    if experts.shared:
+        words += f", {experts.shared} shared of ffn {experts.shared_ffn_hidden_size}"
+    if experts.dense_layers:
+        words += f", {experts.dense_layers} leading dense layers"
+    return words
+
+
+def flops_parameters(ctx: Context, needed: bool) -> float | None:
+    """Returns the parameters a token's FLOPs run through (N of 6·N per token): the stated ``parameters``, noted
+    missing when ``needed``; of a mixture of experts, the active ones its architecture counts
+    (:func:`rules.estimates.model.parameters.active_parameters`, the ``active`` experts of each layer, as Megatron-LM's
+    num_floating_point_operations counts --moe-router-topk experts), None when its counted dimensions are not all
+    stated (noted missing when ``needed``)."""
+    training = ctx.job.training
+    if training.model.architecture.experts.count.value is None:
+        return ctx.needed(training.model.parameters) if needed else ctx.value(training.model.parameters)
+    shape = counted_architecture(ctx)
+    if shape is None:
+        for name in COUNTED_DIMENSIONS if needed else ():
+            ctx.needed(getattr(training.model.architecture, name))
+        return None
+    return active_parameters(shape)
+
+
+def expert_count(ctx: Context) -> int | None:
+    """Returns the trained model's routed experts per layer (``architecture.experts.count``); None: a dense model."""
+    count = ctx.value(ctx.job.training.model.architecture.experts.count)
+    return int(count) if count is not None else None
+
+
+def experts_of(ctx: Context, stated: MixtureOfExperts) -> Experts | None:
+    """Returns the experts of an architecture's ``experts`` member with its defaults; None: a dense model."""
+    count = ctx.value(stated.count)
+    if count is None:
+        return None
+    shared_ffn_hidden = ctx.value(stated.shared_ffn_hidden)
+    return Experts(count=int(count), active=int(ctx.value(stated.active)), ffn_hidden=int(ctx.value(stated.ffn_hidden)),
+                   shared=int(ctx.value(stated.shared)),
+                   shared_ffn_hidden=int(shared_ffn_hidden) if shared_ffn_hidden is not None else None,
+                   dense_layers=int(ctx.value(stated.dense_layers)))
 
 
 def _architecture(ctx: Context) -> ModelShape | None:
@@ -78,4 +127,5 @@ def _architecture(ctx: Context) -> ModelShape | None:
     return ModelShape(layers=int(layers), hidden=int(hidden), heads=int(heads), kv_heads=int(kv_heads),
                       ffn_hidden=int(ffn_hidden) if ffn_hidden is not None else None,
                       vocab=int(vocab) if vocab else None, mlp=mlp, norm=norm, dropout=dropout, tied_embeddings=tied,
-                      head_dim=int(head_dim) if head_dim is not None else None)
+                      head_dim=int(head_dim) if head_dim is not None else None,
+                      experts=experts_of(ctx, architecture.experts))

@@ -10,6 +10,7 @@ from rules.checks.base import Context
 from rules.checks.facts.communication import applied_scaling
 from rules.checks.facts.layout import layout, training_group
 from rules.checks.facts.memory import memory_min_gpus, no_fit_reason
+from rules.checks.facts.model import flops_parameters
 from rules.checks.facts.reliability import goodput_facts
 from rules.checks.facts.throughput import attention_span, throughput_facts
 from rules.estimates.power_cost import cost, quote_lines
@@ -88,8 +89,9 @@ def _quoted_run_plan(ctx: Context) -> RunPlan | None:
 
 
 def _run_flops(ctx: Context, tokens: float) -> tuple[float | None, float | None]:
-    """Returns the run's model FLOPs (6·N·D + attention) and hardware FLOPs (with the recompute it plans)."""
-    parameters = ctx.value(ctx.job.training.model.parameters)
+    """Returns the run's model FLOPs (6·N·D + attention; N a mixture of experts' active parameters) and hardware FLOPs
+    (with the recompute it plans)."""
+    parameters = flops_parameters(ctx, needed=False)
     span = attention_span(ctx)
     if parameters is None:
         return None, None

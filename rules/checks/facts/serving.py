@@ -99,6 +99,17 @@ class ServingMemory:
         return evidence
 
 
+# Why a served mixture of experts gets no latency estimate yet.
+EXPERTS_NOT_MODELLED = ("the serving latency model does not model mixture-of-experts layers yet (a decode step reads "
+                        "the weights of the experts its tokens are routed to, neither the whole model's nor one "
+                        "token's); inference-memory sizes the weights of every expert")
+
+
+def serving_not_modelled_reason(ctx: Context) -> str | None:
+    """Returns why the served model's latency is not modelled whatever the inputs (a mixture of experts), else None."""
+    return EXPERTS_NOT_MODELLED if ctx.job.serving.model.architecture.experts.count.value is not None else None
+
+
 def serving_group(ctx: Context) -> QuotedNodeGroup | None:
     """Returns the node group that serves: the one the workload names, else the first with GPUs (None: none is)."""
     return ctx.job.cluster.group_named(ctx.value(ctx.job.serving.node_group))

@@ -4,6 +4,11 @@ Reads the model's architecture, the layout (tensor, pipeline, virtual stages, co
 activation checkpointing, flash attention, sharding, precision and its fp8 recipe, kernels, batch) and the quoted
 node group's GPU and NICs, and hands them to the step-time model with the efficiencies of the catalogue and the
 policy. The model needs the full architecture including the vocabulary, and a sequence length and global batch.
+
+A mixture-of-experts model is not modelled yet: the step-time model knows no router, expert-parallel all-to-all or
+grouped expert GEMMs, and timing its layers as dense ones would misstate the step. Its job gets no modelled step
+(:func:`modelled_step` None) and the checks that need one say why (:data:`EXPERTS_NOT_MODELLED`) unless the
+submission states a measured rate.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ ASSUMED_PRECISION = "bf16-mixed"
 
 # The architecture the model needs beyond what the memory estimate reads.
 _MODEL_SHAPE = ("layers", "hidden", "heads", "vocab")
+# Why a mixture-of-experts job has no modelled step, and what decides its checks instead.
+EXPERTS_NOT_MODELLED = ("the step-time model does not model mixture-of-experts layers yet; state a measured throughput "
+                        "(throughput.tokens_per_s_per_gpu with measured_at_gpus, the GPUs it was measured on) or "
+                        "measurements.scaling at two or more GPU counts")
 
 
 @dataclass(frozen=True)
@@ -44,16 +53,24 @@ def modelled_step(ctx: Context) -> StepTime | None:
     """Returns the modelled step of the submitted layout, or None when the inputs do not determine one.
 
     A submission without the full architecture gets None without any input being named missing: the model
-    is what a stated throughput is held against, never a requirement of its own.
+    is what a stated throughput is held against, never a requirement of its own. So does a mixture of experts
+    (:func:`not_modelled_reason`).
     """
     inputs = step_inputs(ctx)
     return inputs.step if inputs is not None else None
 
 
+def not_modelled_reason(ctx: Context) -> str | None:
+    """Returns why the job's step is not modelled whatever its inputs (a mixture of experts), else None."""
+    if ctx.job.training.model.architecture.experts.count.value is not None:
+        return EXPERTS_NOT_MODELLED
+    return None
+
+
 def step_inputs(ctx: Context) -> StepInputs | None:
     """Returns the model, the submitted layout and its modelled step, or None (see ``modelled_step``)."""
     stated = ctx.job.training.model.architecture
-    if any(getattr(stated, name).value is None for name in _MODEL_SHAPE):
+    if any(getattr(stated, name).value is None for name in _MODEL_SHAPE) or not_modelled_reason(ctx) is not None:
         return None
     return ctx.memo(_modelled_step)
 

@@ -4,7 +4,9 @@ A stated rate is read as published: ``tokens_per_s_per_gpu`` as achieved, ``mfu`
 by (``mfu_peak_tflops``, default the quoted GPU's dense bf16 peak), ``hardware_tflops_per_gpu`` with recompute
 counted as Megatron-LM reports it, and ``measured_at_gpus`` the scale the rate was measured at (which already
 includes data-parallel communication at that scale). Without a stated rate the step-time model of the
-submitted layout on the quoted GPU gives it (rules/checks/facts/step_model.py); with one, both are reported.
+submitted layout on the quoted GPU gives it (rules/checks/facts/step_model.py); with one, both are reported. The
+FLOPs per token of a stated MFU or hardware rate count a mixture of experts' active parameters
+(rules/checks/facts/model.py ``flops_parameters``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout, training_group
+from rules.checks.facts.model import flops_parameters
 from rules.checks.facts.step_model import modelled_step
 from rules.estimates.communication import data_feed
 from rules.estimates.ratios import fraction_of
@@ -93,8 +96,7 @@ def _throughput(ctx: Context) -> Throughput | None:
         return Throughput(modelled.tokens_per_s_per_gpu,
                           data_feed.cluster_tokens_per_s(modelled.tokens_per_s_per_gpu, plan.gpus), MODELLED,
                           modelled=modelled)
-    stated = training.model.parameters
-    parameters = ctx.needed(stated) if per_gpu is None else ctx.value(stated)
+    parameters = flops_parameters(ctx, needed=per_gpu is None)
     span = attention_span(ctx)
     recompute = ctx.value(training.activation_checkpointing)
     hardware_flops = (compute.training_flops_per_token(parameters, recompute, *span)

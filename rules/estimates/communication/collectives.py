@@ -8,7 +8,7 @@ GB/s means 10⁹ bytes per second throughout (``_gbs``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, NamedTuple
 
 from rules.errors import InconsistentInput
@@ -148,7 +148,7 @@ def communication_time_s(step: StepCommunication, node_busbw_gbs: float, cluster
 
 
 def step_communication(model: TrainedModel, layout: Layout, accumulation_steps: int, convention: str,
-                       sharding: str | None = None) -> StepCommunication:
+                       sharding: str | None = None, routed_parameters: float = 0.0) -> StepCommunication:
     """Returns the collectives of one optimizer step of ``model`` on ``layout`` (or under another sharding).
 
     :func:`communication_bytes_per_step` in the weights' precision (2 bytes for bf16/fp16 training, as the
@@ -158,16 +158,44 @@ def step_communication(model: TrainedModel, layout: Layout, accumulation_steps: 
     ``get_data_parallel_group(with_context_parallel=True)``). Tensor-, pipeline- and context-parallel traffic
     (activations, the K/V ring) is not counted. InconsistentInput for a layout the estimator refuses
     (fsdp-hybrid over part of a node).
+
+    A mixture of experts' ``routed_parameters`` (rules/estimates/model/parameters.py ``routed_expert_parameters``)
+    are reduced apart: their shard, routed / (expert × expert_tensor × p), over the expert-data-parallel ranks
+    (Megatron-Core's expert data-parallel group; rules/estimates/memory/expert_state.py), the rest as above. Their
+    collectives are listed after the others' with "(experts)" in their purpose. The expert-parallel all-to-all of
+    the routed tokens is not counted.
     """
     state = model_state_bytes_per_param(model.precision, model.optimizer, convention)
-    return communication_bytes_per_step(
-        sharding or layout.sharding, model.parameters / layout.model_parallel, layout.shard_ranks,
-        layout.dp_ranks_per_node, bytes_per_element=state.weights_bytes_per_param,
-        accumulation_steps=accumulation_steps, trainable_parameters=model.trainable_parameters / layout.model_parallel)
+    strategy = sharding or layout.sharding
+    if not routed_parameters:
+        return communication_bytes_per_step(
+            strategy, model.parameters / layout.model_parallel, layout.shard_ranks, layout.dp_ranks_per_node,
+            bytes_per_element=state.weights_bytes_per_param, accumulation_steps=accumulation_steps,
+            trainable_parameters=model.trainable_parameters / layout.model_parallel)
+    trainable_share = model.trainable_parameters / model.parameters
+    others = (model.parameters - routed_parameters) / layout.model_parallel
+    shard = routed_parameters / (layout.expert_shards * layout.pipeline)
+    ranks = layout.expert_data_parallel
+    steps = [communication_bytes_per_step(strategy, parameters, group, per_node,
+                                          bytes_per_element=state.weights_bytes_per_param,
+                                          accumulation_steps=accumulation_steps,
+                                          trainable_parameters=parameters * trainable_share)
+             for parameters, group, per_node in (
+                 (others, layout.shard_ranks, layout.dp_ranks_per_node),
+                 (shard, ranks, max(1, min(ranks, layout.gpus_per_node // layout.expert_shards))))]
+    dense, experts = steps
+    bus_bytes = dense.bus_bytes_per_gpu + experts.bus_bytes_per_gpu
+    reference = sum(busbw_factor("all-reduce", group) * step.gradient_bytes
+                    for step, group in zip(steps, (layout.shard_ranks, ranks), strict=True))
+    return StepCommunication(strategy, dense.gradient_bytes + experts.gradient_bytes, dense.collectives + tuple(
+        replace(c, purpose=c.purpose + EXPERTS) for c in experts.collectives), bus_bytes,
+        bus_bytes / reference if reference > 0 else 0.0)
 
 
 # Data-parallel collectives that run under a forward pass; the others run under a backward pass.
 FORWARD_PURPOSES: Final = frozenset({"parameters (forward)", "updated parameters"})
+# What a mixture of experts' routed-expert collectives add to their purpose (:func:`step_communication`).
+EXPERTS: Final = " (experts)"
 
 
 class PassTimes(NamedTuple):
@@ -187,7 +215,7 @@ def communication_time_by_pass(step: StepCommunication, node_busbw_gbs: float, c
     seconds, windows = {True: 0.0, False: 0.0}, {True: 0, False: 0}
     for c in step.collectives:
         busbw = node_busbw_gbs if c.scope == "node" else cluster_busbw_gbs / c.parallel_groups
-        forward = c.purpose in FORWARD_PURPOSES
+        forward = c.purpose.removesuffix(EXPERTS) in FORWARD_PURPOSES
         seconds[forward] += c.times * collective_time_s(c.kind, c.size_bytes, c.ranks, busbw)
         windows[forward] = max(windows[forward], c.times)
     return PassTimes(seconds[True], windows[True], seconds[False], windows[False])

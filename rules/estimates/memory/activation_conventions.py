@@ -76,17 +76,20 @@ def activation_element_bytes(precision: str) -> int:
 def counted_activation_bytes(counting: ActivationCounting, shape: ModelShape, batch: BatchShape,
                              saving: ActivationSaving, tensor_parallel: int, pipeline: PipelineSchedule, *,
                              context_parallel: int = 1,
-                             layer_bytes: Callable[..., float] = activation_bytes_per_layer) -> float:
+                             layer_bytes: Callable[..., float] = activation_bytes_per_layer, expert_tensor: int = 1,
+                             load_factor: float = 1.0) -> float:
     """Returns the first pipeline stage's activation bytes per GPU under ``counting``'s convention and width.
 
-    ``layer_bytes`` counts one layer under the physical convention (:func:`activation_bytes_per_gpu`'s)."""
+    ``layer_bytes`` counts one layer under the physical convention (:func:`activation_bytes_per_gpu`'s), which alone
+    reads a mixture of experts' ``expert_tensor`` and routed ``load_factor``: Megatron-LM's formulae take no account
+    of experts (they read ffn_hidden_size), and the ``megatron`` convention reproduces them as they are."""
     require_choice("activation convention", counting.convention, ACTIVATION_CONVENTIONS)
     if counting.convention == "megatron":
         return megatron_activation_bytes(shape, batch, saving, tensor_parallel, pipeline,
                                          element_bytes=counting.element_bytes, context_parallel=context_parallel)
     return activation_bytes_per_gpu(shape, batch, saving, tensor_parallel, pipeline,
                                     context_parallel=context_parallel, element_bytes=counting.element_bytes,
-                                    layer_bytes=layer_bytes)
+                                    layer_bytes=layer_bytes, expert_tensor=expert_tensor, load_factor=load_factor)
 
 
 def megatron_activation_bytes(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = _NO_SAVING,

@@ -12,13 +12,14 @@ Sources (cited again where used):
   arXiv 2205.05198, §4 and Table 2.
 - Megatron-LM ``megatron/training/theoretical_memory_usage.py`` (compute_activation_memory).
 - Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness", 2022.
+- A mixture-of-experts MLP: rules/estimates/memory/expert_activations.py.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from rules.estimates._args import (
@@ -29,6 +30,7 @@ from rules.estimates._args import (
     require_positive_int,
     require_positive_ints,
 )
+from rules.estimates.memory.expert_activations import expert_mlp_activation_bytes
 from rules.estimates.model.shapes import MLP_KINDS, ModelShape
 
 RECOMPUTE_MODES: Final = ("none", "selective", "full")
@@ -70,7 +72,8 @@ def kv_head_count(shape: ModelShape) -> int:
 
 
 def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving = ActivationSaving(),
-                               tensor_parallel: int = 1, *, element_bytes: float = 2) -> float:
+                               tensor_parallel: int = 1, *, element_bytes: float = 2, expert_tensor: int = 1,
+                               load_factor: float = 1.0) -> float:
     """Return activation bytes one GPU stores for one transformer layer (Korthikanti arXiv 2205.05198 Table 2).
 
     16-bit activations (``element_bytes`` = 2), 1-byte dropout masks. With ffn_hidden = 4h, kv_heads = heads,
@@ -88,6 +91,10 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     term of Table 2 becomes e bytes (fp32 training keeps e = 4: the layer runs in fp32, so its inputs,
     outputs and softmax are fp32); the dropout masks stay 1 byte (PyTorch keeps them as bool/uint8) and
     FlashAttention's log-sum-exp stays fp32. Table 2 at e = 4, no parallelism: sbh(66 + 9as/h).
+
+    A mixture-of-experts layer (``shape.experts``) keeps the attention, norms, MLP input and dropout terms and replaces
+    the MLP's by :func:`rules.estimates.memory.expert_activations.expert_mlp_activation_bytes` (router, routed tokens
+    at ``load_factor`` over the balanced mean, experts split over ``expert_tensor`` ranks, shared experts).
     """
     _check_layer(shape, batch, saving, tensor_parallel, element_bytes)
     g = shape.kv_head_count
@@ -131,8 +138,11 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
         core = ((2 * e + 1) if dropout else e) * a * s * s * b / t
 
     # --- MLP block: 19sbh in the paper (§4.1) -----------------------------------------------------
-    outside += e * sbh  # input of the first linear layer, 2sbh
-    if mlp == "gelu":
+    outside += e * sbh  # input of the first linear layer (of a mixture of experts, the router's and the experts'), 2sbh
+    experts = 0.0
+    if shape.experts is not None:
+        experts = expert_mlp_activation_bytes(shape, s * b, e, t, sequence_parallel, expert_tensor, load_factor)
+    elif mlp == "gelu":
         inside += 2 * e * s * b * f / t  # GeLU input and GeLU output (second linear input): 8sbh at 4h
     else:
         inside += 3 * e * s * b * f / t  # SwiGLU: gate, up, and activated product (down-proj input)
@@ -142,7 +152,7 @@ def activation_bytes_per_layer(shape: ModelShape, batch: BatchShape, saving: Act
     # --- Layer norms: 4sbh (two norms, each stores its 2sbh input) ---------------------------------
     outside += 2 * e * sbh
 
-    return outside / outside_divisor + inside + core
+    return outside / outside_divisor + inside + core + experts
 
 
 def _check_layer(shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int,
@@ -170,7 +180,8 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
                              tensor_parallel: int = 1, pipeline: PipelineSchedule = PipelineSchedule(), *,
                              include_embedding: bool = True, logits_bytes_per_element: float = FP32_LOGITS_BYTES,
                              context_parallel: int = 1, element_bytes: float = 2,
-                             layer_bytes: Callable[..., float] = activation_bytes_per_layer) -> float:
+                             layer_bytes: Callable[..., float] = activation_bytes_per_layer, expert_tensor: int = 1,
+                             load_factor: float = 1.0) -> float:
     """Return activation bytes on the first pipeline stage's GPU (Korthikanti arXiv 2205.05198 §4.2.3, §4.3).
 
     1F1B: the first stage holds p in-flight micro-batches of ceil(L/p) layers, i.e. L layers' worth when
@@ -193,7 +204,9 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
 
     ``layer_bytes`` counts one layer: :func:`activation_bytes_per_layer` itself, or a caller's keeping of it (the
     same function of the same arguments; rules/estimates/memory/step_memory.py keeps it per job, since it reads
-    neither the pipeline, the context degree nor the micro-batches per step).
+    neither the pipeline, the context degree nor the micro-batches per step). Of a mixture of experts the first
+    stage's layers are its expert layers (``expert_tensor`` and ``load_factor`` passed on), but for the leading dense
+    layers it holds, each counted as the shape without experts.
     """
     require_positive_int("layers", shape.layers)
     require_positive_int("pipeline_parallel", pipeline.stages)
@@ -202,14 +215,20 @@ def activation_bytes_per_gpu(shape: ModelShape, batch: BatchShape, saving: Activ
     require_positive_int("context_parallel", context_parallel)
     if pipeline.micro_batches is not None:
         require_positive_int("micro_batches", pipeline.micro_batches)
-    per_layer = layer_bytes(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+    routing = {"expert_tensor": expert_tensor, "load_factor": load_factor} if shape.experts is not None else {}
+    per_layer = layer_bytes(shape, batch, saving, tensor_parallel, element_bytes=element_bytes, **routing)
     p, v, micro_batches = pipeline.stages, pipeline.virtual_stages, pipeline.micro_batches
     layers_on_stage = math.ceil(shape.layers / p)
     in_flight: float = p if micro_batches is None else min(p, micro_batches)
     if v > 1:
         in_flight = p * (1 + (p - 1) / (p * v))  # interleaved schedule memory penalty, §4.2.3
 
-    total = per_layer * layers_on_stage * in_flight
+    stage_layers = per_layer * layers_on_stage
+    dense_layers = min(shape.experts.dense_layers, layers_on_stage) if shape.experts is not None else 0
+    if dense_layers:  # the leading dense layers of a mixture of experts are the first stage's
+        dense = layer_bytes(replace(shape, experts=None), batch, saving, tensor_parallel, element_bytes=element_bytes)
+        stage_layers += dense_layers * (dense - per_layer)
+    total = stage_layers * in_flight
     if include_embedding:
         s, b = batch.sequence_length, batch.micro_batch
         divisor = tensor_parallel if saving.sequence_parallel else 1

@@ -100,13 +100,19 @@ def process_groups(layout: Layout) -> tuple[int, ...]:
     The gradient group (data × context ranks; under fsdp-hybrid its intra-node shard group and inter-node
     replicate group instead), the tensor-, pipeline- and context-parallel groups (Megatron-LM
     ``parallel_state``), and the default group of all GPUs when none of those spans them (barriers and
-    checkpoint coordination run there). A group of one rank needs no communicator.
+    checkpoint coordination run there). A layout with expert parallelism (expert or expert_tensor > 1) adds the
+    expert grid's expert, expert tensor and expert data-parallel groups (Megatron-Core creates them apart from the
+    others: ``_EXPERT_MODEL_PARALLEL_GROUP``, ``_EXPERT_TENSOR_PARALLEL_GROUP``, ``_EXPERT_DATA_PARALLEL_GROUP``). A
+    group of one rank needs no communicator.
     """
     if layout.sharding == "fsdp-hybrid" and layout.shard_group:
         gradient_groups = (layout.shard_group, layout.shard_ranks // layout.shard_group)
     else:
         gradient_groups = (layout.shard_ranks,)
-    groups = tuple(size for size in (*gradient_groups, layout.tensor, layout.pipeline, layout.context) if size > 1)
+    expert_groups = ((layout.expert, layout.expert_tensor, layout.expert_data_parallel)
+                     if layout.expert > 1 or layout.expert_tensor > 1 else ())
+    groups = tuple(size for size in (*gradient_groups, layout.tensor, layout.pipeline, layout.context, *expert_groups)
+                   if size > 1)
     if layout.gpus > 1 and layout.gpus not in groups:
         groups += (layout.gpus,)
     return groups
@@ -153,15 +159,16 @@ def rank_buffers(shape: ModelShape | None, layout: Layout, convention: str, grad
                  settings: CommunicationSettings | None) -> CommunicationBuffers | None:
     """Returns :func:`communication_buffers` of a training rank of ``layout``, None when ``settings`` do not count them.
 
-    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``), split
-    over the tensor-parallel ranks; unknown without the architecture's vocabulary.
+    FSDP's unit is one wrapped decoder layer or the root (:func:`largest_layer_parameters`, ``block``; a
+    mixture-of-experts layer with its routed experts split over expert × expert_tensor ranks), split over the
+    tensor-parallel ranks; unknown without the architecture's vocabulary.
     (rules/estimates/memory/step_memory.py sizes each step's buffers with it.)
     """
     if settings is None:
         return None
     unit = None
     if shape is not None and shape.vocab is not None:
-        unit = largest_layer_parameters(shape, "block") / layout.tensor
+        unit = largest_layer_parameters(shape, "block", layout.expert_shards) / layout.tensor
     inputs = BufferInputs(layout=layout, convention=convention, gradients_on_gpu_bytes=gradients_on_gpu_bytes,
                           working_bytes_per_param=working_bytes_per_param, largest_unit_parameters=unit,
                           gradient_as_bucket_view=gradient_as_bucket_view)

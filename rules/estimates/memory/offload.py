@@ -144,8 +144,9 @@ def persistent_parameters(shape: ModelShape, threshold: int) -> int:
     ``partition_parameters.py`` (a persistent parameter's tensor stays on the GPU, with or without
     ``offload_param``). Counted per tensor of the decoder (HF ``modeling_llama.py`` layout): the two norms of
     each layer and the final norm (RMSNorm a weight of h, LayerNorm a weight and a bias of h), the projection
-    biases where the shape has them, and any projection or embedding matrix that small. Tensor parallelism
-    is not taken into account (the whole tensor is counted), which errs on the large side.
+    biases where the shape has them, and any projection or embedding matrix that small; a mixture-of-experts
+    layer's router (hidden × count) and expert matrices in place of its MLP's. Tensor parallelism is not taken into
+    account (the whole tensor is counted), which errs on the large side.
     """
     require_positive_int("layers", shape.layers)
     require_positive_int("hidden", shape.hidden)
@@ -156,14 +157,24 @@ def persistent_parameters(shape: ModelShape, threshold: int) -> int:
     q_width, kv_width = shape.heads * head_dim, shape.kv_head_count * head_dim
     up_matrices = 2 if shape.mlp == "swiglu" else 1
     norm = [h] * (1 if shape.norm == "rmsnorm" else 2)
-    layer = [*norm, *norm, h * q_width, h * kv_width, h * kv_width, q_width * h, *[h * ffn] * up_matrices, ffn * h]
+    attention = [*norm, *norm, h * q_width, h * kv_width, h * kv_width, q_width * h]
     if shape.linear_biases:
-        layer += [q_width, kv_width, kv_width, h, *[ffn] * up_matrices, h]
+        attention += [q_width, kv_width, kv_width, h]
+
+    def mlp(inner: int, copies: int = 1) -> list[int]:
+        return [*[h * inner] * up_matrices, inner * h, *([*[inner] * up_matrices, h] if shape.linear_biases else [])
+                ] * copies
     model = [*norm]
     if shape.vocab:
         model += [shape.vocab * h] * (1 if shape.tied_embeddings else 2)
-    return (shape.layers * sum(n for n in layer if n <= threshold)
-            + sum(n for n in model if n <= threshold))
+    experts, expert_layers = shape.experts, shape.expert_layers
+    dense = [*attention, *mlp(ffn)]
+    persistent = (shape.layers - expert_layers) * sum(n for n in dense if n <= threshold)
+    if experts is not None:
+        layer = [*attention, h * experts.count, *mlp(experts.ffn_hidden, experts.count),
+                 *mlp(experts.shared_ffn_hidden_size, experts.shared)]
+        persistent += expert_layers * sum(n for n in layer if n <= threshold)
+    return persistent + sum(n for n in model if n <= threshold)
 
 
 def zero3_working_set_bytes(largest_module_parameters: float, persistent: float, bytes_per_param: float,

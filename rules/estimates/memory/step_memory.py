@@ -14,7 +14,7 @@ CUDA caching allocator notes ("Memory management": reserved exceeds allocated by
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from rules.errors import InconsistentInput
@@ -29,17 +29,14 @@ from rules.estimates.memory.activations import (
     PipelineSchedule,
     activation_bytes_per_layer,
 )
-from rules.estimates.memory.comm_buffers import CommunicationBuffers, CommunicationSettings, rank_buffers
-from rules.estimates.memory.model_state import (
-    StateBytesPerParam,
-    TrainedModel,
-    effective_sharding,
-    model_state_bytes_per_param,
-)
-from rules.estimates.memory.offload import ZeroSettings
+from rules.estimates.memory.comm_buffers import CommunicationBuffers, rank_buffers
+from rules.estimates.memory.model_state import StateBytesPerParam, effective_sharding, model_state_bytes_per_param
 from rules.estimates.memory.step_figures import StepTerms
 from rules.estimates.memory.step_figures import TrainingMemory as TrainingMemory  # what it returns
-from rules.estimates.memory.training_state import StateSettings, TrainingModelState, gathered_bytes, sharded_model_state
+from rules.estimates.memory.step_inputs import MemorySettings as MemorySettings  # what it reads, once defined here
+from rules.estimates.memory.step_inputs import TrainingBatch as TrainingBatch
+from rules.estimates.memory.step_inputs import TrainingJob as TrainingJob
+from rules.estimates.memory.training_state import TrainingModelState, gathered_bytes, sharded_model_state
 from rules.estimates.model.layout import Layout, resized, with_sharding
 from rules.estimates.model.parameters import first_stage_parameter_factor
 from rules.estimates.model.shapes import ModelShape
@@ -51,48 +48,6 @@ Buffers = CommunicationBuffers | None  # None: not counted (MemorySettings.commu
 _UNKEPT = object()  # what StepMemoryModel._keep finds where nothing is kept
 # The searches over GPU counts stop here: no fit below this many GPUs means "not by adding GPUs".
 MAX_SEARCH_GPUS = 131_072
-
-
-@dataclass(frozen=True)
-class MemorySettings:
-    """The policy's memory parameters (rules/data/policy.default.json, memory.* and conventions.*)."""
-
-    convention: str  # bytes per parameter of model state: a key of model_state.BYTE_CONVENTIONS
-    cuda_context_gib: float  # CUDA context per GPU (the catalogue's figure for the GPU, else the policy's)
-    fragmentation_fraction: float  # allocator overhead over the tensors it holds
-    headroom_fraction: float  # share of GPU memory kept free
-    gathered_layers: int  # decoder layers FSDP holds unsharded at once (the current one and those prefetched)
-    activation_convention: str = "physical"  # a key of activation_conventions.ACTIVATION_CONVENTIONS
-    # NCCL and framework buffers (comm_buffers.py); None: not counted, the bare arithmetic of the published tables
-    communication: CommunicationSettings | None = None
-    zero: ZeroSettings = field(default_factory=ZeroSettings)  # DeepSpeed's buffer factor and ZeRO-3 working set
-
-    @property
-    def state_settings(self) -> StateSettings:
-        """Returns the part of the settings that sizes model state (rules/estimates/memory/training_state.py)."""
-        return StateSettings(self.convention, self.gathered_layers, self.zero)
-
-
-@dataclass(frozen=True)
-class TrainingBatch:
-    """The batch of one optimizer step; any of it may be unknown."""
-
-    sequence_length: int | None
-    micro_batch: int | None  # sequences per GPU per forward pass
-    global_batch: int | None  # sequences per optimizer step
-
-
-@dataclass(frozen=True)
-class TrainingJob:
-    """What a training job trains and how, independent of the hardware it runs on."""
-
-    model: TrainedModel
-    shape: ModelShape | None  # None: the architecture is not known (activations cannot be estimated)
-    batch: TrainingBatch
-    saving: ActivationSaving
-    virtual_stages: int
-    offload: str  # one of model_state.OFFLOADS
-    gradient_as_bucket_view: bool = False  # PyTorch DDP: gradients are views into its all-reduce buckets
 
 
 def training_memory(job: TrainingJob, layout: Layout, gpu_memory_gib: float, settings: MemorySettings, *,
@@ -184,12 +139,13 @@ class StepMemoryModel:
         Its figures read of the precision only the bytes per parameter (not their citation): they are kept under
         those bytes, shared with the :meth:`at_precision` siblings whose bytes are the same."""
         job, settings, sharding = self.job, self._state_settings, layout.sharding
-        model, shape, pipeline = job.model, job.shape, layout.pipeline
+        model, shape, pipeline, shards = job.model, job.shape, layout.pipeline, layout.expert_shards
         state, figures = self._state(sharding)
         held = self._keep(("held", layout, figures), lambda: sharded_model_state(
             model, shape, job.offload, layout, settings, state,
             self._keep(("stage", pipeline), lambda: first_stage_parameter_factor(shape, pipeline)),
-            lambda: self._keep(("gathered", sharding), lambda: gathered_bytes(shape, sharding, state, settings))),
+            lambda: self._keep(("gathered", sharding, shards),
+                               lambda: gathered_bytes(shape, sharding, state, settings, shards))),
             self._shared)
         return held if held.state == state else TrainingModelState(
             sharding, state, held.per_gpu, held.gathered_bytes, held.host, held.first_stage_factor)
@@ -302,7 +258,7 @@ class StepMemoryModel:
         if kept is None:  # this job's activations, kept by those of all precisions that count them alike
             kept = self._counted = self._shared.setdefault((counting, job.saving, job.virtual_stages, sequence_length),
                                                            {})
-        key = (micro_batch, tensor, pipeline, context, micro_batches)
+        key = (micro_batch, tensor, pipeline, context, micro_batches, layout.expert_tensor)
         counted = kept.get(key)
         if counted is None:  # a raise keeps nothing; the batch and schedule, immutable, are kept (with their types)
             shared, virtual_stages = self._shared, job.virtual_stages
@@ -311,23 +267,28 @@ class StepMemoryModel:
             schedule = self._keep(("schedule", type(pipeline), pipeline, type(virtual_stages), virtual_stages,
                                    micro_batches), lambda: PipelineSchedule(pipeline, virtual_stages, micro_batches),
                                   shared)
-            counted = kept[key] = counted_activation_bytes(counting, job.shape, batch, job.saving, tensor, schedule,
-                                                           context_parallel=context, layer_bytes=self._layer_bytes)
+            counted = kept[key] = counted_activation_bytes(
+                counting, job.shape, batch, job.saving, tensor, schedule, context_parallel=context,
+                layer_bytes=self._layer_bytes, expert_tensor=layout.expert_tensor,
+                load_factor=self.settings.routing.load_factor)
         return counted
 
     def _layer_bytes(self, shape: ModelShape, batch: BatchShape, saving: ActivationSaving, tensor_parallel: int = 1, *,
-                     element_bytes: float = 2) -> float:
+                     element_bytes: float = 2, **routing: float) -> float:
         """Returns :func:`rules.estimates.memory.activations.activation_bytes_per_layer` of the arguments, kept for the
         job's shape (one layer reads neither the pipeline, the context degree nor the micro-batches per step), under
-        the fields of the batch and saving (their dataclasses compare and hash as these)."""
+        the fields of the batch and saving (their dataclasses compare and hash as these) and a mixture of experts'
+        ``routing`` (expert_tensor, load_factor)."""
         if shape is not self.job.shape:
-            return activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes)
+            return activation_bytes_per_layer(shape, batch, saving, tensor_parallel, element_bytes=element_bytes,
+                                              **routing)  # type: ignore[arg-type]
         key = ("layer", batch.sequence_length, batch.micro_batch, saving.recompute, saving.sequence_parallel,
-               saving.flash_attention, tensor_parallel, element_bytes)
+               saving.flash_attention, tensor_parallel, element_bytes, *sorted(routing.items()))
         counted = self._shared.get(key)
         if counted is None:  # a raise keeps nothing
             counted = self._shared[key] = activation_bytes_per_layer(shape, batch, saving, tensor_parallel,
-                                                                     element_bytes=element_bytes)
+                                                                     element_bytes=element_bytes,
+                                                                     **routing)  # type: ignore[arg-type]
         return counted
 
     def largest_fitting_micro_batch(self, layout: Layout, limit: int) -> int | None:

@@ -21,6 +21,7 @@ from rules.estimates.memory.deepspeed_estimators import (
     zero2_model_states_mem_needs,
     zero3_model_states_mem_needs,
 )
+from rules.estimates.memory.expert_state import expert_model_state_on_gpu
 from rules.estimates.memory.model_state import (
     PARAMETER_SHARDED,
     ModelStatePerGpu,
@@ -80,7 +81,9 @@ def training_model_state(model: TrainedModel, shape: ModelShape | None, offload:
 
     GPU: :func:`rules.estimates.memory.model_state.model_state_on_gpu` for the most loaded pipeline stage (its share,
     :func:`rules.estimates.model.parameters.first_stage_parameter_factor`) with ``offload`` (ZeRO-Offload,
-    ZeRO-Infinity), plus what ZeRO-3 or FSDP holds gathered (:func:`gathered_bytes`). Host: the node's ranks'
+    ZeRO-Infinity), of a mixture of experts with its routed experts on the expert grid
+    (:func:`rules.estimates.memory.expert_state.expert_model_state_on_gpu`), plus what ZeRO-3 or FSDP holds gathered
+    (:func:`gathered_bytes`). Host: the node's ranks'
     offloaded state with DeepSpeed's buffer factor (:func:`rules.estimates.memory.offload.offloaded_host_state`);
     under the ``deepspeed`` convention and a DeepSpeed ZeRO stage, DeepSpeed's own per-CPU estimate instead
     (:func:`_deepspeed_host`), which also counts the fp32 model built at start-up.
@@ -90,7 +93,7 @@ def training_model_state(model: TrainedModel, shape: ModelShape | None, offload:
     state = model_state_bytes_per_param(model.precision, model.optimizer, settings.convention, sharding)
     stage_factor = first_stage_parameter_factor(shape, layout.pipeline)
     return sharded_model_state(model, shape, offload, layout, settings, state, stage_factor,
-                               lambda: gathered_bytes(shape, sharding, state, settings))
+                               lambda: gathered_bytes(shape, sharding, state, settings, layout.expert_shards))
 
 
 def sharded_model_state(model: TrainedModel, shape: ModelShape | None, offload: str, layout: Layout,
@@ -105,7 +108,10 @@ def sharded_model_state(model: TrainedModel, shape: ModelShape | None, offload: 
     what a search over GPU counts computes once and passes to each count it tries.
     """
     sharding = layout.sharding
-    per_gpu = model_state_on_gpu(model, layout, state, offload, stage_factor)
+    if shape is not None and shape.experts is not None:
+        per_gpu = expert_model_state_on_gpu(model, shape, layout, state, offload, stage_factor)
+    else:
+        per_gpu = model_state_on_gpu(model, layout, state, offload, stage_factor)
     gathered = gathered_of() if sharding in PARAMETER_SHARDED else 0.0
     if settings.convention == DEEPSPEED_CONVENTION and sharding in DEEPSPEED_STAGES:
         host = _deepspeed_host(model, shape, offload, layout, stage_factor, settings.zero)
@@ -124,13 +130,14 @@ def _largest_module(shape: ModelShape | None) -> int:
 
 
 def gathered_bytes(shape: ModelShape | None, sharding: str, state: StateBytesPerParam,
-                   settings: StateSettings) -> float:
+                   settings: StateSettings, expert_shards: int = 1) -> float:
     """Returns the bytes held unsharded: ZeRO-3's working set (per module) or FSDP's units (per decoder layer).
 
     ZeRO-3: :func:`rules.estimates.memory.offload.zero3_working_set_bytes` with DeepSpeed's stage-3 defaults; under
     the ``deepspeed`` convention DeepSpeed's estimator's own 4 × largest_layer_params. FSDP:
     ``settings.gathered_layers`` decoder layers (transformer_auto_wrap_policy units, the current one and those
-    prefetched). 0 when the architecture is not known.
+    prefetched), a mixture-of-experts layer with its routed experts split over ``expert_shards`` ranks. 0 when the
+    architecture is not known.
     """
     if shape is None or shape.vocab is None:
         return 0.0
@@ -140,7 +147,7 @@ def gathered_bytes(shape: ModelShape | None, sharding: str, state: StateBytesPer
             return largest_layer_memory(largest)
         persistent = persistent_parameters(shape, settings.zero.stage3_param_persistence_threshold)
         return zero3_working_set_bytes(largest, persistent, state.weights_bytes_per_param, settings.zero)
-    return gathered_parameters_bytes(largest_layer_parameters(shape, "block"),
+    return gathered_parameters_bytes(largest_layer_parameters(shape, "block", expert_shards),
                                      bytes_per_param=state.weights_bytes_per_param,
                                      prefetch_layers=settings.gathered_layers - 1)
 
