@@ -1,10 +1,13 @@
 """Users: the people behind API tokens. Four-eyes and a token's scope compare users, never tokens.
 
 A user's name is shown as given, after Unicode NFKC and with surrounding blanks trimmed (inner runs of
-blanks become one space). Its identity is ``name_key``: the NFKC name, case-folded, with everything but
-letters, marks and digits removed. ``Alice``, ``alice ``, ``alice.`` and ``ALICE`` are therefore one user;
-so are ``Ada Lovelace`` and ``ada.lovelace``. A second user whose name differs from an existing one only
-by case, blanks or punctuation is refused, so two people never share an identity by accident.
+blanks become one space). Its identity is ``name_key``: what the name reads as (service/accounts/lookalikes.py,
+the skeleton of Unicode Technical Standard #39 of the case-folded NFKC name, letters and digits only).
+``Alice``, ``alice ``, ``alice.`` and ``ALICE`` are therefore one user; so are ``Ada Lovelace`` and
+``ada.lovelace``, and so are names that only look alike: ``аlice`` with a Cyrillic ``а``, ``alıce`` with a
+dotless ``ı``, ``Alİce``. A second user whose name reads as an existing one is refused, so that no one can
+approve as someone who looks like the submitter. Invisible letters (Hangul fillers, the combining grapheme
+joiner, Khmer inherent vowels: schemas/text.py) and variation selectors are refused in a name outright.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from datetime import datetime
 
 from sqlmodel import Session, col, select
 
+from schemas.text import code_point, hidden_characters, visible
+from service.accounts.lookalikes import identity
 from service.errors import InvalidRequest
 from service.persistence import audit
 from service.persistence.models import User
@@ -29,15 +34,19 @@ def display_name(raw: str) -> str:
 
 
 def name_key(raw: str) -> str:
-    """Returns the identity of a user name: NFKC, case-folded, letters, marks and digits only."""
-    folded = unicodedata.normalize("NFKC", raw).casefold()
-    # Case folding can produce text that is no longer NFKC (e.g. from some ligatures): normalise again.
-    return unicodedata.normalize("NFKC", "".join(c for c in folded if unicodedata.category(c)[0] in "LMN"))
+    """Returns the identity of a user name: what it reads as (``lookalikes.identity``)."""
+    return identity(raw)
 
 
 def check_name(raw: str) -> tuple[str, str]:
     """Returns (display name, identity key) of ``raw``; InvalidRequest naming what is wrong with it."""
     name = display_name(raw)
+    hidden = hidden_characters(raw) + hidden_characters(name) + [
+        c for c in raw if unicodedata.name(c, "").startswith("VARIATION SELECTOR")]
+    if hidden:
+        shown = ", ".join(code_point(c) for c in dict.fromkeys(hidden))
+        raise InvalidRequest(f"user name {visible(raw)!r} contains {shown}: a name may not hold invisible "
+                             "characters, which would let it read as another user's")
     odd = sorted({c for c in name if c != " " and c not in NAME_PUNCTUATION
                   and unicodedata.category(c)[0] not in "LMN"})
     if odd:
@@ -73,8 +82,9 @@ def create_user(session: Session, raw: str, now: datetime) -> User:
     name, key = check_name(raw)
     existing = session.exec(select(User).where(User.name_key == key)).first()
     if existing is not None:
-        same = "" if existing.name == name else (f" (names that differ only by case, blanks or punctuation "
-                                                 f"are one person: {name!r} is {existing.name!r})")
+        same = "" if existing.name == name else (f" (names that read alike are one person, whatever their case, "
+                                                 f"blanks, punctuation or look-alike letters: {name!r} is "
+                                                 f"{existing.name!r})")
         raise InvalidRequest(f"a user {existing.name!r} exists already{same}")
     user = User(name=name, name_key=key, created_at=now)
     session.add(user)

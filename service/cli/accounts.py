@@ -21,14 +21,16 @@ def _columns(rows: list[tuple[str, ...]]) -> str:
 def user() -> None:
     """Users: the people behind tokens. The four-eyes rule compares users, so give each person one user.
 
-    Names are compared without case, blanks or punctuation: `Alice`, `alice ` and `alice.` are one user.
+    Names are compared as they read, without case, blanks, punctuation or look-alike letters: `Alice`, `alice `,
+    `alice.` and `аlice` (a Cyrillic а) are one user (Unicode Technical Standard #39's skeleton).
     """
 
 
 @user.command("create", epilog=SERVICE_EXIT_CODES)
 @click.argument("name")
 def user_create(name: str) -> None:
-    """Create the user NAME (unique: a name that differs from another only by case or punctuation is refused)."""
+    """Create the user NAME (unique: a name that reads as another user's, by case, punctuation or look-alike letters
+    such as a Cyrillic а for a Latin a, is refused, as are invisible characters)."""
     try:
         created = accounts.create_user(service_app(), name)
     except QuotecheckError as error:

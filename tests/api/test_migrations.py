@@ -136,3 +136,48 @@ def test_tokens_of_a_database_at_0003_keep_working_after_the_upgrade_each_as_a_u
         assert create_user(session, "carol", datetime.now(UTC)).id == users[-1].id + 1
         session.commit()
     engine.dispose()
+
+
+def _users_at_0010(url: str, names: list[str]) -> Any:
+    """Returns an engine on a database at migration 0010 holding users ``names`` with the keys of that revision."""
+    import unicodedata
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    engine = make_engine(url)
+    upgrade(engine, "0010")
+    with engine.begin() as connection:
+        for name in names:  # 0004's key: NFKC, case-folded, letters, marks and digits
+            folded = unicodedata.normalize("NFKC", name).casefold()
+            key = unicodedata.normalize("NFKC", "".join(c for c in folded if unicodedata.category(c)[0] in "LMN"))
+            connection.execute(text("INSERT INTO app_user (name, name_key, created_at) VALUES (:n, :k, :at)"),
+                               {"n": name, "k": key, "at": datetime.now(UTC)})
+    return engine
+
+
+def test_0011_reads_stored_names_as_they_look(empty_database_url):
+    from sqlalchemy import text
+
+    # Given users stored before 0011: "Alİce" (key "ali̇ce" then) and "bob"
+    engine = _users_at_0010(empty_database_url, ["Al\u0130ce", "bob"])
+    # When the database is upgraded
+    upgrade(engine)
+    # Then "Alİce" is the identity "alice" that a new "alice" would collide with
+    with engine.connect() as connection:
+        keys = [row.name_key for row in connection.execute(text("SELECT name_key FROM app_user ORDER BY id"))]
+    assert keys == ["alice", "bob"]
+
+
+def test_0011_disables_a_later_stored_user_whose_name_reads_as_an_earlier_ones(empty_database_url):
+    from sqlalchemy import text
+
+    # Given "alice", then "аlice" (Cyrillic а), then "Alİce" stored as three users before 0011 (three keys then)
+    engine = _users_at_0010(empty_database_url, ["alice", "\u0430lice", "Al\u0130ce"])
+    # When the database is upgraded
+    upgrade(engine)
+    # Then the first keeps the identity "alice"; the later ones are disabled and keyed apart, so no name finds them
+    with engine.connect() as connection:
+        rows = connection.execute(text("SELECT id, name_key, disabled_at FROM app_user ORDER BY id")).all()
+    assert [(row.name_key, row.disabled_at is None) for row in rows] == [
+        ("alice", True), (f"alice#{rows[1].id}", False), (f"alice#{rows[2].id}", False)]

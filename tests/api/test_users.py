@@ -99,6 +99,28 @@ def test_name_variants_are_one_user(app, submission_document):
     assert approve(approver, view).status_code == 403
 
 
+@pytest.mark.parametrize("lookalike", ["\u0430lice", "al\u0131ce", "Al\u0130ce", "\u13aalice", "ａｌｉｃｅ"],
+                         ids=["cyrillic-a", "dotless-i", "capital-i-with-dot", "cherokee-a", "fullwidth"])
+def test_names_that_read_alike_are_one_user_and_cannot_approve_each_other(app, submission_document, lookalike):
+    # Given alice submits, and an approver token is made out to a name that reads as hers (UTS #39 skeleton)
+    view = waive_all(token_for(app, "rita", "reviewer"), submit(token_for(app, "alice", "submitter"),
+                                                                submission_document))
+    approver = token_for(app, lookalike, "approver")
+    # Then it is her token (one user), and her approval of her own quote is refused by the four-eyes rule
+    assert [u.name_key for u in users_of(app) if u.name_key.startswith("al")] == ["alice"]
+    response = approve(approver, view)
+    assert response.status_code == 403 and "four-eyes" in response.get_json()["detail"]
+
+
+@pytest.mark.parametrize("invisible", ["\u3164", "\u115f", "\u034f", "\ufe0f", "\u17b4"])
+def test_a_user_name_with_an_invisible_letter_is_refused(app, invisible):
+    from service.accounts.users import check_name
+    from service.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match=f"U\\+{ord(invisible):04X}"):
+        check_name(f"alice{invisible}")
+
+
 def test_approvals_required_two_needs_two_distinct_users(make_app, tmp_path, submission_document):
     # Given a policy that requires two approvals
     document = json.loads(json.dumps(default_policy().document))
