@@ -14,7 +14,13 @@ _SAFE_NEXT_PREFIX = "/ui/"
 
 
 def _next_page(value: str | None) -> str:
-    if value and value.startswith(_SAFE_NEXT_PREFIX) and not value.startswith("//") and "\\" not in value:
+    """Returns where to go after signing in: ``value`` when it is a path of these pages, else the home page.
+
+    A value with a control character (CR or LF would split the Location header: a 500 from the server, or a
+    header of the sender's choosing behind a lenient proxy), a backslash or a second leading slash (another
+    host, in some browsers) is not a path of these pages."""
+    if (value and value.startswith(_SAFE_NEXT_PREFIX) and not value.startswith("//") and "\\" not in value
+            and not any(ord(c) < 0x20 or ord(c) == 0x7F for c in value)):
         return value
     return url_for("ui.home")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from datetime import timedelta
 
+import pytest
 from api_support import FAILING_SUBMISSION, JUSTIFICATION, token_for, url, waive_all
 from click.testing import CliRunner
 from ui_support import csrf_of, listed, sign_in, version_of
@@ -190,3 +191,15 @@ def test_an_unknown_page_is_a_page_and_an_unknown_api_path_stays_a_problem(app, 
     assert page.status_code == 404 and page.mimetype == "text/html"
     assert api.status_code == 404 and api.mimetype == "application/problem+json"
     assert browser.get("/ui/queue/nope").status_code == 404
+
+
+@pytest.mark.parametrize("target", ["/ui/queue/all\r\nSet-Cookie: x=1", "/ui/queue/all\n", "//evil.example/ui/",
+                                    "/ui\\..\\evil", "https://evil.example/ui/"])
+def test_sign_in_goes_home_instead_of_to_a_next_that_is_not_one_of_these_pages(app, client, as_role, target):
+    # Given a sign-in form posted with a next that would split the Location header or leave the site
+    form = client.get("/ui/sign-in", query_string={"next": target})
+    assert form.status_code == 200
+    response = client.post("/ui/sign-in", data={"csrf_token": csrf_of(form.get_data(as_text=True)),
+                                                "token": as_role("reviewer").token, "next": target})
+    # Then the user signs in and goes to their home page, not a 500 and not elsewhere
+    assert response.status_code == 303 and response.headers["Location"] == "/ui/"
