@@ -122,6 +122,9 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_BASE_S": 30,
     "WEBHOOK_BACKOFF_MAX_S": 3600,
     "WEBHOOK_DRAIN_INTERVAL_S": 30,
+    # Webhooks to loopback (127.0.0.0/8, ::1, localhost) are refused unless this is true: for a receiver on the same
+    # host in development. Link-local and cloud metadata addresses are refused always (service/webhooks/addresses.py).
+    "WEBHOOK_ALLOW_LOOPBACK": False,
 }
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import update
 from sqlmodel import col, select
@@ -30,6 +31,7 @@ from service.config import clock_of
 from service.persistence import leases
 from service.persistence.db import Database
 from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
+from service.webhooks.addresses import resolved_refusal
 from service.webhooks.subscriptions import CANCELLED, DELIVERED, FAILED, PENDING, SECRET_PREFIX
 
 # A claimed delivery is due again this long after its send's timeout, should its drain have died meanwhile.
@@ -84,6 +86,18 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 # No proxy from the environment: a webhook goes where its URL says, from the service's own network position.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
+
+
+def destination_refusal(url: str, allow_loopback: bool) -> str | None:
+    """Returns why ``url`` may not receive a POST now (its host, or an address its name resolves to), else None."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return resolved_refusal(parts.hostname, port, allow_loopback)
 
 
 def send(url: str, headers: Mapping[str, str], body: bytes, timeout_s: float) -> Outcome:
@@ -183,8 +197,12 @@ class Outbox:
         if claimed is None:
             return None
         delivery = claimed.delivery
-        outcome = self.sender(claimed.url, signed_headers(delivery, claimed.secret, claimed.at),
-                              delivery.body.encode("utf-8"), self.config["WEBHOOK_TIMEOUT_S"])
+        refused = destination_refusal(claimed.url, bool(self.config.get("WEBHOOK_ALLOW_LOOPBACK")))
+        if refused is not None:  # checked again at each attempt: a name may resolve elsewhere now
+            outcome = Outcome(None, f"not sent: {refused}"[:MAX_ERROR_LENGTH], 0)
+        else:
+            outcome = self.sender(claimed.url, signed_headers(delivery, claimed.secret, claimed.at),
+                                  delivery.body.encode("utf-8"), self.config["WEBHOOK_TIMEOUT_S"])
         finished = self.clock()
         values: dict[str, Any] = {"last_status_code": outcome.status_code, "last_error": outcome.error}
         if outcome.delivered:

@@ -32,6 +32,7 @@ from service.persistence.models import AuditEvent, Submission
 from service.persistence.webhook_models import WebhookDelivery, WebhookSubscription
 from service.signals import audit_appended
 from service.tasks import tasks_port
+from service.webhooks.addresses import host_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +77,15 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
-def url_problems(url: str) -> list[Problem]:
-    """Returns what makes ``url`` unfit for a webhook: not http(s), no host, credentials, a fragment, a bad port."""
+def url_problems(url: str, allow_loopback: bool = False) -> list[Problem]:
+    """Returns what makes ``url`` unfit for a webhook: not http(s), no host, credentials, a fragment, a bad port, a
+    host that is this host or a metadata service (service/webhooks/addresses.py)."""
     problems = []
     parts = urlsplit(url)
+    refused = host_refusal(parts.hostname, allow_loopback) if parts.hostname else None
+    if refused is not None:
+        problems.append(Problem("/url", f"webhooks may not be sent to {refused}: the service would post from "
+                                        "inside its own network (server-side request forgery)"))
     if parts.scheme not in SCHEMES:
         problems.append(Problem("/url", f"the scheme must be http or https, found {parts.scheme or 'none'!r}"))
     if not parts.hostname:
@@ -109,7 +115,7 @@ def origin(url: str) -> str:
 def create_subscription(session: Session, actor: Actor, url: str, events: list[str], description: str | None,
                         now: datetime) -> WebhookSubscription:
     """Returns the stored subscription (its ``secret`` is shown to the caller once), audited as webhook.created."""
-    refuse = url_problems(url)
+    refuse = url_problems(url, bool(current_app.config.get("WEBHOOK_ALLOW_LOOPBACK")))
     if refuse:
         raise InvalidRequest("the webhook URL is not acceptable", refuse)
     subscription = WebhookSubscription(url=url, events=list(events), description=description, secret=new_secret(),
@@ -253,3 +259,6 @@ def init_app(app: Flask) -> None:
     attempts = app.config["WEBHOOK_MAX_ATTEMPTS"]
     if not isinstance(attempts, int):
         raise InvalidRequest(f"WEBHOOK_MAX_ATTEMPTS must be a whole number, found {attempts!r}")
+    if not isinstance(app.config["WEBHOOK_ALLOW_LOOPBACK"], bool):
+        raise InvalidRequest(f"WEBHOOK_ALLOW_LOOPBACK must be true or false, found "
+                             f"{app.config['WEBHOOK_ALLOW_LOOPBACK']!r}")
