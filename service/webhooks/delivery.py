@@ -15,9 +15,9 @@ import base64
 import hashlib
 import hmac
 import http.client
+import socket
+import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -78,16 +78,6 @@ class Outcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    # A redirect is an answer of the receiver's, not a new address to post to: it is a failed attempt.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-# No proxy from the environment: a webhook goes where its URL says, from the service's own network position.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirects())
-
-
 def destination_refusal(url: str, allow_loopback: bool) -> str | None:
     """Returns why ``url`` may not receive a POST now (its host, or an address its name resolves to), else None."""
     parts = urlsplit(url)
@@ -100,24 +90,70 @@ def destination_refusal(url: str, allow_loopback: bool) -> str | None:
     return resolved_refusal(parts.hostname, port, allow_loopback)
 
 
+# The longest a watchdog waits for the sending thread after closing its socket at the deadline.
+_CLOSE_GRACE_S = 1.0
+
+
 def send(url: str, headers: Mapping[str, str], body: bytes, timeout_s: float) -> Outcome:
-    """Returns the outcome of POSTing ``body`` to ``url`` (never raises for what the network or receiver does)."""
+    """Returns the outcome of POSTing ``body`` to ``url`` (never raises for what the network or receiver does).
+
+    ``timeout_s`` bounds the whole attempt, connecting, sending and reading the answer together, not each socket
+    read: a receiver that answers one byte every few seconds would otherwise hold the worker for as long as it
+    likes. The POST runs in a thread; at the deadline the watchdog shuts its socket down, which ends any read.
+    http.client sends where the URL says (no proxy from the environment) and follows no redirect (a redirect is
+    the receiver's answer, a failed attempt); only the status code is kept, never the body.
+    """
     started = time.monotonic()
 
     def elapsed_ms() -> int:
         return int((time.monotonic() - started) * 1000)
 
-    request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+    parts = urlsplit(url)
     try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
-            return Outcome(response.status, None, elapsed_ms())
-    except urllib.error.HTTPError as error:
-        error.close()
-        words = "redirects are not followed" if 300 <= error.code < 400 else error.reason
-        return Outcome(error.code, f"HTTP {error.code}: {words}"[:MAX_ERROR_LENGTH], elapsed_ms())
-    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as error:
-        reason = getattr(error, "reason", None) or error
-        return Outcome(None, f"{type(error).__name__}: {reason}"[:MAX_ERROR_LENGTH], elapsed_ms())
+        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        connection = kind(parts.hostname or "", parts.port, timeout=timeout_s)
+    except (ValueError, http.client.HTTPException) as error:
+        return Outcome(None, f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH], elapsed_ms())
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    result: dict[str, Any] = {}
+
+    def post() -> None:
+        try:
+            connection.request("POST", target, body=body, headers=dict(headers))
+            response = connection.getresponse()
+            result["answer"] = (response.status, response.reason)
+            response.close()
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            result["error"] = error
+
+    worker = threading.Thread(target=post, name="webhook-post", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        _shut(connection)
+        worker.join(_CLOSE_GRACE_S)
+        return Outcome(None, f"TimeoutError: no complete answer within {timeout_s:g} s"[:MAX_ERROR_LENGTH],
+                       elapsed_ms())
+    connection.close()
+    if "answer" in result:
+        status, reason = result["answer"]
+        if 200 <= status < 300:
+            return Outcome(status, None, elapsed_ms())
+        words = "redirects are not followed" if 300 <= status < 400 else reason
+        return Outcome(status, f"HTTP {status}: {words}"[:MAX_ERROR_LENGTH], elapsed_ms())
+    error = result.get("error")
+    return Outcome(None, f"{type(error).__name__}: {error}"[:MAX_ERROR_LENGTH], elapsed_ms())
+
+
+def _shut(connection: http.client.HTTPConnection) -> None:
+    """Ends the connection's socket for reading and writing, so that a thread blocked on it returns."""
+    sock = connection.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    connection.close()
 
 
 @dataclass

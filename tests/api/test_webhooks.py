@@ -276,3 +276,39 @@ def test_celery_beat_drains_the_outbox_every_interval():
     schedule = celery_settings({**DEFAULTS, "WEBHOOK_DRAIN_INTERVAL_S": 15})["beat_schedule"]
 
     assert schedule == {"quotecheck-deliver-webhooks": {"task": "quotecheck.deliver_webhooks", "schedule": 15}}
+
+
+def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_attempt_timeout():
+    import socket
+    import threading
+    import time
+
+    from service.webhooks.delivery import send
+
+    # Given a receiver that reads the POST and then answers one byte every 0.3 s, forever
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip() -> None:
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(65536)
+            while not stop.is_set():
+                try:
+                    connection.sendall(b"H")
+                except OSError:
+                    return
+                time.sleep(0.3)
+
+    threading.Thread(target=drip, daemon=True).start()
+    try:
+        # When a webhook is sent there with a 1 s timeout (each byte arrives well inside it)
+        started = time.monotonic()
+        outcome = send(f"http://127.0.0.1:{server.getsockname()[1]}/hooks", {}, b"{}", 1.0)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        server.close()
+    # Then the attempt ends at its timeout as a failure that says so, not when the receiver stops
+    assert outcome.status_code is None and outcome.error == "TimeoutError: no complete answer within 1 s"
+    assert 1.0 <= took < 2.5
