@@ -43,7 +43,7 @@ SEARCH_TARGET_LAYOUTS = 5_000  # a layout search of a 1,024-GPU 70B job (RECORD_
 SEARCH_TARGET_EVALUATIONS = 10.0  # … in at most 10× one evaluation's time of the same submission
 # A mixture-of-experts search beside it, reported without a target of its own: Qwen3-30B-A3B on 2 × DGX H100, whose
 # expert-parallel degree the search varies with the others (tests/test_cli_search.py runs the same fixture).
-MOE_SEARCH_EXAMPLE = ROOT / "tests" / "data" / "qwen3-30b-a3b-2x-dgx-h100.json"
+MOE_SEARCH_EXAMPLE = ROOT / "tests" / "search_fixtures" / "qwen3-30b-a3b-2x-dgx-h100.json"
 
 
 def rss_kib() -> int:
