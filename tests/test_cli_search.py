@@ -115,7 +115,7 @@ def test_help_documents_the_exit_codes():
     assert "search" in _run("--help").stdout
 
 
-QWEN3_MOE = ROOT / "tests" / "search_fixtures" / "qwen3-30b-a3b-2x-dgx-h100.json"  # Qwen3-30B-A3B by name on 2 × DGX H100
+QWEN3_MOE = ROOT / "tests" / "search_fixtures" / "qwen3-30b-a3b-2x-dgx-h100.json"  # by name, on 2 × DGX H100
 
 
 def test_a_mixture_of_experts_search_lists_expert_parallel_layouts_and_its_best_fits():
