@@ -41,6 +41,9 @@ GOODPUT_WINDOW_DAYS = 65.0  # a completion window for that run, so the window pr
 GOODPUT_TARGET_EVALUATIONS = 5.0  # … in at most 5× one evaluation's time of the same submission
 SEARCH_TARGET_LAYOUTS = 5_000  # a layout search of a 1,024-GPU 70B job (RECORD_EXAMPLE) looks at 5,000 layouts …
 SEARCH_TARGET_EVALUATIONS = 10.0  # … in at most 10× one evaluation's time of the same submission
+# A mixture-of-experts search beside it, reported without a target of its own: Qwen3-30B-A3B on 2 × DGX H100, whose
+# expert-parallel degree the search varies with the others (tests/test_cli_search.py runs the same fixture).
+MOE_SEARCH_EXAMPLE = ROOT / "tests" / "search_fixtures" / "qwen3-30b-a3b-2x-dgx-h100.json"
 
 
 def rss_kib() -> int:
@@ -180,7 +183,24 @@ def bench_search() -> bool:
           f"{evaluation_s * 1000:.2f} ms; {ratio:.2f} evaluations, {searched / ratio:,.0f} layouts per evaluation's "
           f"time (target ≥ {SEARCH_TARGET_LAYOUTS:,} layouts in ≤ {SEARCH_TARGET_EVALUATIONS:g} evaluations, ratio "
           f"{ratio / SEARCH_TARGET_EVALUATIONS:.2f})")
+    bench_moe_search()
     return searched >= SEARCH_TARGET_LAYOUTS and ratio <= SEARCH_TARGET_EVALUATIONS
+
+
+def bench_moe_search() -> None:
+    """Reports the layout search of a mixture of experts (MOE_SEARCH_EXAMPLE): its layouts, time and best layout."""
+    submission = json.loads(MOE_SEARCH_EXAMPLE.read_text())
+    engine = default_engine()
+    evaluation_s = median_s(lambda: evaluate(submission, engine=engine), 10)
+    search_s = median_s(lambda: search_submission(submission), 5)
+    result = search_submission(submission)
+    training, best = submission["workload"]["training"], result["best"]
+    searched = result["layouts_searched"]
+    print(f"mixture of experts, {MOE_SEARCH_EXAMPLE.name}: {training['model']['name']} on {training['gpus']:,} GPUs: "
+          f"{searched:,} layouts searched (expert degree with the others), {result['fitting']:,} fit memory; search: "
+          f"median {search_s * 1000:.1f} ms, {searched / search_s:,.0f} layouts/s, {search_s / evaluation_s:.2f} "
+          f"evaluations (no target); best: t{best['tensor']} p{best['pipeline']} c{best['context']} d{best['data']} "
+          f"expert {best['expert']}, {best['step_s']:.3f} s a step")
 
 
 # The parts, by the name `python -m bench NAME …` selects them with: heading and what returns the verdicts.
@@ -189,7 +209,8 @@ PARTS: dict[str, tuple[str, Callable[[], list[bool]]]] = {
     "memory": ("resident memory over repeated evaluations", lambda: [bench_memory()]),
     "pdf": ("record PDF: render + PAdES sign (fresh process)", lambda: [bench_record_pdf()]),
     "goodput": (f"goodput simulation: {GOODPUT_TRIALS:,} trials against one evaluation", lambda: [bench_goodput()]),
-    "search": ("layout search: a 1,024-GPU 70B job against one evaluation", lambda: [bench_search()]),
+    "search": ("layout search: a 1,024-GPU 70B job against one evaluation; a mixture of experts' beside it",
+               lambda: [bench_search()]),
     "remedies": ("remediation search: the one-rack example against one evaluation", lambda: [bench_remedies()]),
     "evaluation": ("evaluation with and without the simulation and searches against jsonschema validation; the "
                    "largest document; refusing 1,024 node groups", bench_evaluation),

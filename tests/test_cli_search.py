@@ -113,3 +113,23 @@ def test_help_documents_the_exit_codes():
 
     assert result.exit_code == 0 and "1  no layout of the quoted GPUs fits memory" in result.stdout
     assert "search" in _run("--help").stdout
+
+
+QWEN3_MOE = ROOT / "tests" / "search_fixtures" / "qwen3-30b-a3b-2x-dgx-h100.json"  # by name, on 2 × DGX H100
+
+
+def test_a_mixture_of_experts_search_lists_expert_parallel_layouts_and_its_best_fits():
+    # Qwen3-30B-A3B (Qwen/Qwen3-30B-A3B config.json: 128 experts of 768, top-8) on 16 H100s: expert degrees that divide
+    # 128 and whose expert grid divides 16 (1, 2, 4, 8, 16) are searched with the other degrees.
+    result = _run("search", str(QWEN3_MOE), "--format", "json")
+
+    assert result.exit_code == 0, result.stderr  # 0: at least one layout fits memory
+    printed = json.loads(result.stdout)
+    assert any(entry["expert"] > 1 for entry in printed["top"])
+    best = printed["best"]
+    assert best["expert"] > 1 and 128 % best["expert"] == 0
+    assert best["memory_gib_per_gpu"] <= 80  # an H100 SXM5's 80 GB (79.65 GiB) hold it
+    assert printed["submitted"]["expert"] == 8
+
+    text = _run("search", str(QWEN3_MOE))
+    assert text.exit_code == 0 and "  EP  " in text.stdout.splitlines()[1]

@@ -44,7 +44,9 @@ def layout_patch(submission: dict[str, Any], layout: dict[str, Any]) -> tuple[di
 
     ``layout`` is a layout as the search reports it (``tensor``, ``pipeline``, ``virtual_stages``,
     ``context``, ``micro_batch``, ``recompute``, ``sequence_parallel``, ``flash_attention``, ``sharding``,
-    ``precision``). A context degree of 1 is written only where the submission already names one.
+    ``precision``; of a mixture of experts ``expert``, written as ``parallelism.expert`` with expert_tensor 1, the
+    only expert tensor degree the search lays out). A context degree of 1 is written only where the submission already
+    names one.
     """
     training = submission["workload"]["training"]
     submitted = training.get("parallelism", {})
@@ -54,6 +56,10 @@ def layout_patch(submission: dict[str, Any], layout: dict[str, Any]) -> tuple[di
     }
     if layout["context"] != 1 or "context" in submitted:
         parallelism["context"] = layout["context"]
+    if "expert" in layout:
+        parallelism["expert"] = layout["expert"]
+        if "expert_tensor" in submitted:
+            parallelism["expert_tensor"] = 1
     removed = []
     if submitted.get("offload", "none") != "none":
         parallelism["offload"] = None
@@ -152,7 +158,8 @@ def evaluate_with_layout_search(submission: dict[str, Any], policy: Policy | Non
 def describe_layout(layout: dict[str, Any]) -> str:
     """Returns a searched layout in one phrase: degrees, micro-batch, recompute, sharding, precision, step."""
     virtual = f" (×{layout['virtual_stages']} virtual)" if layout["virtual_stages"] > 1 else ""
-    return (f"t{layout['tensor']} × p{layout['pipeline']}{virtual} × c{layout['context']} × d{layout['data']}, "
+    expert = f" (expert {layout['expert']})" if "expert" in layout else ""
+    return (f"t{layout['tensor']} × p{layout['pipeline']}{virtual} × c{layout['context']} × d{layout['data']}{expert}, "
             f"micro-batch {layout['micro_batch']}, {_RECOMPUTE[layout['recompute']]}, {layout['sharding']}, "
             f"{layout['precision']}: {layout['step_s']:.2f} s a step, {layout['tokens_per_s_per_gpu']:,.0f} "
             f"tokens/s per GPU, MFU {layout['mfu']:.1%}")

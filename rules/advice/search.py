@@ -94,7 +94,7 @@ def prepare(submission: dict[str, Any], policy: Policy | None = None) -> tuple[S
     except InconsistentInput as error:  # a layout no framework runs (a GPU count t × p × c does not divide)
         raise NothingToSearch(f"the submitted layout cannot run: {error}") from None
     unmodelled = not_modelled_reason(ctx)
-    if found is None and unmodelled is not None:  # a mixture of experts, whose layers the step model does not know
+    if found is None and unmodelled is not None:  # a mixture of experts over expert tensor parallelism (not modelled)
         raise NothingToSearch(unmodelled)
     if found is None:
         raise NothingToSearch("the step-time model needs the architecture (layers, hidden, heads, vocab), the "
@@ -147,12 +147,12 @@ def _search(prepared: tuple[StepInputs, SearchMemory], space: SearchSpace, top_n
     result = search_layouts(found.model, found.layout.gpus, found.layout.global_batch, memory, space, top_n)
     return {"layouts_searched": result.searched, "fitting": result.fitting,
             "layouts_skipped": result.skipped_count, "skipped": result.skipped,
-            "top": [_ranked(entry) for entry in result.top]}
+            "top": [_ranked(entry, found.model.shape.experts is not None) for entry in result.top]}
 
 
 def _merge(found: StepInputs, parts: list[dict[str, Any]], top_n: int) -> dict[str, Any]:
     top = sorted((entry for part in parts for entry in part["top"]), key=lambda entry: entry["step_s"])[:top_n]
-    submitted = _described(found.layout, found.step)
+    submitted = _described(found.layout, found.step, found.model.shape.experts is not None)
     best = top[0] if top else None
     return {
         "layouts_searched": sum(part["layouts_searched"] for part in parts),
@@ -175,20 +175,20 @@ def _skipped(parts: list[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def _ranked(entry: RankedLayout) -> dict[str, Any]:
-    return {**_described(entry.layout, entry.step), "memory_gib_per_gpu": bytes_to_gib(entry.memory_bytes)}
+def _ranked(entry: RankedLayout, experts: bool) -> dict[str, Any]:
+    return {**_described(entry.layout, entry.step, experts), "memory_gib_per_gpu": bytes_to_gib(entry.memory_bytes)}
 
 
-def _described(layout: Layout, step: StepTime) -> dict[str, Any]:
+def _described(layout: Layout, step: StepTime, experts: bool) -> dict[str, Any]:
     """Returns a layout as the search reports it (the members ``layout_patch`` of rules/advice/best_layout.py reads)
-    with
-    its modelled step."""
-    return {"micro_batch": layout.micro_batch, "global_batch": layout.global_batch, "tensor": layout.tensor,
+    with its modelled step; of a mixture of ``experts``, with its expert-parallel degree."""
+    described = {"micro_batch": layout.micro_batch, "global_batch": layout.global_batch, "tensor": layout.tensor,
             "pipeline": layout.pipeline, "virtual_stages": layout.virtual_stages, "context": layout.context,
             "data": layout.data_parallel, "recompute": layout.recompute, "sequence_parallel": layout.sequence_parallel,
             "flash_attention": layout.flash_attention, "sharding": layout.sharding, "precision": layout.precision,
             "step_s": step.step_s, "tokens_per_s_per_gpu": step.tokens_per_s_per_gpu, "mfu": step.mfu,
             "mfu_peak_tflops": step.mfu_peak_tflops}
+    return {**described, "expert": layout.expert} if experts else described
 
 
 def _comparison(submitted: dict[str, Any], best: dict[str, Any] | None) -> str:

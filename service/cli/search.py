@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Final
 
 import click
 
@@ -29,6 +29,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("SHARDING", "sharding", "{}"), ("PRECISION", "precision", "{}"), ("STEP S", "step_s", "{:.3f}"),
     ("TOK/S/GPU", "tokens_per_s_per_gpu", "{:,.0f}"), ("MFU", "mfu", "{:.1%}"),
 )
+# A mixture of experts' search adds its expert-parallel degree after the data-parallel one.
+EXPERT_COLUMN: Final = ("EP", "expert", "{}")
 
 
 @click.command(epilog=SEARCH_EXIT_CODES)
@@ -64,10 +66,13 @@ def search(file: str, policy_path: str | None, fmt: str) -> None:
 
 def render_search(result: dict[str, Any]) -> str:
     """Returns the search as fixed-width text: the counts, the fastest layouts, the submitted one, the comparison."""
-    rows = [("", *(heading for heading, _, _ in COLUMNS), "GiB/GPU")]
+    columns = COLUMNS
+    if "expert" in result["submitted"]:
+        columns = COLUMNS[:5] + (EXPERT_COLUMN,) + COLUMNS[5:]
+    rows = [("", *(heading for heading, _, _ in columns), "GiB/GPU")]
     for rank, entry in enumerate(result["top"], start=1):
-        rows.append((str(rank), *_cells(entry), f"{entry['memory_gib_per_gpu']:.1f}"))
-    rows.append(("submitted", *_cells(result["submitted"]), ""))
+        rows.append((str(rank), *_cells(entry, columns), f"{entry['memory_gib_per_gpu']:.1f}"))
+    rows.append(("submitted", *_cells(result["submitted"], columns), ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [f"{result['layouts_searched']:,} layouts searched, {result['fitting']:,} fit memory"]
     if result.get("layouts_skipped"):
@@ -77,5 +82,5 @@ def render_search(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _cells(layout: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(template.format(layout[field]) for _, field, template in COLUMNS)
+def _cells(layout: dict[str, Any], columns: tuple[tuple[str, str, str], ...]) -> tuple[str, ...]:
+    return tuple(template.format(layout[field]) for _, field, template in columns)

@@ -1,5 +1,5 @@
-"""Mixture-of-experts jobs before the step-time and serving models know experts: what is decided, what waits for a
-measurement, and the FLOPs a stated MFU stands for.
+"""Mixture-of-experts jobs: what the step-time model decides, what waits for a measurement (expert tensor parallelism,
+not modelled), and the FLOPs a stated MFU stands for.
 
 Mixtral 8x7B by name (46.7B parameters, 12,879,925,248 active per token: tests/test_models_by_name.py) replaces the
 model of the 16 × DGX H100 fine-tuning example (128 GPUs, sequence 8192, FSDP full shard, MFU 0.38 stated).
@@ -41,16 +41,29 @@ def check(submission: dict[str, Any], check_id: str) -> dict[str, Any]:
     return next(c for c in evaluate(submission)["checks"] if c["id"] == check_id)
 
 
-def test_without_a_stated_rate_time_to_result_waits_for_a_measured_one() -> None:
+def expert_tensor(submission: dict[str, Any], degree: int) -> dict[str, Any]:
+    submission["workload"]["training"]["parallelism"].update({"expert": 8, "expert_tensor": degree})
+    return submission
+
+
+def test_without_a_stated_rate_time_to_result_is_decided_by_the_modelled_step() -> None:
     result = check(mixtral(None), "time-to-result")
+
+    assert result["status"] in ("pass", "warn", "fail")
+    assert result["evidence"]["modelled_step_s"] > 0
+
+
+def test_without_a_stated_rate_expert_tensor_parallelism_waits_for_a_measured_one() -> None:
+    result = check(expert_tensor(mixtral(None), 2), "time-to-result")
 
     assert result["status"] == "insufficient-data"
     assert result["message"] == f"needs /workload/training/throughput: {EXPERTS_NOT_MODELLED}"
-    assert "does not model mixture-of-experts layers yet; state a measured throughput" in result["message"]
+    assert "does not model expert tensor parallelism (parallelism.expert_tensor > 1)" in result["message"]
 
 
 def test_interconnect_scaling_waits_for_measured_scaling_even_beside_a_stated_rate() -> None:
-    result = check(mixtral({"tokens_per_s_per_gpu": 3000, "measured_at_gpus": 128}), "interconnect-scaling")
+    result = check(expert_tensor(mixtral({"tokens_per_s_per_gpu": 3000, "measured_at_gpus": 128}), 2),
+                   "interconnect-scaling")
 
     assert result["status"] == "insufficient-data"
     assert result["evidence"]["missing"] == ["/measurements/scaling"]
@@ -74,7 +87,6 @@ def test_a_rate_measured_at_the_quoted_scale_times_the_run() -> None:
     assert result["status"] in ("pass", "warn") and result["evidence"]["efficiency"] == 1.0
     # 20e9 tokens (10e9 × 2 epochs) at 3000 tokens/s on each of 128 GPUs: 0.603 days without failures.
     assert result["evidence"]["compute_days"] == pytest.approx(20e9 / (3000 * 128) / 86400)
-    assert "modelled_step_s" not in result["evidence"]
 
 
 def test_a_stated_mfu_counts_the_active_parameters_flops() -> None:

@@ -5,10 +5,11 @@ activation checkpointing, flash attention, sharding, precision and its fp8 recip
 node group's GPU and NICs, and hands them to the step-time model with the efficiencies of the catalogue and the
 policy. The model needs the full architecture including the vocabulary, and a sequence length and global batch.
 
-A mixture-of-experts model is not modelled yet: the step-time model knows no router, expert-parallel all-to-all or
-grouped expert GEMMs, and timing its layers as dense ones would misstate the step. Its job gets no modelled step
-(:func:`modelled_step` None) and the checks that need one say why (:data:`EXPERTS_NOT_MODELLED`) unless the
-submission states a measured rate.
+A mixture-of-experts model's expert layers are timed with their router, grouped expert GEMMs and expert-parallel
+all-to-all (rules/estimates/training_time/expert_step.py), its routed tokens at the policy's ``memory.moe`` load factor
+(the one the memory estimate reads). An expert tensor-parallel degree above 1 is not modelled: such a job gets no
+modelled step (:func:`modelled_step` None) and the checks that need one say why (:data:`EXPERTS_NOT_MODELLED`) unless
+the submission states a measured rate.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from rules.checks.base import Context
 from rules.checks.facts.layout import layout, nics, training_group
+from rules.checks.facts.memory import memory_settings
 from rules.checks.facts.model import architecture
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec, NodeSpec
@@ -35,7 +37,8 @@ ASSUMED_PRECISION = "bf16-mixed"
 # The architecture the model needs beyond what the memory estimate reads.
 _MODEL_SHAPE = ("layers", "hidden", "heads", "vocab")
 # Why a mixture-of-experts job has no modelled step, and what decides its checks instead.
-EXPERTS_NOT_MODELLED = ("the step-time model does not model mixture-of-experts layers yet; state a measured throughput "
+EXPERTS_NOT_MODELLED = ("the step-time model does not model expert tensor parallelism (parallelism.expert_tensor > 1) "
+                        "yet; state a measured throughput "
                         "(throughput.tokens_per_s_per_gpu with measured_at_gpus, the GPUs it was measured on) or "
                         "measurements.scaling at two or more GPU counts")
 
@@ -53,16 +56,18 @@ def modelled_step(ctx: Context) -> StepTime | None:
     """Returns the modelled step of the submitted layout, or None when the inputs do not determine one.
 
     A submission without the full architecture gets None without any input being named missing: the model
-    is what a stated throughput is held against, never a requirement of its own. So does a mixture of experts
-    (:func:`not_modelled_reason`).
+    is what a stated throughput is held against, never a requirement of its own. So does a mixture of experts over
+    expert tensor parallelism (:func:`not_modelled_reason`).
     """
     inputs = step_inputs(ctx)
     return inputs.step if inputs is not None else None
 
 
 def not_modelled_reason(ctx: Context) -> str | None:
-    """Returns why the job's step is not modelled whatever its inputs (a mixture of experts), else None."""
-    if ctx.job.training.model.architecture.experts.count.value is not None:
+    """Returns why the job's step is not modelled whatever its inputs (a mixture of experts split over expert tensor
+    parallelism), else None."""
+    expert_tensor = ctx.job.training.parallelism.expert_tensor
+    if ctx.job.training.model.architecture.experts.count.value is not None and (ctx.value(expert_tensor) or 1) > 1:
         return EXPERTS_NOT_MODELLED
     return None
 
@@ -99,7 +104,8 @@ def _modelled_step(ctx: Context) -> StepInputs | None:
         tensor_comm_overlap=bool(ctx.value(parallelism.tensor_comm_overlap)), kernels=ctx.value(training.kernels),
         fp8_recipe=ctx.value(training.fp8_recipe))
     try:
-        model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured(), _adapter_fraction(ctx))
+        model = StepTimeModel(shape, int(sequence_length), hardware, efficiencies, Measured(), _adapter_fraction(ctx),
+                              memory_settings(ctx).routing.load_factor)
         return StepInputs(model, submitted, model.evaluate(submitted))
     except InconsistentInput:
         # The model cannot run this layout (a batch that does not divide, FP8 on a GPU without it): the

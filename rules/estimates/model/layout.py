@@ -47,7 +47,7 @@ class Layout:
     The degrees and the sharding size memory and communication (:func:`training_layout` builds them); the step-time
     model (rules/estimates/training_time/step_time.py) also reads the batch, the recompute, sequence parallelism,
     FlashAttention, the precision, the kernels and the fp8 recipe, and refuses a layout without a batch
-    (``rules.estimates.training_time.step_time.require_step_layout``).
+    (``rules.estimates.training_time.step_layout.require_step_layout``).
     """
 
     gpus: int

@@ -53,6 +53,7 @@ class SearchSpace:
     virtual_stages: tuple[int, ...] = (1, 2, 4)
     context: tuple[int, ...] = (1, 2, 4, 8)
     micro_batch: tuple[int, ...] = (1, 2, 4, 8)
+    expert: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)  # of a mixture of experts: degrees that divide its experts
     recompute: tuple[str, ...] = RECOMPUTE_MODES
     sharding: tuple[str, ...] = ("ddp", "zero1", "zero2", "zero3")
     precisions: tuple[str, ...] = ("bf16-mixed", "fp8-mixed")  # fp8-mixed only where the GPU has FP8
@@ -104,9 +105,19 @@ def _divides(whole: int, part: int) -> bool:
     return whole % part == 0
 
 
+def _expert_degrees(model: StepTimeModel, gpus: int, pipeline: int, space: SearchSpace) -> tuple[int, ...]:
+    """Returns the expert-parallel degrees of a mixture of experts on ``pipeline`` stages: those that divide its experts
+    and whose expert grid (expert × pipeline, expert_tensor 1) divides the GPUs (Megatron-Core's validation,
+    ``rules.estimates.model.layout.require_expert_grid``); (1,) for a dense model."""
+    experts = model.shape.experts
+    if experts is None:
+        return (1,)
+    return tuple(e for e in space.expert if _divides(experts.count, e) and _divides(gpus, e * pipeline))
+
+
 def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
-             space: SearchSpace) -> Iterator[tuple[int, int, int, int, int, int]]:
-    """Yield (tensor, pipeline, virtual, context, data, micro_batch) combinations the model can run."""
+             space: SearchSpace) -> Iterator[tuple[int, int, int, int, int, int, int]]:
+    """Yield (tensor, pipeline, virtual, context, data, micro_batch, expert) combinations the model can run."""
     shape, domain = model.shape, model.hardware.domain_gpus
     groups = shape.kv_head_count
     for t in space.tensor:
@@ -115,6 +126,7 @@ def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
         for p in space.pipeline:
             if not _divides(gpus // t, p) or p > shape.layers:
                 continue
+            experts = _expert_degrees(model, gpus, p, space)
             for c in space.context:
                 if not _divides(gpus // (t * p), c) or not _divides(model.sequence_length, c):
                     continue
@@ -128,7 +140,8 @@ def _degrees(model: StepTimeModel, gpus: int, global_batch: int,
                     for v in space.virtual_stages:
                         if (v > 1 and (p == 1 or not _divides(m, p))) or not _divides(shape.layers, p * v):
                             continue
-                        yield t, p, v, c, d, b
+                        for e in experts:
+                            yield t, p, v, c, d, b, e
 
 
 def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: SearchMemory,
@@ -162,7 +175,8 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
     slowest = math.inf  # once top_n are kept, the slowest kept step (to the µs), which a new layout must not exceed
     flash_attention, width = space.flash_attention, len(space.sharding) * len(precisions)
     parts: dict[tuple[int, int, int], LayerSlice] = {}  # one per (micro-batch, t, c), whose work the model keeps
-    for t, p, v, c, d, b in _degrees(model, gpus, global_batch, space):
+    experts = model.shape.experts.count if model.shape.experts is not None else None
+    for t, p, v, c, d, b, e in _degrees(model, gpus, global_batch, space):
         part = parts.get((b, t, c))
         if part is None:
             part = parts[(b, t, c)] = LayerSlice(model.sequence_length, micro_batch=b, tensor=t, context=c,
@@ -170,7 +184,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                                                  tensor_comm_overlap=space.tensor_comm_overlap and t > 1,
                                                  kernels=space.kernels, fp8_recipe=space.fp8_recipe)
         m = global_batch // (b * d)
-        group = memory_of.group(t, p, c)
+        group = memory_of.group(t, p, c, e, experts)
         for recompute in space.recompute:
             first, searched = searched, searched + width  # the candidates are first + 1, first + 2, … in order
             counted = group.activations(memory_of.models(recompute, t > 1, v), b, skipped)
@@ -185,14 +199,14 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
                 fitting += 1
                 stage = stages[k]
                 if stage is None:
-                    stage = stages[k] = model.stage(part, recompute, precisions[k], p, v)
+                    stage = stages[k] = model.stage(part, recompute, precisions[k], p, v, e)
                     bounds[k] = _rounded(model.least_step_s(stage, m, p, v))
                 if bounds[k] > slowest:  # it cannot enter the top
                     continue
                 used = sized.terms.fitting_bytes(activations)
                 layout = Layout(split.gpus, split.gpus_per_node, split.nodes, t, p, split.data_parallel, split.sharding,
                                 split.shard_group, c, v, b, global_batch, recompute, t > 1, flash_attention,
-                                precisions[k], space.tensor_comm_overlap, space.kernels, space.fp8_recipe)
+                                precisions[k], space.tensor_comm_overlap, space.kernels, space.fp8_recipe, e)
                 step = model.evaluate(layout, stage)
                 entry = (-_rounded(step.step_s), -(first + position), RankedLayout(layout, step, used))
                 if len(heap) < top_n:
@@ -208,7 +222,7 @@ def search_layouts(model: StepTimeModel, gpus: int, global_batch: int, memory: S
 def _check_space(space: SearchSpace) -> None:
     """Raise InconsistentInput unless every degree is a positive integer and every recompute mode, the kernels and the
     fp8 recipe are known."""
-    for name in ("tensor", "pipeline", "virtual_stages", "context", "micro_batch"):
+    for name in ("tensor", "pipeline", "virtual_stages", "context", "micro_batch", "expert"):
         for degree in getattr(space, name):
             require_positive_int(name, degree)
     for recompute in space.recompute:
@@ -251,7 +265,7 @@ class _CandidateMemory:
         self.alike = [next((j for j in range(k) if self._alike(j, k)), k) for k in range(len(precisions))]
         # Per (recompute, sequence parallelism, virtual stages): the model of each precision, varied.
         self.models_kept: dict[tuple[str, bool, int], list[StepMemoryModel]] = {}
-        self.groups: dict[tuple[int, int, int], _Group] = {}
+        self.groups: dict[tuple[int, int, int, int], _Group] = {}
 
     def _alike(self, first: int, second: int) -> bool:
         """Returns whether the models of two precisions size every step of every sharding searched alike."""
@@ -262,18 +276,20 @@ class _CandidateMemory:
         except InconsistentInput:  # a precision or sharding the estimators refuse: each is sized (and refused) alone
             return False
 
-    def group(self, t: int, p: int, c: int) -> _Group:
+    def group(self, t: int, p: int, c: int, e: int = 1, experts: int | None = None) -> _Group:
         """Returns the candidates of the degrees under each sharding and precision, sized (kept under the degrees):
-        the degrees' layout, built once, under each sharding (:func:`with_sharding`, what training_layout builds)."""
-        group = self.groups.get((t, p, c))
+        the degrees' layout, built once, under each sharding (:func:`with_sharding`, what training_layout builds); of a
+        mixture of ``experts`` experts at expert degree ``e``."""
+        group = self.groups.get((t, p, c, e))
         if group is None:
             try:
-                plain = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p, context=c)
+                plain = training_layout(self.gpus, self.memory.gpus_per_node, 0, tensor=t, pipeline=p, context=c,
+                                        expert=e, experts=experts)
                 layouts = [with_sharding(plain, sharding) for sharding in self.shardings]
                 rows = [self._size(layout) for layout in layouts]
             except InconsistentInput as refusal:  # the degrees do not divide the GPUs
                 layouts, rows = [], [[_Sized(None, refusal) for _ in self.by_precision] for _ in self.shardings]
-            group = self.groups[(t, p, c)] = _Group(rows, layouts, self.alike)
+            group = self.groups[(t, p, c, e)] = _Group(rows, layouts, self.alike)
         return group
 
     def models(self, recompute: str, sequence_parallel: bool, v: int) -> list[StepMemoryModel]:

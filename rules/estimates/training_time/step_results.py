@@ -21,11 +21,12 @@ class StepTimeBreakdown:
     p2p_s: float  # activations and gradients sent between pipeline stages
     dp_comm_exposed_s: float  # gradient/parameter collectives not hidden, plus the embedding sync
     optimizer_s: float
+    ep_comm_s: float = 0.0  # a mixture of experts' dispatch and combine all-to-alls (none hidden)
 
     @property
     def total_s(self) -> float:
         return (self.compute_s + self.memory_bound_s + self.tp_comm_s + self.cp_comm_exposed_s
-                + self.pp_bubble_s + self.p2p_s + self.dp_comm_exposed_s + self.optimizer_s)
+                + self.pp_bubble_s + self.p2p_s + self.dp_comm_exposed_s + self.optimizer_s + self.ep_comm_s)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class StepTime:
     step_s: float
     breakdown: StepTimeBreakdown
     tokens_per_s_per_gpu: float
-    mfu: float  # model FLOPs (6N + 12·L·s·h per token) ÷ (GPUs × step × peak)
+    mfu: float  # model FLOPs (6N + 12·L·s·h per token; of experts, N active) ÷ (GPUs × step × peak)
     mfu_peak_tflops: float  # the dense peak MFU divides by
     mfu_precision: str  # "bf16" or "fp8": which peak that is
     hfu: float  # hardware FLOPs (recompute counted) ÷ the same
@@ -56,7 +57,8 @@ class StageTime(NamedTuple):
     memory_s: float
     tp_s: float
     cp_exposed_s: float
+    ep_s: float = 0.0  # expert-parallel all-to-alls (a mixture of experts)
 
     @property
     def total_s(self) -> float:
-        return self.compute_s + self.memory_s + self.tp_s + self.cp_exposed_s
+        return self.compute_s + self.memory_s + self.tp_s + self.cp_exposed_s + self.ep_s

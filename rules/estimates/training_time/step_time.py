@@ -24,7 +24,8 @@ collectives hide behind the passes they can run under (the gradient reduction be
 parameter gathers behind the forward: of the last and first micro-batch when they run once per step, of every
 micro-batch when they run in each, as Megatron-LM's --overlap-grad-reduce / --overlap-param-gather and PyTorch
 DDP and FSDP schedule them), tensor-parallel collectives as above, and the context-parallel K/V ring behind the
-attention it feeds (ring attention, Liu et al. 2023, arXiv 2310.01889).
+attention it feeds (ring attention, Liu et al. 2023, arXiv 2310.01889). A mixture of experts' expert layers:
+``rules.estimates.training_time.expert_step`` (router, grouped expert GEMMs, expert-parallel all-to-all, none hidden).
 
 Collectives take factor(n)·(S + S½)/busbw (nccl-tests ``doc/PERFORMANCE.md`` factors; S½ the message size
 at which a collective reaches half its large-message bus bandwidth, a latency term fitted to all_reduce_perf
@@ -32,38 +33,49 @@ sweeps). Every rate and efficiency is an ``Efficiencies`` field whose defaults c
 (``rules.estimates.training_time.step_time_figures.efficiencies_from_data``); measured figures (``Measured``) replace
 them.
 
-Utilisation follows PaLM (Chowdhery et al. 2022, arXiv 2204.02311, Appendix B): MFU counts 6·N + 12·L·s·h
-FLOPs per token and no recompute; hardware FLOPs utilisation counts the recomputed forward as Korthikanti
-et al. 2022 Appendix A do.
+Utilisation follows PaLM (Chowdhery et al. 2022, arXiv 2204.02311, Appendix B): MFU counts 6·N + 12·L·s·h FLOPs per
+token (N: a mixture of experts' active ones) and no recompute; hardware FLOPs utilisation counts the recomputed forward
+as Korthikanti et al. 2022 Appendix A do.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import cache
 from typing import Final
 
 from rules.errors import InconsistentInput
-from rules.estimates._args import require_bool, require_choice, require_fraction, require_positive_int
+from rules.estimates._args import require_fraction, require_positive_int
 from rules.estimates.communication.collectives import (
     PassTimes,
     collective_s,
-    communication_bytes_per_step,
-    communication_time_by_pass,
     group_busbw_gbs,
 )
 from rules.estimates.model.hardware import NodeSpec
 from rules.estimates.model.layout import Layout
 from rules.estimates.model.shapes import ModelShape
 from rules.estimates.training_time.compute import training_flops_per_token
+from rules.estimates.training_time.expert_step import expert_layer_time
+from rules.estimates.training_time.expert_work import (
+    attention_gemms,
+    expert_layer_work,
+    flat_gemms,
+    moe_matrix_parameters,
+    routed_matrix_parameters,
+)
 from rules.estimates.training_time.fp8_casts import (
-    FP8_RECIPES,
     layer_casts,
     weight_casts,
     weight_casts_per_step,
 )
 from rules.estimates.training_time.kernel_rates import attention_core_s
-from rules.estimates.training_time.memory_bound import KERNEL_STYLES
+from rules.estimates.training_time.step_layout import (
+    GRADIENT_BYTES,
+    dp_group_times,
+    layer_slice,
+    require_step_layout,
+)
 from rules.estimates.training_time.step_results import StageTime, StepTime, StepTimeBreakdown
 from rules.estimates.training_time.step_time_figures import (
     TERA,
@@ -76,7 +88,6 @@ from rules.estimates.training_time.step_time_figures import (
 from rules.estimates.training_time.transformer_work import (
     ACTIVATION_BYTES,
     BACKWARD_GEMM_FACTOR,
-    RECOMPUTE_MODES,
     LayerSlice,
     check_shape,
     layer_gemms,
@@ -85,41 +96,11 @@ from rules.estimates.training_time.transformer_work import (
     output_layer_work,
 )
 
-PRECISIONS: Final = ("bf16-mixed", "fp16-mixed", "fp8-mixed")
-SHARDINGS: Final = ("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
 _SHARDED_OPTIMIZER: Final = ("zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")
-GRADIENT_BYTES: Final = 2  # bf16 gradients on the wire (ZeRO paper convention, rules.estimates.memory.step_memory)
 # AdamW step per parameter, memory-bound: read fp32 master, m, v (12) and the gradient (2), write master,
 # m, v (12) and the 16-bit weight copy (2), plus one more read of the gradient for the global norm (2).
 ADAMW_BYTES_PER_PARAM: Final = 30
 GIGA: Final = 1e9
-
-
-def require_step_layout(layout: Layout) -> None:
-    """Raises InconsistentInput unless ``layout`` can be stepped: positive degrees and batch, known recompute,
-    sharding, precision, kernels and fp8 recipe, a global batch that splits into whole micro-batches per
-    data-parallel rank, and virtual stages only with a pipeline (interleaving splits pipeline stages)."""
-    for name in ("micro_batch", "global_batch", "tensor", "pipeline", "virtual_stages", "context", "data_parallel"):
-        require_positive_int(name, getattr(layout, name))
-    require_choice("recompute", layout.recompute, RECOMPUTE_MODES)
-    require_choice("sharding", layout.sharding, SHARDINGS)
-    require_choice("precision", layout.precision, PRECISIONS)
-    require_choice("kernels", layout.kernels, KERNEL_STYLES)
-    require_choice("fp8_recipe", layout.fp8_recipe, FP8_RECIPES)
-    require_bool("sequence_parallel", layout.sequence_parallel)
-    require_bool("flash_attention", layout.flash_attention)
-    if layout.global_batch % (layout.micro_batch * layout.data_parallel):  # type: ignore[operator]
-        raise InconsistentInput(f"global_batch ({layout.global_batch}) must be a multiple of micro_batch × data "
-                                f"({layout.micro_batch} × {layout.data_parallel})")
-    if layout.virtual_stages > 1 and layout.pipeline == 1:
-        raise InconsistentInput("virtual_stages > 1 needs pipeline > 1 (interleaving splits pipeline stages)")
-
-
-def layer_slice(layout: Layout, sequence_length: int) -> LayerSlice:
-    """Returns one micro-batch's share of a transformer layer on one GPU of ``layout``."""
-    return LayerSlice(sequence_length, layout.micro_batch, layout.tensor, layout.context,  # type: ignore[arg-type]
-                      layout.sequence_parallel and layout.tensor > 1, layout.flash_attention,
-                      layout.tensor_comm_overlap and layout.tensor > 1, layout.kernels, layout.fp8_recipe)
 
 
 class StepTimeModel:
@@ -132,9 +113,12 @@ class StepTimeModel:
     """
 
     def __init__(self, shape: ModelShape, sequence_length: int, hardware: NodeSpec, efficiencies: Efficiencies,
-                 measured: Measured | None = None, adapter_fraction: float | None = None) -> None:
+                 measured: Measured | None = None, adapter_fraction: float | None = None,
+                 load_factor: float = 1.0) -> None:
         """``adapter_fraction``: for an adapter fine-tune (objective ``adapter``), trainable ÷ all parameters; the
-        model's own weights are frozen (see ``_per_layer_of``, ``_dp_comm_of`` and ``_optimizer_s``)."""
+        model's own weights are frozen (see ``_per_layer_of``, ``_dp_comm_of`` and ``_optimizer_s``). ``load_factor``:
+        of a mixture of experts, the busiest expert rank's routed tokens over the balanced mean (the policy's
+        ``memory.moe``; ``rules.estimates.training_time.expert_step``)."""
         check_shape(shape)
         require_positive_int("sequence_length", sequence_length)
         if adapter_fraction is not None:
@@ -145,11 +129,17 @@ class StepTimeModel:
         require_step_figures(hardware)
         self.efficiencies = efficiencies
         self.measured = measured or Measured()
-        self.parameters = matrix_parameters(shape)
+        self.dense_shape = replace(shape, experts=None)  # the dense layers (all of a dense model's)
+        self.load_factor = load_factor
+        moe = shape.experts is not None
+        self.parameters = moe_matrix_parameters(shape, active=False) if moe else matrix_parameters(shape)
+        self.active = moe_matrix_parameters(shape, active=True) if moe else self.parameters  # FLOPs per token: 6·N
+        self.routed = routed_matrix_parameters(shape) if moe else 0.0  # split over the expert-parallel ranks
         # the parameters that get gradients, reductions and an optimizer step
         self.trainable = self.parameters if adapter_fraction is None else self.parameters * adapter_fraction
         self._rates = cache(self._rates_of)
         self._per_layer = cache(self._per_layer_of)
+        self._expert_layer = cache(self._expert_layer_of)
         self._dp_comm = cache(self._dp_comm_of)
         self._flops_per_token = cache(self._flops_per_token_of)
 
@@ -158,7 +148,7 @@ class StepTimeModel:
 
     def _flops_per_token_of(self, recompute: str) -> float:
         shape = self.shape
-        return training_flops_per_token(self.parameters, recompute, shape.layers, self.sequence_length,
+        return training_flops_per_token(self.active, recompute, shape.layers, self.sequence_length,
                                         shape.hidden)
 
     def _per_layer_of(self, part: LayerSlice, recompute: str, precision: str) -> tuple[StageTime, StageTime, float]:
@@ -175,8 +165,8 @@ class StepTimeModel:
         time they run under when overlapped."""
         rates, eff, t, c = self._rates(precision), self.efficiencies, part.tensor, part.context
         gemm, flops_s = eff.gemm_sweep.seconds, rates.gemm_flops_s
-        work = layer_work(self.shape, part, recompute)
-        gemms = layer_gemms(self.shape, part)
+        work = layer_work(self.dense_shape, part, recompute)
+        gemms = layer_gemms(self.dense_shape, part)
         forward = sum(gemm(m, n, k, flops_s) for m, n, k in gemms)
         dense_flops = work.dense_flops
         if self.adapter_fraction is None:
@@ -188,7 +178,7 @@ class StepTimeModel:
             backward += adapter_flops * forward / forward_flops
             dense_flops -= forward_flops - adapter_flops  # no weight gradients of the frozen weights
         dense_s = max(forward * (2 if recompute == "full" else 1) + backward, work.dense_bytes / rates.hbm_bytes_s)
-        attention_s = attention_core_s(self.shape, part, work.attention_flops, eff.attention,
+        attention_s = attention_core_s(self.dense_shape, part, work.attention_flops, eff.attention,
                                        rates.attention_scale * TERA, eff.gemm_sweep, rates.attention_flops_s)
         tp_busbw = group_busbw_gbs(t, 1, rates.domain_gpus, rates.domain_busbw_gbs, rates.nic_busbw_gbs)
         tp = sum(collective_s(kind, size, t, tp_busbw, eff.collective_half_bytes)
@@ -214,13 +204,27 @@ class StepTimeModel:
         output = output_layer_work(shape, part)
         return layer, StageTime(logits, output.memory_bytes / rates.hbm_bytes_s, 0, 0), dense_flops / dense_s
 
-    def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int) -> StageTime:
-        """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss."""
+    def _expert_layer_of(self, part: LayerSlice, recompute: str, precision: str,
+                         expert: int) -> tuple[StageTime, float]:
+        return expert_layer_time(self.shape, part, recompute, precision, expert, self.load_factor,
+                                 self._rates(precision), self.efficiencies)
+
+    def stage(self, part: LayerSlice, recompute: str, precision: str, pipeline: int, virtual_stages: int,
+              expert: int = 1) -> StageTime:
+        """Return one micro-batch on the slowest pipeline stage: its layers plus the output layer and loss. Of a mixture
+        of experts, at expert-parallel degree ``expert``, the slowest stage's layers are expert layers
+        (``expert_step.expert_layer_time``) but for the leading dense layers a single stage holds."""
         layer, output, _ = self._per_layer(part, recompute, precision)
         layers = self._stage_layers(pipeline, virtual_stages)
-        return StageTime(compute_s=layers * layer.compute_s + output.compute_s,
-                      memory_s=layers * layer.memory_s + output.memory_s,
-                      tp_s=layers * layer.tp_s, cp_exposed_s=layers * layer.cp_exposed_s)
+        parts = [(layers, layer)]
+        if self.shape.experts is not None:
+            moe_layers = min(layers, self.shape.expert_layers)
+            moe = self._expert_layer(part, recompute, precision, expert)[0]
+            parts = [(layers - moe_layers, layer), (moe_layers, moe)]
+        return StageTime(compute_s=sum(n * x.compute_s for n, x in parts) + output.compute_s,
+                         memory_s=sum(n * x.memory_s for n, x in parts) + output.memory_s,
+                         tp_s=sum(n * x.tp_s for n, x in parts), cp_exposed_s=sum(n * x.cp_exposed_s for n, x in parts),
+                         ep_s=sum(n * x.ep_s for n, x in parts))
 
     def _stage_layers(self, pipeline: int, virtual_stages: int) -> int:
         """Returns the layers of the slowest pipeline stage: ⌈L / (p·v)⌉ per virtual stage, v of them."""
@@ -250,20 +254,17 @@ class StepTimeModel:
         return 2 * layout.virtual_stages * layout.micro_batches * size / (bandwidth * GIGA)
 
     def _dp_comm_of(self, sharding: str, tensor: int, pipeline: int, ranks: int, micro_batches: int,
-                    precision: str) -> PassTimes:
-        """Return the data-parallel collectives' seconds per step by the pass they run under (no embedding sync)."""
-        if ranks == 1:
-            return PassTimes(0.0, 0, 0.0, 0)
-        rates = self._rates(precision)
-        members = max(1, min(ranks, rates.domain_gpus // tensor))  # data-parallel ranks per NVLink domain
-        if sharding == "fsdp-hybrid" and ranks % members:
-            members = math.gcd(ranks, members)
-        step = communication_bytes_per_step(
-            sharding, parameters=self.parameters / (tensor * pipeline), data_parallel_ranks=ranks,
-            ranks_per_node=members, bytes_per_element=GRADIENT_BYTES, accumulation_steps=micro_batches,
-            trainable_parameters=self.trainable / (tensor * pipeline))
-        cluster = min(rates.domain_busbw_gbs, rates.nic_busbw_gbs * members)
-        return communication_time_by_pass(step, rates.domain_busbw_gbs, cluster)
+                    precision: str, expert: int = 1, expert_ranks: int = 1) -> PassTimes:
+        """Return the data-parallel collectives' seconds per step by the pass they run under (no embedding sync). A
+        mixture of experts' routed experts, 1/(expert × p) of them per GPU, reduce apart over their ``expert_ranks``
+        expert-data-parallel ranks (spaced ``expert`` apart), as ``collectives.step_communication`` counts them."""
+        share = self.trainable / self.parameters
+        groups = ((self.parameters - self.routed) / (tensor * pipeline), ranks, tensor), \
+            (self.routed / (expert * pipeline), expert_ranks, expert)
+        times = [dp_group_times(self._rates(precision), sharding, size, size * share, n, stride, micro_batches)
+                 for size, n, stride in groups if size and n > 1]
+        return PassTimes(sum(t.forward_s for t in times), max((t.forward_windows for t in times), default=0),
+                         sum(t.backward_s for t in times), max((t.backward_windows for t in times), default=0))
 
     def _data_parallel(self, layout: Layout, rates: Rates, stage: StageTime) -> tuple[float, float]:
         """Return (data-parallel communication seconds, the part of it left exposed).
@@ -279,7 +280,7 @@ class StepTimeModel:
         """
         t, p = layout.tensor, layout.pipeline
         comm = self._dp_comm(layout.sharding, t, p, layout.data_parallel * layout.context, layout.micro_batches,
-                             layout.precision)
+                             layout.precision, layout.expert, layout.expert_data_parallel)
         forward_pass = stage.total_s / (1 + BACKWARD_GEMM_FACTOR)
         exposed = (max(0.0, comm.forward_s - comm.forward_windows * forward_pass)
                    + max(0.0, comm.backward_s - comm.backward_windows * (stage.total_s - forward_pass)))
@@ -294,11 +295,14 @@ class StepTimeModel:
 
     def _optimizer_s(self, layout: Layout, rates: Rates) -> float:
         """Return the AdamW step over this GPU's shard of the trained parameters, ADAMW_BYTES_PER_PARAM each at HBM
-        rate."""
-        local = self.trainable / (layout.tensor * layout.pipeline)
+        rate (a mixture of experts' routed experts: 1/(expert × p) of them, sharded over the expert-data ranks)."""
+        share = self.trainable / self.parameters
+        local = (self.parameters - self.routed) * share / (layout.tensor * layout.pipeline)
+        routed = self.routed * share / (layout.expert * layout.pipeline)
         if layout.sharding in _SHARDED_OPTIMIZER:
             local /= layout.data_parallel * layout.context
-        return local * ADAMW_BYTES_PER_PARAM / rates.hbm_bytes_s
+            routed /= layout.expert_data_parallel
+        return (local + routed) * ADAMW_BYTES_PER_PARAM / rates.hbm_bytes_s
 
     def _fp8_weight_casts_s(self, layout: Layout, part: LayerSlice, rates: Rates) -> float:
         """Return the casts of the slowest stage's layer weights to fp8 in one step (``fp8_casts.weight_casts``): once
@@ -306,7 +310,11 @@ class StepTimeModel:
         fp8-mixed."""
         if layout.precision != "fp8-mixed":
             return 0.0
-        casts = weight_casts(layer_gemms(self.shape, part), layout.fp8_recipe)
+        gemms = layer_gemms(self.dense_shape, part)
+        if self.shape.experts is not None:  # the expert layers' weights: attention, router, local and shared experts
+            work = expert_layer_work(self.shape, part, layout.expert, self.load_factor, layout.recompute)
+            gemms = flat_gemms(attention_gemms(self.shape, part) + work.gemms)
+        casts = weight_casts(gemms, layout.fp8_recipe)
         count = weight_casts_per_step(layout.sharding, layout.micro_batches)
         count *= self._stage_layers(layout.pipeline, layout.virtual_stages)
         return count * (casts.bytes / rates.hbm_bytes_s + casts.kernels * self.efficiencies.kernel_launch_s)
@@ -338,7 +346,8 @@ class StepTimeModel:
         rates = self._rates(layout.precision)
         part = layer_slice(layout, self.sequence_length)
         if stage is None:
-            stage = self.stage(part, layout.recompute, layout.precision, layout.pipeline, layout.virtual_stages)
+            stage = self.stage(part, layout.recompute, layout.precision, layout.pipeline, layout.virtual_stages,
+                               layout.expert)
         m = layout.micro_batches
         dp_comm, dp_exposed = self._data_parallel(layout, rates, stage)
         breakdown = StepTimeBreakdown(
@@ -350,6 +359,7 @@ class StepTimeModel:
             p2p_s=self._p2p_s(layout, rates),
             dp_comm_exposed_s=dp_exposed,
             optimizer_s=self._optimizer_s(layout, rates),
+            ep_comm_s=m * stage.ep_s,
         )
         step = breakdown.total_s
         tokens = layout.global_batch * self.sequence_length
@@ -364,7 +374,7 @@ class StepTimeModel:
             mfu_precision="fp8" if layout.precision == "fp8-mixed" else "bf16",
             hfu=tokens * self._flops_per_token(layout.recompute) / capacity,
             dp_comm_s=dp_comm,
-            gemm_tflops=self._per_layer(part, layout.recompute, layout.precision)[2] / TERA,
+            gemm_tflops=self._gemm_flops_s(part, layout) / TERA,
             tokens_per_s_per_gpu_range=(tokens / step / layout.gpus * (1 + self.efficiencies.residual_band[0]),
                                         tokens / step / layout.gpus * (1 + self.efficiencies.residual_band[1])),
             kernels=layout.kernels,
@@ -372,16 +382,18 @@ class StepTimeModel:
         )
 
 
+    def _gemm_flops_s(self, part: LayerSlice, layout: Layout) -> float:
+        """Returns the rate a layer's GEMMs run at: an expert layer's of a mixture of experts."""
+        if self.shape.experts is not None:
+            return self._expert_layer(part, layout.recompute, layout.precision, layout.expert)[1]
+        return self._per_layer(part, layout.recompute, layout.precision)[2]
+
+
 def step_time(shape: ModelShape, sequence_length: int, layout: Layout, hardware: NodeSpec, efficiencies: Efficiencies,
               measured: Measured | None = None) -> StepTime:
     """Return the modelled optimizer-step time of ``layout`` on ``hardware`` and its breakdown, sequences of
-    ``sequence_length`` tokens.
-
-    Source: the method of Narayanan et al. 2021 (arXiv 2104.04473) §2–3 (pipeline bubble (p − 1)/(v·m),
-    tensor-parallel all-reduces, scatter/gather pipeline sends) and Korthikanti et al. 2022
-    (arXiv 2205.05198) §4–6 (sequence parallelism, selective and full recompute); per-layer counts in
-    ``rules.estimates.training_time.transformer_work``. ``measured`` replaces modelled rates with measurements. Raises
-    ValueError when the layout cannot run the model (a tensor degree that does not divide the heads, a
-    context degree that does not divide the sequence, fp8 on a GPU without FP8 Tensor Cores).
+    ``sequence_length`` tokens: the method of Narayanan et al. 2021 (arXiv 2104.04473) §2–3 and Korthikanti et al. 2022
+    (arXiv 2205.05198) §4–6, per-layer counts in ``transformer_work`` (module docstring). ``measured`` replaces modelled
+    rates with measurements. InconsistentInput when the layout cannot run the model (``StepTimeModel.check``).
     """
     return StepTimeModel(shape, sequence_length, hardware, efficiencies, measured).evaluate(layout)

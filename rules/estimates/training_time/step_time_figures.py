@@ -56,11 +56,15 @@ class Efficiencies:
     kernel_launch_s: float  # GPU time of one kernel launch
     hbm_triad_tbs: float | None = None  # measured triad bandwidth of the GPU, where published
     residual_band: tuple[float, float] = (0.0, 0.0)  # lowest, highest relative error of the calibration runs
+    all_to_all_nvlink_fraction: float = 1.0  # expert all-to-all bottleneck bandwidth ÷ NVLink per-direction rate
+    all_to_all_nic_fraction: float = 1.0  # the same across NVLink domains ÷ NIC line rate
 
     def __post_init__(self) -> None:
         for name in ("mamf_bf16_fraction", "gemm_fraction_in_step", "hbm_fraction", "nvlink_busbw_fraction",
                      "pcie_busbw_fraction", "nic_busbw_fraction"):
             require_fraction(name, getattr(self, name))
+        require_fraction("all_to_all_nvlink_fraction", self.all_to_all_nvlink_fraction)
+        require_fraction("all_to_all_nic_fraction", self.all_to_all_nic_fraction)
         if self.mamf_fp8_fraction is not None:
             require_fraction("mamf_fp8_fraction", self.mamf_fp8_fraction)
         require_non_negative("collective_half_bytes", self.collective_half_bytes)
@@ -156,6 +160,8 @@ def efficiencies_from_data(catalogue: Mapping[str, Any], policy: Mapping[str, An
         kernel_launch_s=section["kernel_launch_us"] * 1e-6,
         hbm_triad_tbs=gpu.get("hbm_triad_tbs"),
         residual_band=_band(section["residual_band"], architecture),
+        all_to_all_nvlink_fraction=section["all_to_all"]["nvlink_fraction"],
+        all_to_all_nic_fraction=section["all_to_all"]["nic_fraction"],
     )
 
 
@@ -178,6 +184,8 @@ class Rates:
     domain_busbw_gbs: float  # collectives inside one NVLink domain
     link_gbs: float  # one direction of one GPU's NVLink (or PCIe), point-to-point
     nic_busbw_gbs: float  # per GPU, across domains
+    all_to_all_domain_gbs: float = 0.0  # a GPU's all-to-all bottleneck bandwidth inside its NVLink domain
+    all_to_all_nic_gbs: float = 0.0  # the same to GPUs of other domains, over its NICs
 
 
 def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, precision: str) -> Rates:
@@ -187,7 +195,9 @@ def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, prec
     the sweep's efficiency at each GEMM's shape; attention and the output layer stay in 16-bit (Transformer
     Engine runs FP8 only in the linear layers). HBM runs at the GPU's measured triad bandwidth, else
     hbm_fraction of its nameplate. NVLink busbw is the
-    per-direction rate × fraction (``interconnect.nvlink_busbw_gbs``); GPUs without NVLink use PCIe x16.
+    per-direction rate × fraction (``interconnect.nvlink_busbw_gbs``); GPUs without NVLink use PCIe x16. The
+    expert all-to-all runs at the per-direction NVLink (or PCIe) rate and the NIC line rate × the catalogue's
+    ``step_time.all_to_all`` fractions.
     The node must know its GPU's BF16 peak and HBM bandwidth and its compute NICs (``require_step_figures``).
     """
     require_step_figures(node)
@@ -211,6 +221,10 @@ def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, prec
     nic = node.nic_gbps_per_gpu / 8 * eff.nic_busbw_fraction
     if measured.nic_busbw_gbs is not None:
         nic = measured.nic_busbw_gbs
+    # The expert all-to-all at DeepEP's measured bottleneck bandwidths (catalogue step_time.all_to_all).
+    a2a_domain = (gpu.nvlink_gbs / 2 if gpu.nvlink_gbs > 0 else pcie_x16_gbs(gpu.pcie_gen)) \
+        * eff.all_to_all_nvlink_fraction
+    a2a_nic = node.nic_gbps_per_gpu / 8 * eff.all_to_all_nic_fraction
     hbm_tbs = eff.hbm_triad_tbs if eff.hbm_triad_tbs is not None else gpu.hbm_tbs * eff.hbm_fraction
     if measured.hbm_tbs is not None:
         hbm_tbs = measured.hbm_tbs
@@ -218,7 +232,8 @@ def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, prec
                   attention_flops_s=bf16_best * eff.gemm_fraction_in_step * TERA,
                   attention_scale=eff.attention_scale,
                   hbm_bytes_s=hbm_tbs * TERA, domain_gpus=node.domain_gpus,
-                  domain_busbw_gbs=domain, link_gbs=link, nic_busbw_gbs=nic)
+                  domain_busbw_gbs=domain, link_gbs=link, nic_busbw_gbs=nic,
+                  all_to_all_domain_gbs=a2a_domain, all_to_all_nic_gbs=a2a_nic)
 
 
 def require_step_figures(node: NodeSpec) -> None:
