@@ -5,6 +5,7 @@ from __future__ import annotations
 from rules.checks.base import CAPACITY_PLANNING_GUIDE, Check, Context, Facts, Passing, Rule
 from rules.checks.facts.cost import serving_cost, serving_cost_note
 from rules.checks.facts.serving import serving_memory, serving_not_modelled_reason
+from rules.checks.facts.serving_experts import experts_evidence, served_experts
 from rules.checks.facts.serving_latency import MODELLED, measured_serving
 from rules.errors import InconsistentInput
 from rules.estimates.model.hardware import GpuSpec
@@ -114,9 +115,15 @@ class InferenceCapacity(Check):
         replica = memory.replica
         if replica.kv is None or memory.context_tokens is None:
             return ctx.insufficient("the KV cache cannot be sized without the attention shape and context")
+        try:
+            experts = served_experts(ctx, memory)
+        except InconsistentInput as error:  # an expert split the replica cannot serve
+            return ctx.insufficient(f"the serving estimate rejects the inputs: {error}")
+        if ctx.missing:
+            return ctx.insufficient("a mixture of experts' serving needs its full architecture")
         efficiencies = {name: ctx.setting(f"inference.{name}") for name in EFFICIENCIES}
         served = ServedModel(replica.parameters, replica.weight_bytes, replica.kv.per_gpu_bytes,
-                             replica.tensor_parallel)
+                             replica.tensor_parallel, experts)
         roofline = Roofline(hbm_efficiency=efficiencies["decode_hbm_efficiency"],
                             flops_efficiency=efficiencies["decode_flops_efficiency"],
                             prefill_flops_efficiency=efficiencies["prefill_flops_efficiency"])
@@ -151,6 +158,8 @@ class InferenceCapacity(Check):
             **serving_cost(ctx, group.pointer),
         }
         evidence["serving_cost_note"] = serving_cost_note(evidence)
+        if experts is not None:
+            evidence.update(experts_evidence(experts, memory, plan.batch or 1))
         if plan.points:
             evidence.update(ttft_ms_batch1=plan.points[0].ttft_ms, tpot_ms_batch1=plan.points[0].tpot_ms)
         if measured is not None and measured.decides:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from rules.checks.facts.serving import EXPERTS_NOT_MODELLED as SERVING_NOT_MODELLED
 from rules.checks.facts.step_model import EXPERTS_NOT_MODELLED
 from rules.evaluate import evaluate
 from tests.checks.fixture_support import load_fixture
@@ -107,8 +106,10 @@ def test_memory_checks_decide_a_mixture_of_experts_without_a_rate() -> None:
     assert statuses["peak-memory"] == "pass" and statuses["sharding"] == "pass"
 
 
-def test_serving_a_mixture_of_experts_sizes_every_experts_weights_and_waits_for_its_latency_model() -> None:
-    # Qwen3-30B-A3B by name: its 30.5e9 parameters at 2 B (bf16) on one L40S, 56.8 GiB: more than the GPU holds.
+def test_serving_a_mixture_of_experts_sizes_every_experts_weights_and_its_active_compute() -> None:
+    # Qwen3-30B-A3B by name: its 30.5e9 parameters at 2 B (bf16) on one L40S, 56.8 GiB: more than the GPU holds, so
+    # no batch can be served; its compute per token is 2 × its 3,353,020,416 active parameters (Qwen3 Technical
+    # Report, arXiv 2505.09388, Table 2: 3.3B activated).
     submission = copy.deepcopy(SERVING)
     submission["workload"]["inference"]["model"] = {"name": "Qwen/Qwen3-30B-A3B"}
     record = evaluate(submission)
@@ -117,7 +118,9 @@ def test_serving_a_mixture_of_experts_sizes_every_experts_weights_and_waits_for_
 
     assert memory["evidence"]["weights_gib"] == pytest.approx(30.5e9 * 2 / 2**30)
     assert memory["status"] == "fail"
-    assert capacity["status"] == "insufficient-data" and capacity["message"].endswith(SERVING_NOT_MODELLED)
+    assert capacity["status"] == "fail" and capacity["evidence"]["batch"] == 0
+    assert capacity["evidence"]["flops_per_token"] == 2 * 3_353_020_416
+    assert capacity["evidence"]["active_parameters"] == pytest.approx(3.3e9, rel=0.02)
 
 
 PEAK_MEMORY = ROOT / "tests" / "checks" / "peak_memory"

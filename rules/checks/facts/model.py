@@ -5,7 +5,7 @@ from __future__ import annotations
 from rules.checks.base import Context
 from rules.estimates.model.parameters import active_parameters
 from rules.estimates.model.shapes import Experts, ModelShape
-from rules.job.workload import MixtureOfExperts
+from rules.job.workload import Architecture, MixtureOfExperts
 
 # The dimensions that size a parameter count and have no default that fits every model family (a 4 × hidden
 # MLP fits GPT, not Llama; the vocabulary has none): only with all of them stated is the count checked.
@@ -110,7 +110,12 @@ def experts_of(ctx: Context, stated: MixtureOfExperts) -> Experts | None:
 
 
 def _architecture(ctx: Context) -> ModelShape | None:
-    architecture = ctx.job.training.model.architecture
+    return shape_of(ctx, ctx.job.training.model.architecture)
+
+
+def shape_of(ctx: Context, architecture: Architecture) -> ModelShape | None:
+    """Returns the shape of a stated architecture with the documented defaults (:func:`architecture`), or None
+    without layers, hidden and heads (each noted missing)."""
     layers = ctx.needed(architecture.layers)
     hidden = ctx.needed(architecture.hidden)
     heads = ctx.needed(architecture.heads)

@@ -99,15 +99,19 @@ class ServingMemory:
         return evidence
 
 
-# Why a served mixture of experts gets no latency estimate yet.
-EXPERTS_NOT_MODELLED = ("the serving latency model does not model mixture-of-experts layers yet (a decode step reads "
-                        "the weights of the experts its tokens are routed to, neither the whole model's nor one "
-                        "token's); inference-memory sizes the weights of every expert")
+# Why a served mixture of experts over expert tensor parallelism gets no latency estimate.
+EXPERTS_NOT_MODELLED = ("the serving latency model does not model expert tensor parallelism "
+                        "(inference.parallelism.expert_tensor > 1); inference-memory sizes the weights of every expert")
 
 
 def serving_not_modelled_reason(ctx: Context) -> str | None:
-    """Returns why the served model's latency is not modelled whatever the inputs (a mixture of experts), else None."""
-    return EXPERTS_NOT_MODELLED if ctx.job.serving.model.architecture.experts.count.value is not None else None
+    """Returns why the served model's latency is not modelled whatever the inputs (a mixture of experts whose experts
+    are split by expert tensor parallelism), else None."""
+    serving = ctx.job.serving
+    if serving.model.architecture.experts.count.value is not None and (ctx.value(serving.parallelism.expert_tensor)
+                                                                          or 1) > 1:
+        return EXPERTS_NOT_MODELLED
+    return None
 
 
 def serving_group(ctx: Context) -> QuotedNodeGroup | None:

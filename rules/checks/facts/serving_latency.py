@@ -68,7 +68,7 @@ class MeasuredServing:
                     f"{point.context_tokens:,} tokens × {point.model.kv_bytes_per_token_per_gpu:,.0f} B) once per "
                     "decode step")
         if c.prefill.compute_bound:
-            return (f"{where} that one prompt's 2 × {point.model.parameters:,.0f} parameters × "
+            return (f"{where} that one prompt's 2 × {point.model.flops_parameters:,.0f} parameters × "
                     f"{point.prompt_tokens:,} tokens of FLOPs take at {point.tensor_parallel} × "
                     f"{self.peak_tflops:g} TFLOP/s, the {self.gpu_model}'s fastest dense rate for "
                     f"{self.weight_precision} weights")
@@ -148,7 +148,7 @@ def _point(ctx: Context, memory: ServingMemory, served: ServedModel, run: Servin
             kv_per_gpu = inference_memory.kv_cache_bytes_per_token(
                 attention.layers, attention.kv_heads, attention.head_dim, memory.kv_precision,
                 tensor_parallel).per_gpu_bytes
-        model = ServedModel(served.parameters, served.weight_bytes, kv_per_gpu, tensor_parallel)
+        model = ServedModel(served.parameters, served.weight_bytes, kv_per_gpu, tensor_parallel, served.experts)
     batch, ttft_ms, tpot_ms = ctx.value(run.batch), ctx.value(run.ttft_ms), ctx.value(run.tpot_ms)
     context_tokens = ctx.value(run.context_tokens)  # default: the point's prompt, when it states one
     return MeasuredPoint(batch=int(batch), ttft_ms=ttft_ms, tpot_ms=tpot_ms, prompt_tokens=prompt_tokens,

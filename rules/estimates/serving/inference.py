@@ -168,15 +168,20 @@ def modelled_latency(model: ServedModel, gpu: GpuSpec, requests: Requests, roofl
     """Returns the roofline's TTFT and TPOT at ``batch`` (steps 2 and 3 of :func:`serving_plan`).
 
     TTFT = max(:func:`prefill_time_s` of ``batch`` prompts, the weights read once at the roofline's HBM share);
-    TPOT = :func:`decode_step` at the average context prompt + output // 2.
+    TPOT = :func:`decode_step` at the average context prompt + output // 2. A mixture of experts (``model.experts``)
+    prefills at 2·N_active per token, reads the weights the batch's prompt tokens touch, and adds the expert-parallel
+    all-to-all of those tokens to the TTFT (rules/estimates/serving/experts.py).
     """
     tp = model.tensor_parallel
-    weight_read_s = model.weight_bytes / tp / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
-    prefill_s = prefill_time_s(model.parameters, requests.prompt_tokens, batch, tp, gpu.bf16_tflops,
+    prompt_tokens = requests.prompt_tokens * batch
+    weight_read_s = model.weight_bytes_read(prompt_tokens) / tp / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
+    prefill_s = prefill_time_s(model.flops_parameters, requests.prompt_tokens, batch, tp, gpu.bf16_tflops,
                                roofline.prefill_efficiency)
     step = decode_step(model, gpu, roofline, batch, requests.prompt_tokens + requests.output_tokens // 2)
-    return ModelledLatency(batch=batch, ttft_s=max(prefill_s, weight_read_s), tpot_s=step.step_time_s,
-                           memory_bound=step.memory_bound)
+    ttft_s = max(prefill_s, weight_read_s)
+    if model.experts is not None:
+        ttft_s += model.expert_comm_s(prompt_tokens)
+    return ModelledLatency(batch=batch, ttft_s=ttft_s, tpot_s=step.step_time_s, memory_bound=step.memory_bound)
 
 
 def _batch_points(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline: Roofline, slo: Slo,
@@ -190,6 +195,8 @@ def _batch_points(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline
     """
     if largest < 1:
         return []
+    if model.experts is not None:  # the weights read vary with the batch: each point from modelled_latency itself
+        return [_point(model, gpu, requests, roofline, slo, batch) for batch in range(1, largest + 1)]
     modelled_latency(model, gpu, requests, roofline, 1)  # raises for arguments any batch would refuse
     tp, output_tokens = model.tensor_parallel, requests.output_tokens
     hbm_bytes_per_s = gpu.hbm_tbs * TB * roofline.hbm_efficiency
@@ -226,6 +233,18 @@ def _batch_points(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline
                               meets_slo=ttft_ms <= ttft_slo_ms and tpot_ms <= tpot_slo_ms)
         points.append(point)
     return points
+
+
+def _point(model: ServedModel, gpu: GpuSpec, requests: Requests, roofline: Roofline, slo: Slo,
+           batch: int) -> BatchPoint:
+    """Returns the point of ``batch``: :func:`modelled_latency` and :func:`requests_per_s_per_replica` at it."""
+    latency = modelled_latency(model, gpu, requests, roofline, batch)
+    ttft_ms, tpot_ms = latency.ttft_s * 1e3, latency.tpot_s * 1e3
+    return BatchPoint(batch=batch, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                      rps_per_replica=requests_per_s_per_replica(batch, latency.ttft_s, requests.output_tokens,
+                                                                 latency.tpot_s),
+                      memory_bound=latency.memory_bound,
+                      meets_slo=ttft_ms <= slo.ttft_ms_p95 and tpot_ms <= slo.tpot_ms_p95)
 
 
 def serving_plan(model: ServedModel, gpu: GpuSpec, engine: ServingEngine, requests: Requests, traffic: Traffic,

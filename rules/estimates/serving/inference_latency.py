@@ -30,6 +30,7 @@ from rules.estimates._args import (
     require_positive_int,
 )
 from rules.estimates.model.hardware import GpuSpec
+from rules.estimates.serving.experts import ServedExperts
 from rules.units import TB, TFLOPS
 
 
@@ -41,6 +42,23 @@ class ServedModel:
     weight_bytes: float  # whole model, quantisation metadata included
     kv_bytes_per_token_per_gpu: float
     tensor_parallel: int
+    experts: ServedExperts | None = None  # a mixture of experts (rules/estimates/serving/experts.py); None: dense
+
+    @property
+    def flops_parameters(self) -> float:
+        """Returns N of the 2·N FLOPs per token: a mixture of experts' active parameters, else all of them."""
+        return self.parameters if self.experts is None else self.experts.active_parameters
+
+    def weight_bytes_read(self, tokens: float) -> float:
+        """Returns the whole model's weight bytes a forward pass over ``tokens`` tokens reads: all of them, of a
+        mixture of experts those it touches (:meth:`ServedExperts.touched_weight_bytes`)."""
+        if self.experts is None:
+            return self.weight_bytes
+        return self.experts.touched_weight_bytes(self.weight_bytes, tokens)
+
+    def expert_comm_s(self, tokens: float) -> float:
+        """Returns the expert-parallel all-to-all seconds of a forward pass over ``tokens`` tokens (0: none)."""
+        return 0.0 if self.experts is None else self.experts.all_to_all_s(tokens, self.tensor_parallel)
 
 
 @dataclass(frozen=True)
@@ -88,9 +106,10 @@ class DecodeStep:
 
     memory_time_s: float  # bytes read per GPU / (HBM bandwidth × efficiency)
     compute_time_s: float  # 2·N·batch / (tp × peak × efficiency)
-    step_time_s: float  # the larger of the two
-    bytes_read_per_gpu: float  # weights / tp + the batch's KV cache
+    step_time_s: float  # the larger of the two, plus the expert all-to-all
+    bytes_read_per_gpu: float  # weights (of a mixture of experts, those the batch touches) / tp + the batch's KV cache
     memory_bound: bool
+    all_to_all_s: float = 0.0  # a mixture of experts' expert-parallel dispatch and combine
 
 
 def decode_step(model: ServedModel, gpu: GpuSpec, roofline: Roofline, batch: int, context_tokens: int) -> DecodeStep:
@@ -101,7 +120,8 @@ def decode_step(model: ServedModel, gpu: GpuSpec, roofline: Roofline, batch: int
     (batch × context_tokens × ``kv_bytes_per_token_per_gpu``) from HBM, and performs 2·N·batch / tp
     FLOPs (Kaplan et al. 2020). The step takes at least the larger of the memory time and the compute
     time. ``weight_bytes`` is the whole model; ``hbm_tbs`` and ``bf16_tflops`` are one GPU's datasheet
-    figures.
+    figures. A mixture of experts (rules/estimates/serving/experts.py) reads the weights the batch's tokens touch,
+    computes 2·N_active·batch, and adds its expert-parallel all-to-all (not overlapped).
     """
     require_positive("weight_bytes", model.weight_bytes)
     require_non_negative("kv_bytes_per_token_per_gpu", model.kv_bytes_per_token_per_gpu)
@@ -115,15 +135,18 @@ def decode_step(model: ServedModel, gpu: GpuSpec, roofline: Roofline, batch: int
     require_fraction("flops_efficiency", roofline.flops_efficiency)
 
     tp = model.tensor_parallel
-    bytes_read = model.weight_bytes / tp + batch * context_tokens * model.kv_bytes_per_token_per_gpu
+    bytes_read = model.weight_bytes_read(batch) / tp + batch * context_tokens * model.kv_bytes_per_token_per_gpu
     memory_time = bytes_read / (gpu.hbm_tbs * TB * roofline.hbm_efficiency)
-    compute_time = 2.0 * model.parameters * batch / (tp * gpu.bf16_tflops * TFLOPS * roofline.flops_efficiency)
+    compute_time = 2.0 * model.flops_parameters * batch / (tp * gpu.bf16_tflops * TFLOPS * roofline.flops_efficiency)
+    comm = model.expert_comm_s(batch)
+    step = max(memory_time, compute_time)
     return DecodeStep(
         memory_time_s=memory_time,
         compute_time_s=compute_time,
-        step_time_s=max(memory_time, compute_time),
+        step_time_s=step + comm if comm else step,
         bytes_read_per_gpu=bytes_read,
         memory_bound=memory_time >= compute_time,
+        all_to_all_s=comm,
     )
 
 
@@ -174,11 +197,12 @@ def decode_floor(model: ServedModel, gpu: GpuSpec, batch: int = 1, context_token
     efficiency that takes (weight_bytes / tp + batch × context × kv) / hbm (Williams et al. 2009, the memory
     roof: :func:`decode_step` with efficiencies of 1, memory term only). No decode step of this replica is
     faster, so a measured time per output token below it is not physical (unless a step yields several
-    tokens, as with speculative decoding). Llama-2-70B in bf16 (140 GB) at tp 8 on H100 SXM (3.35 TB/s):
+    tokens, as with speculative decoding); a mixture of experts' reads the weights the batch touches and leaves its
+    all-to-all out. Llama-2-70B in bf16 (140 GB) at tp 8 on H100 SXM (3.35 TB/s):
     17.5 GB / 3.35e12 B/s = 5.2 ms at batch 1 before any KV cache.
     """
     step = decode_step(model, gpu, Roofline(1.0, 1.0), batch, context_tokens)
-    return DecodeFloor(weight_bytes_per_gpu=model.weight_bytes / model.tensor_parallel,
+    return DecodeFloor(weight_bytes_per_gpu=model.weight_bytes_read(batch) / model.tensor_parallel,
                        kv_bytes_per_gpu=batch * context_tokens * model.kv_bytes_per_token_per_gpu,
                        bytes_read_per_gpu=step.bytes_read_per_gpu, step_time_s=step.memory_time_s)
 
@@ -211,9 +235,10 @@ def prefill_floor(model: ServedModel, gpu: GpuSpec, prompt_tokens: int, peak_tfl
     ``peak_tflops`` is one GPU's fastest dense rate for the weights (:func:`floor_peak_tflops`). A time to first
     token below it is not physical (unless part of the prompt came from a prefix cache and was not recomputed).
     Llama-2-70B (N = 70e9), 1,024 tokens on 8 H100 SXM at 989 TFLOP/s: 1.43e14 / 7.91e15 = 18.1 ms of compute,
-    above the 5.2 ms weight read.
+    above the 5.2 ms weight read. A mixture of experts: 2·N_active·prompt_tokens, and the weights the prompt's
+    tokens touch.
     """
-    compute_s = prefill_time_s(model.parameters, prompt_tokens, 1, model.tensor_parallel, peak_tflops, 1.0)
-    weight_read_s = decode_floor_s(model, gpu)
+    compute_s = prefill_time_s(model.flops_parameters, prompt_tokens, 1, model.tensor_parallel, peak_tflops, 1.0)
+    weight_read_s = decode_floor_s(model, gpu, prompt_tokens)
     return PrefillFloor(compute_s=compute_s, weight_read_s=weight_read_s, time_s=max(compute_s, weight_read_s),
                         compute_bound=compute_s >= weight_read_s)

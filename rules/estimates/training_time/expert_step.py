@@ -52,16 +52,26 @@ GIGA = 1e9
 
 
 def all_to_all_s(size_bytes: float, ranks: int, load_factor: float, rates: Rates) -> float:
+    """Returns one all-to-all of ``size_bytes`` per GPU over ``ranks`` consecutive ranks at the busiest rank's load
+    (:func:`all_to_all_time_s` at the rates' all-to-all bandwidths)."""
+    return all_to_all_time_s(size_bytes, ranks, load_factor, rates.domain_gpus, rates.all_to_all_domain_gbs,
+                             rates.all_to_all_nic_gbs)
+
+
+def all_to_all_time_s(size_bytes: float, ranks: int, load_factor: float, domain_gpus: int, domain_gbs: float,
+                      nic_gbs: float) -> float:
     """Returns one all-to-all of ``size_bytes`` per GPU over ``ranks`` consecutive ranks at the busiest rank's load.
 
     Each GPU sends S/n to every other rank: (d − 1)/n of S over NVLink to the d − 1 peers of its NVLink domain
-    (d = min(n, domain GPUs)) and (n − d)/n over its NIC to the others; the collective takes the slower link's time,
-    × ``load_factor`` for the busiest receiver."""
+    (d = min(n, ``domain_gpus``)) at ``domain_gbs`` and (n − d)/n over its NIC to the others at ``nic_gbs`` (GB/s,
+    DeepEP's bottleneck bandwidths: :func:`rules.estimates.training_time.step_time_figures.all_to_all_gbs`); the
+    collective takes the slower link's time, × ``load_factor`` for the busiest receiver. Ranks within one domain
+    need no NIC rate."""
     if ranks == 1 or size_bytes == 0:
         return 0.0
-    inside = min(ranks, rates.domain_gpus)
-    nvlink_s = size_bytes * (inside - 1) / ranks / (rates.all_to_all_domain_gbs * GIGA)
-    nic_s = size_bytes * (ranks - inside) / ranks / (rates.all_to_all_nic_gbs * GIGA)
+    inside = min(ranks, domain_gpus)
+    nvlink_s = size_bytes * (inside - 1) / ranks / (domain_gbs * GIGA)
+    nic_s = size_bytes * (ranks - inside) / ranks / (nic_gbs * GIGA) if ranks > inside else 0.0
     return load_factor * max(nvlink_s, nic_s)
 
 

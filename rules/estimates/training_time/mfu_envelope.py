@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rules.estimates._args import require_choice, require_non_negative, require_positive, require_positive_int
-from rules.estimates.model.parameters import transformer_parameters
+from rules.estimates.model.parameters import active_parameters
 from rules.estimates.model.shapes import ModelShape
 from rules.units import TFLOPS
 
@@ -64,11 +64,13 @@ class TokenFlopShape:
 def token_flop_shape(shape: ModelShape, sequence_length: int) -> TokenFlopShape:
     """Returns the FLOP shape of ``shape`` at ``sequence_length``: N counted as the model's parameters are (Hugging
     Face modeling_llama.py, rules/estimates/model/parameters.py; torchtitan sums ``model.parameters()`` alike),
-    E = V·h untied and 0 tied (see the module docstring)."""
+    E = V·h untied and 0 tied (see the module docstring). Of a mixture of experts N is the parameters a token runs
+    through (``active_parameters``, as Megatron-LM's num_floating_point_operations counts --moe-router-topk experts):
+    its routed experts' FLOPs are k of E, so its size class and MFU are those of its active parameters."""
     require_positive_int("sequence_length", sequence_length)
     require_positive_int("vocab", shape.vocab)
     embedding = 0 if shape.tied_embeddings else shape.vocab * shape.hidden
-    return TokenFlopShape(float(transformer_parameters(shape)), float(embedding), shape.layers, sequence_length,
+    return TokenFlopShape(float(active_parameters(shape)), float(embedding), shape.layers, sequence_length,
                           shape.hidden)
 
 

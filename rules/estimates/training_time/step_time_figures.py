@@ -222,9 +222,8 @@ def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, prec
     if measured.nic_busbw_gbs is not None:
         nic = measured.nic_busbw_gbs
     # The expert all-to-all at DeepEP's measured bottleneck bandwidths (catalogue step_time.all_to_all).
-    a2a_domain = (gpu.nvlink_gbs / 2 if gpu.nvlink_gbs > 0 else pcie_x16_gbs(gpu.pcie_gen)) \
-        * eff.all_to_all_nvlink_fraction
-    a2a_nic = node.nic_gbps_per_gpu / 8 * eff.all_to_all_nic_fraction
+    a2a_domain, a2a_nic = all_to_all_gbs(gpu, node.nic_gbps_per_gpu, eff.all_to_all_nvlink_fraction,
+                                         eff.all_to_all_nic_fraction)
     hbm_tbs = eff.hbm_triad_tbs if eff.hbm_triad_tbs is not None else gpu.hbm_tbs * eff.hbm_fraction
     if measured.hbm_tbs is not None:
         hbm_tbs = measured.hbm_tbs
@@ -234,6 +233,18 @@ def achievable_rates(node: NodeSpec, eff: Efficiencies, measured: Measured, prec
                   hbm_bytes_s=hbm_tbs * TERA, domain_gpus=node.domain_gpus,
                   domain_busbw_gbs=domain, link_gbs=link, nic_busbw_gbs=nic,
                   all_to_all_domain_gbs=a2a_domain, all_to_all_nic_gbs=a2a_nic)
+
+
+def all_to_all_gbs(gpu: GpuSpec, nic_gbps_per_gpu: float | None, nvlink_fraction: float,
+                   nic_fraction: float) -> tuple[float, float]:
+    """Returns a GPU's expert all-to-all bottleneck bandwidths, GB/s: inside its NVLink domain (the per-direction
+    NVLink rate, or PCIe x16 without NVLink, × ``nvlink_fraction``) and across domains (the NIC line rate ÷ 8 ×
+    ``nic_fraction``; 0 where the NICs are not known). The fractions are DeepEP's measured bottleneck bandwidths
+    over the links' rates (catalogue ``step_time.all_to_all``: 153 of H800's 200 GB/s, 43 of a 400 Gb/s NIC's
+    50 GB/s; ``deepseek-ai/DeepEP`` docs/legacy.md)."""
+    domain = (gpu.nvlink_gbs / 2 if gpu.nvlink_gbs > 0 else pcie_x16_gbs(gpu.pcie_gen)) * nvlink_fraction
+    nic = nic_gbps_per_gpu / 8 * nic_fraction if nic_gbps_per_gpu else 0.0
+    return domain, nic
 
 
 def require_step_figures(node: NodeSpec) -> None:
