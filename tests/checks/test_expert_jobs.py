@@ -153,3 +153,27 @@ def test_the_qwen3_235b_fixtures_model_state_is_its_expert_grid_by_hand() -> Non
     result = check(fixture, "peak-memory")
     assert result["evidence"]["model_state_gb_per_gpu"] == pytest.approx(expected / 1e9)
     assert result["status"] == "pass"
+
+
+@pytest.mark.parametrize(("fixture", "total", "active"), [
+    ("peak_memory/pass_dgx_h100_mixtral_8x7b_by_name_tp1_pp4_ep8_64_gpus.json", 46.7e9, 12.9e9),
+    ("peak_memory/pass_dgx_h100_qwen3_235b_a22b_by_name_tp2_pp8_ep8_full_recompute.json", 235e9, 22e9),
+], ids=["Mixtral-8x7B", "Qwen3-235B-A22B"])
+def test_mixtral_and_qwen3_235b_by_name_are_counted_sized_timed_and_served(fixture: str, total: float, active: float):
+    # Given the model by name on its quote, with a dataset to train and the same model served there too
+    submission = load_fixture(ROOT / "tests" / "checks" / fixture)
+    training = submission["workload"]["training"]
+    training["dataset_tokens"] = 50e9
+    submission["workload"]["inference"] = {
+        "model": {"name": training["model"]["name"]}, "weight_precision": "bf16", "tensor_parallel": 8,
+        "context_tokens": 4096, "prompt_tokens": 1024, "output_tokens": 256, "rps": 1,
+        "slo": {"ttft_ms_p95": 2000, "tpot_ms_p95": 100}}
+    record = evaluate(submission)
+    statuses = {c["id"]: c["status"] for c in record["checks"]}
+    # Then the counts are the published ones (within 1 %), and memory, schedule and serving memory are decided
+    counts = next(c for c in record["checks"] if c["id"] == "training-objective")["evidence"]
+    assert counts["parameters"] == pytest.approx(total, rel=0.01)
+    assert counts["active_parameters"] == pytest.approx(active, rel=0.01)
+    undecided = {"insufficient-data", "not-applicable"}
+    assert {check: statuses[check] for check in ("peak-memory", "time-to-result", "inference-memory")
+            if statuses[check] in undecided} == {}
