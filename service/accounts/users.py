@@ -78,13 +78,17 @@ def get_user(session: Session, raw: str) -> User:
 
 
 def create_user(session: Session, raw: str, now: datetime) -> User:
-    """Returns a new user named ``raw``; InvalidRequest for a bad name or one that an existing user has."""
-    name, key = check_name(raw)
-    existing = session.exec(select(User).where(User.name_key == key)).first()
+    """Returns a new user named ``raw``; InvalidRequest for a bad name or one that an existing user has.
+
+    A name that reads as an existing user's once its invisible characters are left out is refused naming that
+    user (``alice`` with a U+034F or a Hangul filler is alice's name), before any other fault of the name."""
+    readable = "".join(c for c in raw if c not in set(hidden_characters(raw)))
+    existing = session.exec(select(User).where(User.name_key == name_key(readable))).first() if readable else None
+    name, key = (display_name(raw), None) if existing is not None else check_name(raw)
     if existing is not None:
         same = "" if existing.name == name else (f" (names that read alike are one person, whatever their case, "
-                                                 f"blanks, punctuation or look-alike letters: {name!r} is "
-                                                 f"{existing.name!r})")
+                                                 f"blanks, punctuation, invisible or look-alike letters: "
+                                                 f"{visible(name)!r} is {existing.name!r})")
         raise InvalidRequest(f"a user {existing.name!r} exists already{same}")
     user = User(name=name, name_key=key, created_at=now)
     session.add(user)

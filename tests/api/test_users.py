@@ -291,6 +291,18 @@ def test_a_vendor_reads_its_approved_record_and_pdf_task_and_no_other_vendor_doe
         assert globex.get(path).status_code == 404, path
 
 
+@pytest.mark.parametrize("lookalike", ["\u0430lice", "alice\u034f", "\u3164alice"],
+                         ids=["cyrillic-a", "combining-grapheme-joiner", "hangul-filler"])
+def test_cli_user_create_of_a_name_that_reads_as_alice_exits_2_naming_alice(app, lookalike):
+    from click.testing import CliRunner
+
+    from service.cli import main
+
+    assert CliRunner().invoke(main, ["user", "create", "alice"], obj={"app": app}).exit_code == 0
+    refused = CliRunner().invoke(main, ["user", "create", lookalike], obj={"app": app})
+    assert refused.exit_code == 2 and "a user 'alice' exists already" in refused.stderr, refused.stderr
+
+
 def test_cli_users_and_tokens(app):
     from click.testing import CliRunner
 
