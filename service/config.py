@@ -122,9 +122,10 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_BASE_S": 30,
     "WEBHOOK_BACKOFF_MAX_S": 3600,
     "WEBHOOK_DRAIN_INTERVAL_S": 30,
-    # Webhooks to loopback (127.0.0.0/8, ::1, localhost) are refused unless this is true: for a receiver on the same
-    # host in development. Link-local and cloud metadata addresses are refused always (service/webhooks/addresses.py).
-    "WEBHOOK_ALLOW_LOOPBACK": False,
+    # Webhooks go to public addresses only, unless a network is listed here (CIDR, e.g. ["10.20.0.0/16"] for an
+    # on-premises receiver, ["127.0.0.0/8"] for one on this host in development); cloud metadata addresses never
+    # (service/webhooks/addresses.py).
+    "WEBHOOK_ALLOWED_NETWORKS": [],
 }
 
 

@@ -18,7 +18,7 @@ import http.client
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -31,7 +31,7 @@ from service.config import clock_of
 from service.persistence import leases
 from service.persistence.db import Database
 from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
-from service.webhooks.addresses import resolved_refusal
+from service.webhooks.addresses import IpNetwork, allowed_networks, resolved_refusal
 from service.webhooks.subscriptions import CANCELLED, DELIVERED, FAILED, PENDING, SECRET_PREFIX
 
 # A claimed delivery is due again this long after its send's timeout, should its drain have died meanwhile.
@@ -78,7 +78,7 @@ class Outcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-def destination_refusal(url: str, allow_loopback: bool) -> str | None:
+def destination_refusal(url: str, allowed: Sequence[IpNetwork] = ()) -> str | None:
     """Returns why ``url`` may not receive a POST now (its host, or an address its name resolves to), else None."""
     parts = urlsplit(url)
     if not parts.hostname:
@@ -87,7 +87,7 @@ def destination_refusal(url: str, allow_loopback: bool) -> str | None:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return None
-    return resolved_refusal(parts.hostname, port, allow_loopback)
+    return resolved_refusal(parts.hostname, port, allowed)
 
 
 # The longest a watchdog waits for the sending thread after closing its socket at the deadline.
@@ -233,7 +233,7 @@ class Outbox:
         if claimed is None:
             return None
         delivery = claimed.delivery
-        refused = destination_refusal(claimed.url, bool(self.config.get("WEBHOOK_ALLOW_LOOPBACK")))
+        refused = destination_refusal(claimed.url, allowed_networks(self.config.get("WEBHOOK_ALLOWED_NETWORKS", ())))
         if refused is not None:  # checked again at each attempt: a name may resolve elsewhere now
             outcome = Outcome(None, f"not sent: {refused}"[:MAX_ERROR_LENGTH], 0)
         else:

@@ -14,6 +14,7 @@ import base64
 import json
 import logging
 import secrets
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,7 +33,7 @@ from service.persistence.models import AuditEvent, Submission
 from service.persistence.webhook_models import WebhookDelivery, WebhookSubscription
 from service.signals import audit_appended
 from service.tasks import tasks_port
-from service.webhooks.addresses import host_refusal
+from service.webhooks.addresses import IpNetwork, allowed_networks, host_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -77,12 +78,12 @@ def new_secret() -> str:
     return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode()
 
 
-def url_problems(url: str, allow_loopback: bool = False) -> list[Problem]:
+def url_problems(url: str, allowed: Sequence[IpNetwork] = ()) -> list[Problem]:
     """Returns what makes ``url`` unfit for a webhook: not http(s), no host, credentials, a fragment, a bad port, a
     host that is this host or a metadata service (service/webhooks/addresses.py)."""
     problems = []
     parts = urlsplit(url)
-    refused = host_refusal(parts.hostname, allow_loopback) if parts.hostname else None
+    refused = host_refusal(parts.hostname, allowed) if parts.hostname else None
     if refused is not None:
         problems.append(Problem("/url", f"webhooks may not be sent to {refused}: the service would post from "
                                         "inside its own network (server-side request forgery)"))
@@ -115,7 +116,7 @@ def origin(url: str) -> str:
 def create_subscription(session: Session, actor: Actor, url: str, events: list[str], description: str | None,
                         now: datetime) -> WebhookSubscription:
     """Returns the stored subscription (its ``secret`` is shown to the caller once), audited as webhook.created."""
-    refuse = url_problems(url, bool(current_app.config.get("WEBHOOK_ALLOW_LOOPBACK")))
+    refuse = url_problems(url, allowed_networks(current_app.config.get("WEBHOOK_ALLOWED_NETWORKS", ())))
     if refuse:
         raise InvalidRequest("the webhook URL is not acceptable", refuse)
     subscription = WebhookSubscription(url=url, events=list(events), description=description, secret=new_secret(),
@@ -259,6 +260,11 @@ def init_app(app: Flask) -> None:
     attempts = app.config["WEBHOOK_MAX_ATTEMPTS"]
     if not isinstance(attempts, int):
         raise InvalidRequest(f"WEBHOOK_MAX_ATTEMPTS must be a whole number, found {attempts!r}")
-    if not isinstance(app.config["WEBHOOK_ALLOW_LOOPBACK"], bool):
-        raise InvalidRequest(f"WEBHOOK_ALLOW_LOOPBACK must be true or false, found "
-                             f"{app.config['WEBHOOK_ALLOW_LOOPBACK']!r}")
+    networks = app.config["WEBHOOK_ALLOWED_NETWORKS"]
+    try:
+        if isinstance(networks, str) or not all(isinstance(value, str) for value in networks):
+            raise ValueError("not a list of strings")
+        allowed_networks(networks)
+    except (TypeError, ValueError) as error:
+        raise InvalidRequest(f"WEBHOOK_ALLOWED_NETWORKS must be a list of CIDR networks such as [\"10.20.0.0/16\"], "
+                             f"found {networks!r} ({error})") from None

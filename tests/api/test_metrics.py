@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from api_support import Caller
+from api_support import Caller, token_for
 from dependency_support import hung_server
 from flask import Flask
 from gunicorn_support import gunicorn, request
@@ -108,13 +108,14 @@ def test_tasks_are_counted_by_kind_and_state_with_their_durations(app, as_role):
     assert not any(name == "quotecheck_queue_depth" for name, _ in scraped)
 
 
-def test_the_webhook_outbox_is_counted_by_state(app, as_role, submission_document):
-    admin = as_role("admin")
+def test_the_webhook_outbox_is_counted_by_state(make_app, submission_document):
+    app = make_app(METRICS_TOKEN=METRICS_TOKEN, WEBHOOK_ALLOWED_NETWORKS=["127.0.0.0/8"])  # a loopback receiver
+    admin, submitter = token_for(app, "ada", "admin"), token_for(app, "sam", "submitter")
     # A receiver that refuses connections: the first attempt fails, and the delivery waits for its retry
-    assert admin.post("/api/v1/webhooks", json={"url": "http://192.0.2.1:9/hooks", "events": ["submission.submitted"]}
+    assert admin.post("/api/v1/webhooks", json={"url": "http://127.0.0.1:9/hooks", "events": ["submission.submitted"]}
                       ).status_code == 201
 
-    assert as_role("submitter").post("/api/v1/submissions", json=submission_document).status_code == 201
+    assert submitter.post("/api/v1/submissions", json=submission_document).status_code == 201
 
     assert value(scrape(app.test_client()), "quotecheck_webhook_deliveries", state="pending") == 1
 

@@ -27,8 +27,8 @@ PO = {"po_number": "PO-2026/0042", "system": "SAP S/4HANA"}
 
 @pytest.fixture
 def make_app(make_app: Any) -> Any:
-    """The receivers of these tests listen on 127.0.0.1: their apps allow webhooks to loopback."""
-    return lambda **config: make_app(**{"WEBHOOK_ALLOW_LOOPBACK": True, **config})
+    """The receivers of these tests listen on 127.0.0.1: their apps admit loopback (and nothing off the machine)."""
+    return lambda **config: make_app(**{"WEBHOOK_ALLOWED_NETWORKS": ["127.0.0.0/8"], **config})
 
 
 @pytest.fixture
