@@ -24,7 +24,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     # Imported on first use, not with the package: the command line and Alembic's env import modules of
     # this package (every import of one runs this file) and must not load the whole web layer to do so.
     from service import api, errors, http, logs, record, ui
-    from service.accounts import auth
+    from service.accounts import auth, throttle
     from service.app import evaluation
     from service.monitoring import metrics, readiness
     from service.persistence import db
@@ -49,6 +49,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     metrics.init_app(app)
     db.init_app(app)
     auth.init_app(app)
+    throttle.init_app(app)
     evaluation.init_app(app)
     record.init_app(app)
     tasks_port.init_app(app)

@@ -111,6 +111,14 @@ DEFAULTS: dict[str, Any] = {
     # How long a browser stays signed in to the pages (/ui) after signing in with a token; never past the
     # token's own expiry.
     "UI_SESSION_LIFETIME_S": 8 * 3600,
+    # After this many failed sign-ins to the pages within the window from one client address, or with tokens of one
+    # prefix, further sign-ins from that client or with that prefix get 429 until the window passes
+    # (service/accounts/throttle.py). Whole numbers of at least 1; another value stops the start.
+    "SIGN_IN_MAX_FAILURES": 20,
+    "SIGN_IN_WINDOW_S": 900,
+    # The peers whose X-Forwarded-For names the client whose sign-ins are counted (the reverse proxy): the variable
+    # deploy/gunicorn.conf.py reads for the same purpose. Comma-separated addresses, or "*" for any peer.
+    "FORWARDED_ALLOW_IPS": "127.0.0.1",
     # POST /api/v1/comparisons takes at most this many variants.
     "MAX_COMPARISON_VARIANTS": 16,
     # Webhooks (service/webhooks/subscriptions.py, docs/webhooks.md): how long one attempt waits for the receiver's

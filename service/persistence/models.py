@@ -359,3 +359,15 @@ class UiSession(SQLModel, table=True):
     csrf_token: str = Field(max_length=64)
     created_at: datetime
     expires_at: datetime
+
+
+class SignInFailure(SQLModel, table=True):
+    """A sign-in to the pages that failed (service/accounts/throttle.py): from which client address, with which token
+    prefix (None: the text was no token). Rows older than SIGN_IN_WINDOW_S are deleted as failures are counted."""
+
+    __tablename__ = "sign_in_failure"
+
+    id: int | None = Field(default=None, primary_key=True)
+    client: str = Field(max_length=64, index=True)
+    token_prefix: str | None = Field(default=None, max_length=10, index=True)
+    failed_at: datetime = Field(index=True)

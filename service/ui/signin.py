@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from flask import Response, redirect, request, url_for
 
+from service.accounts import throttle
 from service.errors import Unauthorized
+from service.http import now
 from service.ui import session as ui_session
 from service.ui.blueprint import bp
 from service.ui.render import page, signed_in
@@ -61,9 +65,18 @@ def sign_in_post() -> Response:
     token = request.form.get("token", "")
     if not token.strip():
         return _sign_in_page(422, "Paste your API token into the field.")
+    client, prefix, moment = throttle.client_address(), throttle.prefix_of(token), now()
+    wait = throttle.wait_s(client, prefix, moment)
+    if wait:
+        minutes = math.ceil(wait / 60)
+        response = _sign_in_page(429, f"Too many failed sign-ins from this address or with this token: try again in "
+                                      f"{minutes} minute{'s' if minutes != 1 else ''}.")
+        response.headers["Retry-After"] = str(wait)
+        return response
     try:
         cookie, visitor = ui_session.sign_in(token)
     except Unauthorized as error:
+        throttle.record_failure(client, prefix, moment)
         return _sign_in_page(403, f"Not signed in: {error.detail}.")
     response = redirect(_next_page(request.form.get("next")), 303)
     ui_session.set_session_cookie(response, cookie, visitor.expires_at)

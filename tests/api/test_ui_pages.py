@@ -4,6 +4,7 @@ is shown, and the queues."""
 from __future__ import annotations
 
 import copy
+import re
 from datetime import timedelta
 
 import pytest
@@ -199,6 +200,8 @@ def test_sign_in_goes_home_instead_of_to_a_next_that_is_not_one_of_these_pages(a
     # Given a sign-in form posted with a next that would split the Location header or leave the site
     form = client.get("/ui/sign-in", query_string={"next": target})
     assert form.status_code == 200
+    hidden = re.search(r'name="next" value="([^"]*)"', form.get_data(as_text=True))
+    assert hidden is not None and hidden.group(1) == "/ui/"
     response = client.post("/ui/sign-in", data={"csrf_token": csrf_of(form.get_data(as_text=True)),
                                                 "token": as_role("reviewer").token, "next": target})
     # Then the user signs in and goes to their home page, not a 500 and not elsewhere
