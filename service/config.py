@@ -90,6 +90,11 @@ DEFAULTS: dict[str, Any] = {
     "CELERY_VISIBILITY_TIMEOUT_S": 300,
     # How often each worker sends the tasks the API accepted while the broker was unreachable (the outbox).
     "TASK_DISPATCH_INTERVAL_S": 10,
+    # Fair shares: a user with this many tasks of their own queued or running (issued by their requests, not yet
+    # ended, not stale) is refused further background work with 429 and Retry-After: TASK_LIMIT_RETRY_AFTER_S
+    # (whole seconds). Asking for work already queued or done reuses its task and is never refused.
+    "MAX_ACTIVE_TASKS_PER_USER": 4,
+    "TASK_LIMIT_RETRY_AFTER_S": 10,
     # How long the result backend keeps a task's state; the database keeps the outcome for good.
     "CELERY_RESULT_EXPIRES_S": 24 * 3600,
     # Redis (broker and result backend): how long connecting may take, and how long a command may wait for its

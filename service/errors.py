@@ -120,6 +120,22 @@ class IdempotencyKeyReused(QuotecheckError):
     type_slug = "idempotency-key-reused"
 
 
+@dataclass
+class TooManyTasks(QuotecheckError):
+    """The caller has as many background tasks queued or running as one user may (MAX_ACTIVE_TASKS_PER_USER).
+
+    Its response carries ``Retry-After``: ``retry_after_s`` (TASK_LIMIT_RETRY_AFTER_S).
+    """
+
+    retry_after_s: int = 0
+
+    title = "Too many tasks"
+    type_slug = "too-many-tasks"
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
+
+
 class ServiceUnavailable(QuotecheckError):
     """A dependency (the database, the task queue) cannot be reached or did not answer in time.
 
@@ -169,6 +185,7 @@ HTTP_STATUS: dict[type[QuotecheckError], int] = {
     IdempotencyKeyReused: 422,
     UnreadableDocument: 422,
     PreconditionRequired: 428,
+    TooManyTasks: 429,
     EngineError: 500,
     SigningError: 500,
     ServiceUnavailable: 503,

@@ -36,7 +36,10 @@ _STATUS_TEXT = {
     403: "The token's role may not do this",
     404: "Not found", 409: "The workflow state does not allow this", 412: "If-Match is not the current ETag",
     413: "The body is larger than the configured limit", 415: "The body is not declared as JSON",
-    422: "The body or a parameter breaks the contract", 428: "If-Match is required", 503: "Not ready",
+    422: "The body or a parameter breaks the contract", 428: "If-Match is required",
+    429: "The token's user has MAX_ACTIVE_TASKS_PER_USER background tasks queued or running: ask again after "
+         "Retry-After seconds",
+    503: "Not ready",
 }
 
 
@@ -112,8 +115,12 @@ def _docstring(view: Callable[..., Any]) -> tuple[str, str]:
 
 
 def _problem_response(status: int) -> dict[str, Any]:
-    return {"description": _STATUS_TEXT.get(status, "Error"),
-            "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+    response: dict[str, Any] = {"description": _STATUS_TEXT.get(status, "Error"),
+                                "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+    if status in (429, 503):
+        response["headers"] = {"Retry-After": {"schema": {"type": "string", "pattern": "^[0-9]+$"},
+                                               "description": "seconds to wait before asking again"}}
+    return response
 
 
 def _query_parameters(query: Query, config: Any) -> list[dict[str, Any]]:

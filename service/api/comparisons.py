@@ -50,7 +50,7 @@ COMPARISON_BODY = Body("ComparisonRequest", "comparison", COMPARISON_REQUEST, ch
 
 
 @bp.post("")
-@operation(tag="comparisons", errors=(403, 404, 503),
+@operation(tag="comparisons", errors=(403, 404, 429, 503),
            responses={202: ("Accepted: the task that compares the variants (`Location`); it has finished already "
                             "when the service runs tasks in-process", "Task")},
            response_headers={202: ("Location",)})

@@ -55,7 +55,7 @@ PREFER_PARAMETER = {"name": "Prefer", "in": "header", "required": False, "schema
 
 
 @bp.get("/<record_id>.pdf")
-@operation(tag="records", errors=(404, 503), media_type="application/pdf", parameters=(PREFER_PARAMETER,),
+@operation(tag="records", errors=(404, 429, 503), media_type="application/pdf", parameters=(PREFER_PARAMETER,),
            responses={200: ("The signed PDF of an approved record, else an unsigned DRAFT", "Pdf"), **NOT_MODIFIED,
                       202: ("The signed PDF is not rendered yet and a worker renders it (a broker is configured, "
                             "or `Prefer: respond-async`): the task that renders and stores it (`Location`); then "

@@ -14,7 +14,7 @@ bp = Blueprint("remedies", __name__, url_prefix="/api/v1/submissions")
 
 
 @bp.get("/<submission_id>/remedies")
-@operation(tag="submissions", errors=(404, 503),
+@operation(tag="submissions", errors=(404, 429, 503),
            responses={200: ("The remedies of the current revision, best first", "Remedies"),
                       202: ("Accepted: the task that searches them (`Location`); poll it, or this URL again", "Task")},
            response_headers={202: ("Location",)})

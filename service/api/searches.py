@@ -20,7 +20,7 @@ SEARCH_BODY = Body("SearchRequest", "search", SEARCH_REQUEST)
 
 
 @bp.post("")
-@operation(tag="searches", errors=(404, 503),
+@operation(tag="searches", errors=(404, 429, 503),
            responses={202: ("Accepted: the task that searches the layouts (`Location`); it has finished already "
                             "when the service runs tasks in-process", "Task")},
            response_headers={202: ("Location",)})

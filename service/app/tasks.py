@@ -48,9 +48,10 @@ def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, args: li
     the audit event to append with it (``action``, ``detail`` and other audit.append arguments);
     ``detail`` gains ``task_id`` and ``sent`` (whether this request queued the work). ``submission_id``:
     the submission the work is about; ``private``: the work is the actor's own (its key must then name the
-    actor's user). Either lets a token of scope ``own`` read the task. A task that has not ended is first
-    brought in line with the result backend (``reconcile``), so that one that failed where it could not
-    record it runs again.
+    actor's user). Either lets a token of scope ``own`` read the task. TooManyTasks (429) when the work would
+    queue a task and the actor's user has MAX_ACTIVE_TASKS_PER_USER queued or running (task_runs.Quota).
+    A task that has not ended is first brought in line with the result backend (``reconcile``), so that one
+    that failed where it could not record it runs again.
     """
     db = get_db()
     with db.session() as session:
@@ -62,7 +63,8 @@ def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, args: li
         try:
             with db.session() as session:
                 row, send = task_runs.issue(session, kind, key, total, actor.name, now, args, stale_s,
-                                            submission_id=submission_id, user_id=actor.user_id if private else None)
+                                            submission_id=submission_id, user_id=actor.user_id if private else None,
+                                            quota=task_runs.quota_of(current_app.config, actor.user_id))
                 if event is not None:
                     fields = {k: v for k, v in event.items() if k != "detail"}
                     audit.append(session, actor=actor, occurred_at=now,

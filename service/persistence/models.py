@@ -297,6 +297,10 @@ class TaskRun(SQLModel, table=True):
     submission_id: str | None = Field(default=None, sa_column=Column(String(36), ForeignKey(SUBMISSION_FK),
                                                                     nullable=True))
     user_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("app_user.id"), nullable=True))
+    # The user whose request queued the work last (issued it, or reset it after a failure): their queued and running
+    # tasks count against MAX_ACTIVE_TASKS_PER_USER (service/tasks/task_runs.py). None: issued without a user.
+    requester_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("app_user.id"),
+                                                                     nullable=True, index=True))
     # The outbox (service/tasks/task_outbox.py): ``args`` is the message, kept until the task ends; ``sent`` is false
     # from the request's commit until the broker took it; one sender at a time holds ``send_lease_until``.
     args: list[Any] | None = Field(default=None, sa_column=Column(JSON(none_as_null=True), nullable=True))

@@ -21,16 +21,16 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from flask import current_app
-from sqlalchemy import and_, case, or_, update
+from sqlalchemy import and_, case, func, or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, col, select
 
 from rules.errors import QuotecheckError
 from service.config import clock_of
-from service.errors import dependency_failure, status_of
+from service.errors import TooManyTasks, dependency_failure, status_of
 from service.persistence import leases
 from service.persistence.db import get_db
-from service.persistence.models import TaskRun
+from service.persistence.models import TaskRun, User
 
 PENDING, PROGRESS, SUCCESS, FAILURE = "PENDING", "PROGRESS", "SUCCESS", "FAILURE"
 STATES = (PENDING, PROGRESS, SUCCESS, FAILURE)
@@ -58,6 +58,49 @@ class Claim:
     wait_s: float = 0.0
 
 
+@dataclass(frozen=True)
+class Quota:
+    """Fair shares: user ``user_id`` may have at most ``limit`` tasks queued or running (MAX_ACTIVE_TASKS_PER_USER);
+    a request for more is refused with Retry-After ``retry_after_s`` (TASK_LIMIT_RETRY_AFTER_S)."""
+
+    user_id: int
+    limit: int
+    retry_after_s: int
+
+
+def quota_of(config: Any, user_id: int | None) -> Quota | None:
+    """Returns the quota of user ``user_id`` under ``config``; None for work no user asked for (the command line)."""
+    if user_id is None:
+        return None
+    return Quota(user_id, int(config["MAX_ACTIVE_TASKS_PER_USER"]), int(config["TASK_LIMIT_RETRY_AFTER_S"]))
+
+
+def active_count(session: Session, user_id: int, now: datetime, stale_s: float) -> int:
+    """Returns how many tasks user ``user_id`` queued that are still to run or running: PENDING (sent or in the
+    outbox), or PROGRESS and not stale (a stale one's worker died: ``is_stale``). Ended tasks do not count."""
+    active = or_(col(TaskRun.state) == PENDING,
+                 and_(col(TaskRun.state) == PROGRESS, ~leases.stale(col(TaskRun.updated_at), now, stale_s)))
+    return int(session.execute(select(func.count()).select_from(TaskRun)
+                               .where(col(TaskRun.requester_id) == user_id, active)).scalar_one())
+
+
+def _check_quota(session: Session, quota: Quota | None, now: datetime, stale_s: float) -> None:
+    """Raises TooManyTasks when the user of ``quota`` may not queue one more task now.
+
+    The user's row is locked first (PostgreSQL: SELECT … FOR UPDATE, held to the caller's commit), so that two of
+    their requests at once are counted one after the other; SQLite runs one writing transaction at a time anyway.
+    """
+    if quota is None:
+        return
+    session.execute(select(col(User.id)).where(col(User.id) == quota.user_id).with_for_update())
+    active = active_count(session, quota.user_id, now, stale_s)
+    if active >= quota.limit:
+        raise TooManyTasks(f"you have {active} background tasks queued or running, and one user may have at most "
+                           f"{quota.limit} (MAX_ACTIVE_TASKS_PER_USER): ask again once one of them has ended "
+                           f"(GET /api/v1/tasks/{{id}} says when), after {quota.retry_after_s} s at the earliest",
+                           retry_after_s=quota.retry_after_s)
+
+
 def stale_after_s(config: Any) -> float:
     """Returns how long a row in PROGRESS may go unwritten before it is stale: the tasks' hard time limit."""
     return float(config["CELERY_TASK_TIME_LIMIT_S"])
@@ -81,7 +124,7 @@ def find_by_key(session: Session, kind: str, key: str) -> TaskRun | None:
 
 def issue(session: Session, kind: str, key: str, total: int, requested_by: str | None, now: datetime,
           args: list[Any] | None = None, stale_s: float | None = None, submission_id: str | None = None,
-          user_id: int | None = None) -> tuple[TaskRun, bool]:
+          user_id: int | None = None, quota: Quota | None = None) -> tuple[TaskRun, bool]:
     """Returns the task for the work ``key`` and whether the caller must send it now. The caller commits.
 
     The row is written unsent with its message ``args`` (the outbox): the caller sends it after the commit
@@ -92,26 +135,31 @@ def issue(session: Session, kind: str, key: str, total: int, requested_by: str |
     id, to be sent again. Raises
     IntegrityError at flush when a concurrent request issued the same work first (read it again with
     ``find_by_key``). ``submission_id`` and ``user_id`` say who may read the task with a token of scope
-    ``own`` (models.TaskRun).
+    ``own`` (models.TaskRun). ``quota``: the requesting user's (``quota_of``); work that queues a task (a new one,
+    or one reset) raises TooManyTasks when they have ``quota.limit`` queued or running already, and the task
+    counts as theirs (``requester_id``); work that finds its task queued, running or done is never refused.
     """
     stale_s = stale_after_s(current_app.config) if stale_s is None else stale_s
+    requester_id = quota.user_id if quota is not None else None
     existing = find_by_key(session, kind, key)
     if existing is not None:
         if existing.state == PENDING and not existing.sent:
             return existing, True  # still in the outbox (the broker was unreachable): this request sends it too
         if existing.state != FAILURE and not is_stale(existing, now, stale_s):
             return existing, False
+        _check_quota(session, quota, now, stale_s)
         # Only one of two requests retrying the same task wins the reset, and only it sends it.
         retry = or_(col(TaskRun.state) == FAILURE,
                     and_(col(TaskRun.state) == PROGRESS, leases.stale(col(TaskRun.updated_at), now, stale_s)))
         reset = leases.take(session, TaskRun, col(TaskRun.id) == existing.id, retry,
                             state=PENDING, progress_current=0, progress_total=total, result=None, error=None,
-                            requested_by=requested_by, updated_at=now, args=args, sent=False,
-                            send_lease_until=None, claimed_by=None)
+                            requested_by=requested_by, requester_id=requester_id, updated_at=now, args=args,
+                            sent=False, send_lease_until=None, claimed_by=None)
         return find(session, existing.id) or existing, reset
+    _check_quota(session, quota, now, stale_s)
     row = TaskRun(id=str(uuid.uuid4()), kind=kind, key=key, state=PENDING, progress_current=0,
                   progress_total=total, requested_by=requested_by, created_at=now, updated_at=now,
-                  submission_id=submission_id, user_id=user_id, args=args, sent=False)
+                  submission_id=submission_id, user_id=user_id, requester_id=requester_id, args=args, sent=False)
     session.add(row)
     session.flush()
     return row, True

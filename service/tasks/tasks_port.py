@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from flask import Flask, current_app
 
-from service.errors import ServiceUnavailable
+from service.errors import InvalidRequest, ServiceUnavailable
 
 # The tasks, by the names the worker registers them under (workers/tasks.py) and the service sends them.
 COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON text, variants)
@@ -76,8 +76,17 @@ def runs_in_background() -> bool:
     return bool(queue is not None and getattr(queue, "in_background", False))
 
 
+# Fair shares (service/tasks/task_runs.py, docs/settings.md): each a whole number of at least 1.
+LIMIT_SETTINGS = ("MAX_ACTIVE_TASKS_PER_USER", "TASK_LIMIT_RETRY_AFTER_S")
+
+
 def init_app(app: Flask) -> None:
-    """Lets the module named by TASK_QUEUE register the app's task queue (its ``init_app(app)``)."""
+    """Checks the settings of fair shares, so a bad one stops the start rather than the first request for work;
+    then lets the module named by TASK_QUEUE register the app's task queue (its ``init_app(app)``)."""
+    for setting in LIMIT_SETTINGS:
+        value = app.config[setting]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidRequest(f"{setting} must be a whole number of at least 1, found {value!r}")
     name = app.config.get("TASK_QUEUE")
     if name:
         importlib.import_module(name).init_app(app)

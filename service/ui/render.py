@@ -112,7 +112,12 @@ def handle_error(error: Exception) -> Response:
         status = status_of(error)
         if status >= 500:
             current_app.logger.error("%s: %s", type(error).__name__, error)
-        return error_page(status, error.title, error.detail, [p.as_dict() for p in error.problems])
+        response = error_page(status, error.title, error.detail, [p.as_dict() for p in error.problems])
+        # A refusal to take more work (429) says when to ask again, on a page as in the API.
+        retry_after = (error.headers() if callable(getattr(error, "headers", None)) else {}).get("Retry-After")
+        if retry_after is not None:
+            response.headers["Retry-After"] = retry_after
+        return response
     if isinstance(error, HTTPException):
         status = error.code or 500
         detail = error.description or error.name

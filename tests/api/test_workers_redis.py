@@ -274,3 +274,38 @@ def test_two_worker_processes_search_the_chunks_and_merge_what_one_process_finds
 def _succeeded(log: str, task_name: str) -> int:
     """Returns how many tasks named ``task_name`` a worker's log says succeeded."""
     return sum(1 for line in log.splitlines() if f"{task_name}[" in line and "] succeeded in " in line)
+
+
+def test_one_users_twenty_comparisons_are_held_to_their_share_and_another_users_completes_within_10_s(
+        app, as_role, database_url, tmp_path, celery_config):
+    # Given a user who posts 20 comparisons of 16 variants each at once (before a worker takes any of them)
+    limit = app.config["MAX_ACTIVE_TASKS_PER_USER"]
+    greedy, other = as_role("submitter"), as_role("submitter")
+    submission = example()
+    bodies = [{"submission": submission, "variants": [{"name": f"comparison {n}, variant {v}", "patch": {}}
+                                                      for v in range(16)]} for n in range(20)]
+    answers = [greedy.post("/api/v1/comparisons", json=body) for body in bodies]
+
+    # Then the ones over the share get 429 with Retry-After
+    assert [a.status_code for a in answers] == [202] * limit + [429] * (20 - limit)
+    assert all(a.headers["Retry-After"] == str(app.config["TASK_LIMIT_RETRY_AFTER_S"]) for a in answers[limit:])
+
+    # When a worker process starts on the queue that holds the first user's comparisons
+    log = tmp_path / "worker.log"
+    process = _start_worker(database_url, tmp_path / "instance", celery_config, log, celery_config["CELERY_QUEUE"])
+    try:
+        deadline = time.monotonic() + 60
+        while not (log.exists() and " ready." in log.read_text(errors="replace")):
+            assert process.poll() is None and time.monotonic() < deadline, "the worker did not start:\n" + _tail(log)
+            time.sleep(0.1)
+
+        # Then another user's one-variant comparison, queued behind them, completes within 10 s of being posted
+        posted = time.monotonic()
+        theirs = other.post("/api/v1/comparisons", json={"submission": submission,
+                                                          "variants": [{"name": "as quoted", "patch": {}}]})
+        assert theirs.status_code == 202, theirs.get_json()
+        view, _ = poll(other.get, theirs.headers["Location"], timeout_s=10)
+        assert view["state"] == "SUCCESS", view
+        assert time.monotonic() - posted < 10
+    finally:
+        _stop(process)
