@@ -110,7 +110,7 @@ def test_asking_again_for_work_already_queued_reuses_its_task_and_is_not_refused
     assert user.post(COMPARISONS, json=_comparison(2)).status_code == 429
 
 
-def test_tasks_that_ended_or_whose_worker_died_do_not_count(make_app):
+def test_tasks_that_ended_or_whose_worker_died_do_not_count(make_app, clock):
     # Given a user at the limit of 2
     app, _ = _queued_app(make_app, MAX_ACTIVE_TASKS_PER_USER=2)
     user = _caller(app)
@@ -124,15 +124,13 @@ def test_tasks_that_ended_or_whose_worker_died_do_not_count(make_app):
 
     # When another one's worker died (PROGRESS, unwritten for longer than the hard time limit), it counts no more
     stale_s = app.config["CELERY_TASK_TIME_LIMIT_S"]
-    with app.app_context():
-        long_ago = app.config["CLOCK"]() - timedelta(seconds=stale_s + 1)
+    long_ago = clock() - timedelta(seconds=stale_s + 1)
     _set(app, ids[1], state=task_runs.PROGRESS, updated_at=long_ago)
     third = user.post(COMPARISONS, json=_comparison(3))
     assert third.status_code == 202
 
     # ... while a live run in PROGRESS counts as queued work does
-    with app.app_context():
-        just_now = app.config["CLOCK"]()
+    just_now = clock()
     _set(app, third.get_json()["id"], state=task_runs.PROGRESS, updated_at=just_now)
     assert user.post(COMPARISONS, json=_comparison(4)).status_code == 429
 
