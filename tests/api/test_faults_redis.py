@@ -211,7 +211,8 @@ def test_a_worker_killed_with_its_children_mid_task_is_replaced_and_the_task_com
 
 
 def test_comparisons_requested_while_redis_is_down_all_complete_once_it_is_back_none_twice(stack):
-    # Given a worker, and Redis down
+    # Given a worker, and Redis down (one user's 20 comparisons: a share that holds them, the outage is the point)
+    stack.configure(MAX_ACTIVE_TASKS_PER_USER=20)
     worker = stack.worker("worker")
     worker.start()
     submitter = stack.caller()
