@@ -164,6 +164,7 @@ def decided(action: str) -> str:
 # quote); a figure the evidence lacks is said, never left blank.
 NOT_PRICED = "not priced"
 NOT_APPLICABLE = "not applicable"
+NOT_DETERMINED = "not determined"  # the check applies but lacked what it needs
 LEAD_EM = 44.0  # the value column: 180 mm less the 40 mm label column and padding is 46 em at 8.5 pt; less a margin
 EVERY_CHECK_PASSES = "every check passes"
 
@@ -195,7 +196,8 @@ def _days(training: Mapping[str, Any], why: str) -> tuple[str, str]:
     """Returns the days expected against the window, and their range, as the lead says them."""
     e = training.get("evidence") or {}
     if e.get("days") is None or e.get("window_days") is None:
-        said = f"{NOT_APPLICABLE}: {why}" if why else NOT_APPLICABLE
+        word = NOT_APPLICABLE if training["status"] == "not-applicable" else NOT_DETERMINED
+        said = f"{word}: {why}" if why else word
         return said, said
     band = days_range(e)
     spread = f"{_n(band[0])} to {_n(band[1])} days ({band[2]})" if band else NOT_APPLICABLE
@@ -233,7 +235,7 @@ def lead(verdict: str, checks: list[Mapping[str, Any]], figures: Mapping[str, st
     serving = by_id.get("inference-capacity") or {}
     t, s = training.get("evidence") or {}, serving.get("evidence") or {}
     trains = training["status"] != "not-applicable"
-    why = "" if trains else str(training.get("message") or "")
+    why = str(training.get("message") or "")
     if not trains:
         unpriced = f"{NOT_APPLICABLE}: {why}" if why else NOT_APPLICABLE
     else:
@@ -248,7 +250,8 @@ def lead(verdict: str, checks: list[Mapping[str, Any]], figures: Mapping[str, st
     elif s.get("gpus_quoted") is not None:
         gpus = gpus_needed_text(s.get("gpus_needed"), s["gpus_quoted"]) + " (serving)"
     else:
-        gpus = f"{NOT_APPLICABLE}: {why}" if why else NOT_APPLICABLE
+        word = NOT_DETERMINED if trains else NOT_APPLICABLE
+        gpus = f"{word}: {why}" if why else word
     finding = _finding(checks, figures)
     rows = [("Quote total", _priced(t, "quote_total", "currency", unpriced)),
             ("Cost per run", _priced(t, "cost_per_run", "cost_currency", unpriced)),
