@@ -157,3 +157,108 @@ DECIDED = {"approve": "approved", "reject": "rejected", "request-changes": "chan
 def decided(action: str) -> str:
     """Returns a decision's action as the cover's sentence says it ("approved by …")."""
     return DECIDED.get(action, str(action))
+
+
+# The lead: what the buyer asks first, at the top of page 1 and of the quote page. Each figure is read from the
+# evidence of the check that computed it (time-to-result prices the run; inference-capacity sizes a serving-only
+# quote); a figure the evidence lacks is said, never left blank.
+NOT_PRICED = "not priced"
+NOT_APPLICABLE = "not applicable"
+NOT_DETERMINED = "not determined"  # the check applies but lacked what it needs
+LEAD_EM = 44.0  # the value column: 180 mm less the 40 mm label column and padding is 46 em at 8.5 pt; less a margin
+EVERY_CHECK_PASSES = "every check passes"
+
+
+def _money(currency: Any, amount: Any) -> str:
+    return f"{currency or ''} {_n(amount)}".strip()
+
+
+def _priced(evidence: Mapping[str, Any], amount: str, currency: str, unpriced: str) -> str:
+    """Returns an amount with its currency, else ``unpriced`` (why the evidence holds none)."""
+    if evidence.get(amount) is None:
+        return unpriced
+    return _money(evidence.get(currency), evidence[amount])
+
+
+def days_range(evidence: Mapping[str, Any]) -> tuple[Any, Any, str] | None:
+    """Returns the days range of a run and what it is: the fast and slow ends of the modelled rate's band
+    (``days_range``) where the run is at the modelled rate, else the 50th to 99th percentile of the seeded
+    simulated runs (``days_p50``, ``days_p99``); None where the evidence holds neither."""
+    if evidence.get("days_range"):
+        fast, slow = evidence["days_range"]
+        return fast, slow, "modelled band"
+    if evidence.get("days_p50") is not None and evidence.get("days_p99") is not None:
+        return evidence["days_p50"], evidence["days_p99"], "p50 to p99 simulated"
+    return None
+
+
+def _days(training: Mapping[str, Any], why: str) -> tuple[str, str]:
+    """Returns the days expected against the window, and their range, as the lead says them."""
+    e = training.get("evidence") or {}
+    if e.get("days") is None or e.get("window_days") is None:
+        word = NOT_APPLICABLE if training["status"] == "not-applicable" else NOT_DETERMINED
+        said = f"{word}: {why}" if why else word
+        return said, said
+    band = days_range(e)
+    spread = f"{_n(band[0])} to {_n(band[1])} days ({band[2]})" if band else NOT_APPLICABLE
+    return f"{_n(e['days'])} days expected against the {_n(e['window_days'])}-day window", spread
+
+
+def gpus_needed_text(needed: Any, quoted: Any, reason: Any = None) -> str:
+    """Returns "N GPUs needed of M quoted", or why no count is needed, with the quoted count."""
+    if needed is None:
+        return f"GPUs needed not determined{': ' + str(reason) if reason else ''}; {_n(quoted)} quoted"
+    return f"{_n(needed)} GPUs needed of {_n(quoted)} quoted"
+
+
+def _finding(checks: list[Mapping[str, Any]], figures: Mapping[str, str]) -> dict[str, Any]:
+    for status in ("fail", "warn"):
+        for check in checks:
+            if (check.get("original_status") or check["status"]) == status:
+                waived = " (waived)" if check.get("original_status") else ""
+                text = f"{status.upper()}{waived} {check['id']}: {figures.get(check['id']) or check.get('message')}"
+                return {"status": status, "check_id": check["id"], "text": one_line(text, LEAD_EM)}
+    return {"status": "pass", "check_id": None, "text": EVERY_CHECK_PASSES}
+
+
+def lead(verdict: str, checks: list[Mapping[str, Any]], figures: Mapping[str, str]) -> dict[str, Any]:
+    """Returns the lead block: the verdict and, as (label, text) rows, the quote total, cost per run, cost per
+    million tokens, days expected and their range against the window, GPUs needed against quoted, and the finding
+    that matters most (the first failing check's deciding figure, else the first warning's, else that every check
+    passes). ``figures`` holds each check's deciding figure by id.
+
+    A serving-only quote takes its GPUs and its cost per million tokens from inference-capacity; a figure neither
+    check gives is "not priced" (with the check's reason) or "not applicable" (with why).
+    """
+    by_id = {check["id"]: check for check in checks}
+    training = by_id.get("time-to-result") or {"status": "not-applicable", "message": "no time-to-result check"}
+    serving = by_id.get("inference-capacity") or {}
+    t, s = training.get("evidence") or {}, serving.get("evidence") or {}
+    trains = training["status"] != "not-applicable"
+    why = str(training.get("message") or "")
+    if not trains:
+        unpriced = f"{NOT_APPLICABLE}: {why}" if why else NOT_APPLICABLE
+    else:
+        unpriced = f"{NOT_PRICED}: {t['cost_problem']}" if t.get("cost_problem") else NOT_PRICED
+    days, spread = _days(training, why)
+    if t.get("cost_per_million_tokens") is None and s.get("cost_per_million_tokens_served") is not None:
+        per_million = _money(s.get("cost_currency"), s["cost_per_million_tokens_served"]) + " (output tokens served)"
+    else:
+        per_million = _priced(t, "cost_per_million_tokens", "cost_currency", unpriced)
+    if t.get("gpus") is not None:
+        gpus = gpus_needed_text(t.get("gpus_needed"), t["gpus"], t.get("gpus_needed_reason"))
+    elif s.get("gpus_quoted") is not None:
+        gpus = gpus_needed_text(s.get("gpus_needed"), s["gpus_quoted"]) + " (serving)"
+    else:
+        word = NOT_DETERMINED if trains else NOT_APPLICABLE
+        gpus = f"{word}: {why}" if why else word
+    finding = _finding(checks, figures)
+    rows = [("Quote total", _priced(t, "quote_total", "currency", unpriced)),
+            ("Cost per run", _priced(t, "cost_per_run", "cost_currency", unpriced)),
+            ("Cost per million tokens", per_million),
+            ("Days to result", days),
+            ("Days range", spread),
+            ("GPUs", gpus),
+            ("Top finding", finding["text"])]
+    return {"verdict": verdict, "rows": [{"label": label, "text": one_line(text, LEAD_EM)} for label, text in rows],
+            "finding": finding}

@@ -17,7 +17,7 @@ from rules.job.pointers import field_pointer
 from schemas.text import visible
 from service.record.canonical import record_digest
 from service.record.charts import chart_for, chart_title
-from service.record.cover import NAME_CHARS, cover_checks, cover_decisions, cover_waivers, headline_figures
+from service.record.cover import NAME_CHARS, cover_checks, cover_decisions, cover_waivers, headline_figures, lead
 from service.record.free_text import (
     MESSAGE_BOUND,
     NAME_BOUND,
@@ -184,6 +184,7 @@ def record_view(record: Mapping[str, Any], *, draft: bool) -> dict[str, Any]:
         "evaluated_verdict": evaluated_verdict,
         "waivers": waivers,
         "cover": {
+            "lead": lead(record["verdict"], record["checks"], figures),
             "headlines": headline_figures(record["checks"]),
             "checks": cover_checks(record["checks"], figures),
             "waivers": cover_waivers([{**w, "status": status_of.get(w.get("check_id"))}

@@ -18,6 +18,7 @@ from service.http import now
 from service.persistence import audit
 from service.persistence.db import get_db
 from service.record.charts import chart_for, chart_title
+from service.record.cover import lead
 from service.ui.blueprint import bp
 from service.ui.present import estimate_pairs, evidence_rows, inputs_of, sorted_checks
 from service.ui.render import current_visitor, page, signed_in
@@ -60,7 +61,9 @@ def submission_page(submission_id: str, status: int = 200, error: Any = None,
     shown = {c["id"]: c for c in view["evaluation"]["checks"]}
     checks = [_check_view(c, shown[c["id"]], record) for c in sorted_checks(snap.checks)]
     waivers = {w["id"]: w for w in view["waivers"]}
-    return page("submission.html", status=status, view=view, submission=snap.submission, checks=checks,
+    # The record PDF's lead (service/record/cover.py), from the same evaluation record: the buyer's figures first.
+    lead_block = lead(record["verdict"], record["checks"], {c["id"]: headline(c) for c in record["checks"]})
+    return page("submission.html", status=status, view=view, submission=snap.submission, checks=checks, lead=lead_block,
                 forms=forms, revisions=revisions, waivers=waivers, record_id=snap.record.id,
                 final=final, purchase_orders=(final.document.get("purchase_orders") or []) if final else [],
                 notice=NOTICES.get(request.args.get("done", "")), error=error, retry=retry or {})

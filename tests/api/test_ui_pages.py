@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from ui_support import csrf_of, listed, sign_in, version_of
 
 from service.cli import main
+from service.record.listing import display_number
 from service.ui.session import COOKIE
 
 
@@ -206,3 +207,26 @@ def test_sign_in_goes_home_instead_of_to_a_next_that_is_not_one_of_these_pages(a
                                                 "token": as_role("reviewer").token, "next": target})
     # Then the user signs in and goes to their home page, not a 500 and not elsewhere
     assert response.status_code == 303 and response.headers["Location"] == "/ui/"
+
+
+def test_the_quote_page_leads_with_the_buyers_figures(app, as_role, submitted):
+    # Given the failing quote as evaluated (its record's time-to-result evidence prices the run)
+    _, view = submitted
+    evidence = next(c["evidence"] for c in view["evaluation"]["checks"] if c["id"] == "time-to-result")
+    first_fail = next(c["id"] for c in view["evaluation"]["checks"] if c["status"] == "fail")
+
+    # When a reviewer opens its page
+    page = re.sub(r"\s+", " ", sign_in(app, as_role("reviewer")).text(f"/ui/submissions/{view['id']}"))
+
+    # Then the summary leads with the record PDF's lead block: the quote's figures as its evidence gives them
+    lead = page[page.index('class="facts lead"'):page.index("Verdict as evaluated")]
+    for label, figure in (("Quote total", evidence.get("quote_total")), ("Cost per run", evidence.get("cost_per_run")),
+                          ("Cost per million tokens", evidence.get("cost_per_million_tokens"))):
+        shown = f"{evidence['cost_currency']} {display_number(figure)}" if figure is not None else "not priced"
+        assert f"<dt>{label}</dt><dd>{shown}" in lead, label
+    if evidence.get("days") is None:  # the check lacked inputs: said, never blank
+        assert "<dt>Days to result</dt><dd>not determined" in lead and "<dt>GPUs</dt><dd>not determined" in lead
+    else:
+        assert f"against the {display_number(evidence['window_days'])}-day window" in lead
+        assert f"{display_number(evidence['gpus'])} quoted" in lead
+    assert f"<dt>Top finding</dt><dd>FAIL {first_fail}:" in lead

@@ -219,3 +219,70 @@ def test_no_page_but_the_last_is_nearly_blank(rendered: tuple[dict[str, Any], by
     short = [(number, f"{_lowest_body_word(page) / page.height:.0%}") for number, page in enumerate(pages[:-1], 1)
              if _lowest_body_word(page) < NEARLY_BLANK * page.height]
     assert not short, f"pages ending above {NEARLY_BLANK:.0%} of their height: {short}"
+
+
+def _lead_lines(page: str) -> dict[str, str]:
+    """Returns, for each label of the lead block (the table above "Headline figures"), the rest of its line as
+    ``pdftotext -layout`` reads it, whitespace collapsed."""
+    lead = page[:page.index("Headline figures")]
+    lines = {}
+    for label in ("Quote total", "Cost per run", "Cost per million tokens", "Days to result", "Days range", "GPUs",
+                  "Top finding"):
+        line = next((ln for ln in lead.splitlines() if ln.strip().startswith(label)), None)
+        assert line is not None, f"{label!r} is not among the lines above the headline figures: {lead!r}"
+        lines[label] = " ".join(line.split())[len(label):].strip()
+    return lines
+
+
+@pytest.mark.parametrize("example", ["h200-128node-pretraining", "dgx-h100-70b-finetune"])
+def test_the_first_page_leads_with_the_buyers_figures(drafts: dict[str, tuple[dict[str, Any], bytes]], example: str,
+                                                      tmp_path: Path) -> None:
+    # Given a priced training quote (the DGX one in EUR) and its DRAFT PDF
+    record, pdf = drafts[example]
+    e = _evidence(record, "time-to-result")
+    money = e["cost_currency"]
+    ends = e["days_range"] or (e["days_p50"], e["days_p99"])  # the modelled band, else the simulated p50 to p99
+
+    # When its first page is read back with poppler in layout order
+    lead = _lead_lines(pdftotext(pdf, tmp_path, "-f", "1", "-l", "1", "-layout"))
+
+    # Then the lead, above the headline figures, holds the record's figures as the evidence gives them
+    assert lead["Quote total"] == f"{e['currency']} {display_number(e['quote_total'])}"
+    assert lead["Cost per run"] == f"{money} {display_number(e['cost_per_run'])}"
+    assert lead["Cost per million tokens"] == f"{money} {display_number(e['cost_per_million_tokens'])}"
+    assert lead["Days to result"] == (f"{display_number(e['days'])} days expected against the "
+                                      f"{display_number(e['window_days'])}-day window")
+    assert lead["Days range"].startswith(f"{display_number(ends[0])} to {display_number(ends[1])} days")
+    assert lead["GPUs"] == f"{display_number(e['gpus_needed'])} GPUs needed of {display_number(e['gpus'])} quoted"
+    first = next((c for s in ("fail", "warn") for c in record["checks"] if c["status"] == s), None)
+    if first is None:
+        assert lead["Top finding"] == "every check passes"
+    else:
+        assert lead["Top finding"].startswith(f"{first['status'].upper()} {first['id']}:")
+
+
+def test_the_lead_says_what_a_quote_leaves_unpriced_or_does_not_ask(
+        drafts: dict[str, tuple[dict[str, Any], bytes]], tmp_path: Path) -> None:
+    # Given a training quote without prices, a serving-only quote and a failing quote
+    unpriced, serving, failing = (drafts[n] for n in ("hgx-h200-8b-first-quote", "l40s-8b-serving",
+                                                        "fail-70b-ddp-one-rack"))
+
+    # When their first pages are read back
+    lead_of = {name: _lead_lines(pdftotext(pdf, tmp_path, "-f", "1", "-l", "1", "-layout"))
+               for name, (_, pdf) in (("unpriced", unpriced), ("serving", serving), ("failing", failing))}
+
+    # Then a figure the evidence lacks is said, never left blank
+    assert _evidence(unpriced[0], "time-to-result")["quote_total"] is None
+    for label in ("Quote total", "Cost per run", "Cost per million tokens"):
+        assert lead_of["unpriced"][label].startswith("not priced"), lead_of["unpriced"][label]
+    for label in ("Quote total", "Cost per run", "Days to result", "Days range"):
+        assert lead_of["serving"][label].startswith("not applicable"), lead_of["serving"][label]
+    # A serving-only quote's GPUs and cost per million tokens are its serving figures
+    capacity = _evidence(serving[0], "inference-capacity")
+    assert lead_of["serving"]["GPUs"].startswith(
+        f"{display_number(capacity['gpus_needed'])} GPUs needed of {display_number(capacity['gpus_quoted'])} quoted")
+    assert lead_of["serving"]["Cost per million tokens"].startswith(
+        f"{capacity['cost_currency']} {display_number(capacity['cost_per_million_tokens_served'])}")
+    # The finding that matters most is the first failing check, ahead of any warning before it
+    first_fail = next(c for c in failing[0]["checks"] if c["status"] == "fail")
+    assert lead_of["failing"]["Top finding"].startswith(f"FAIL {first_fail['id']}:")
