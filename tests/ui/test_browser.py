@@ -145,7 +145,7 @@ def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe
     tour.open_from_queue("approval", quote_id)
     page.click("button:has-text('Approve revision 2')")
     page.wait_for_url("**done=approve**")
-    assert "approved (final)" in page.locator(".facts").inner_text()
+    assert "approved (final)" in page.locator("dl.facts:not(.lead)").inner_text()
     tour.record("submission-approved")
 
     # The signed PDF downloads from the page and verifies against the published certificate
