@@ -168,13 +168,19 @@ def bench_goodput() -> bool:
     return ratio <= GOODPUT_TARGET_EVALUATIONS
 
 
+def _timed_search(path: Path, evaluations: int, searches: int) -> tuple[dict, float, float, dict]:
+    """Returns the submission at ``path``, the median seconds of one full evaluation (of ``evaluations``) and of its
+    layout search (of ``searches``), and the search's result."""
+    submission = json.loads(path.read_text())
+    engine = default_engine()
+    evaluation_s = median_s(lambda: evaluate(submission, engine=engine), evaluations)
+    search_s = median_s(lambda: search_submission(submission), searches)
+    return submission, evaluation_s, search_s, search_submission(submission)
+
+
 def bench_search() -> bool:
     """Times the layout search of RECORD_EXAMPLE (every chunk, in one process) against one full evaluation (medians)."""
-    submission = json.loads(RECORD_EXAMPLE.read_text())
-    engine = default_engine()
-    evaluation_s = median_s(lambda: evaluate(submission, engine=engine), 30)
-    search_s = median_s(lambda: search_submission(submission), 10)
-    result = search_submission(submission)
+    submission, evaluation_s, search_s, result = _timed_search(RECORD_EXAMPLE, 30, 10)
     training = submission["workload"]["training"]
     searched, ratio = result["layouts_searched"], search_s / evaluation_s
     print(f"{RECORD_EXAMPLE.name}: {training['model']['name']} on {training['gpus']:,} GPUs: {searched:,} layouts "
@@ -189,11 +195,7 @@ def bench_search() -> bool:
 
 def bench_moe_search() -> None:
     """Reports the layout search of a mixture of experts (MOE_SEARCH_EXAMPLE): its layouts, time and best layout."""
-    submission = json.loads(MOE_SEARCH_EXAMPLE.read_text())
-    engine = default_engine()
-    evaluation_s = median_s(lambda: evaluate(submission, engine=engine), 10)
-    search_s = median_s(lambda: search_submission(submission), 5)
-    result = search_submission(submission)
+    submission, evaluation_s, search_s, result = _timed_search(MOE_SEARCH_EXAMPLE, 10, 5)
     training, best = submission["workload"]["training"], result["best"]
     searched = result["layouts_searched"]
     print(f"mixture of experts, {MOE_SEARCH_EXAMPLE.name}: {training['model']['name']} on {training['gpus']:,} GPUs: "
