@@ -96,6 +96,12 @@ def token_for(app: Flask, user: str, role: str, *, scope: str = "all", days: int
 
 # --- workflow helpers -------------------------------------------------------------------------------------
 
+def caller_for(app: Flask, role: str = "submitter") -> Caller:
+    """Returns a Caller holding a new token in ``role`` for a new user (``new_token``)."""
+    name, token = new_token(app, role)
+    return Caller(app, name, role, token)
+
+
 def url(submission_id: str, *parts: str) -> str:
     return "/".join(["/api/v1/submissions", submission_id, *parts])
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from api_support import Caller, new_token
+from api_support import caller_for
 from flask import Flask
 from sqlalchemy import update
 from task_support import example
@@ -50,11 +50,6 @@ def _queued_app(make_app: Any, **config: Any) -> tuple[Flask, QueueWithoutWorker
     return app, queue
 
 
-def _caller(app: Flask, role: str = "submitter") -> Caller:
-    name, token = new_token(app, role)
-    return Caller(app, name, role, token)
-
-
 def _comparison(number: int) -> dict[str, Any]:
     """A comparison of its own (the variant's name is part of the work's key): one variant, the example as quoted."""
     return {"submission": example(), "variants": [{"name": f"as quoted #{number}", "patch": {}}]}
@@ -73,7 +68,7 @@ def test_twenty_comparisons_of_one_user_queue_the_limit_and_the_rest_get_429_whi
     limit = app.config["MAX_ACTIVE_TASKS_PER_USER"]
     retry_after_s = app.config["TASK_LIMIT_RETRY_AFTER_S"]
     assert (limit, retry_after_s) == (4, 10)  # the documented defaults (docs/settings.md)
-    greedy, other = _caller(app), _caller(app)
+    greedy, other = caller_for(app), caller_for(app)
 
     responses = [greedy.post(COMPARISONS, json=_comparison(n)) for n in range(20)]
 
@@ -96,13 +91,13 @@ def test_twenty_comparisons_of_one_user_queue_the_limit_and_the_rest_get_429_whi
 def test_asking_again_for_work_already_queued_reuses_its_task_and_is_not_refused(make_app):
     # Given a user at the limit
     app, _ = _queued_app(make_app, MAX_ACTIVE_TASKS_PER_USER=2)
-    user = _caller(app)
+    user = caller_for(app)
     first, second = (user.post(COMPARISONS, json=_comparison(n)) for n in range(2))
     assert (first.status_code, second.status_code) == (202, 202)
 
     # When they ask for the first comparison again, and another user asks for it too
     again = user.post(COMPARISONS, json=_comparison(0))
-    by_another = _caller(app).post(COMPARISONS, json=_comparison(0))
+    by_another = caller_for(app).post(COMPARISONS, json=_comparison(0))
 
     # Then both get the task already queued (it counts once), while new work of theirs is refused
     assert again.status_code == 202 and again.get_json()["id"] == first.get_json()["id"]
@@ -113,7 +108,7 @@ def test_asking_again_for_work_already_queued_reuses_its_task_and_is_not_refused
 def test_tasks_that_ended_or_whose_worker_died_do_not_count(make_app, clock):
     # Given a user at the limit of 2
     app, _ = _queued_app(make_app, MAX_ACTIVE_TASKS_PER_USER=2)
-    user = _caller(app)
+    user = caller_for(app)
     ids = [user.post(COMPARISONS, json=_comparison(n)).get_json()["id"] for n in range(2)]
     assert user.post(COMPARISONS, json=_comparison(2)).status_code == 429
 
@@ -138,7 +133,7 @@ def test_tasks_that_ended_or_whose_worker_died_do_not_count(make_app, clock):
 def test_every_kind_of_task_counts_against_one_share_searches_and_remedies_are_refused_too(make_app):
     # Given a user whose one queued comparison fills a share of 1, and a stored submission of theirs
     app, _ = _queued_app(make_app, MAX_ACTIVE_TASKS_PER_USER=1)
-    user = _caller(app)
+    user = caller_for(app)
     stored = user.post("/api/v1/submissions", json=example())
     assert stored.status_code == 201, stored.get_json()
     submission_id = stored.get_json()["id"]
@@ -153,16 +148,16 @@ def test_every_kind_of_task_counts_against_one_share_searches_and_remedies_are_r
         assert refused.status_code == 429, refused.get_json()
         assert refused.headers["Retry-After"] == "10"
         assert refused.headers["Content-Type"] == "application/problem+json"
-    other = _caller(app, "reviewer").post("/api/v1/searches", json={"submission": submission_id})
+    other = caller_for(app, "reviewer").post("/api/v1/searches", json={"submission": submission_id})
     assert other.status_code == 202, other.get_json()
 
 
 def test_a_ranking_asked_for_on_the_pages_beyond_the_share_is_refused_as_a_page(make_app):
     # Given three stored quotes and a reviewer whose ranking of two of them is queued (share: 1)
     app, _ = _queued_app(make_app, MAX_ACTIVE_TASKS_PER_USER=1, TASK_LIMIT_RETRY_AFTER_S=30)
-    submitter = _caller(app)
+    submitter = caller_for(app)
     ids = [submitter.post("/api/v1/submissions", json=example()).get_json()["id"] for _ in range(3)]
-    reviewer = sign_in(app, _caller(app, "reviewer"))
+    reviewer = sign_in(app, caller_for(app, "reviewer"))
     assert reviewer.post("/ui/compare/rankings", {"ids": ids[:2]}).status_code == 303
 
     # When they ask for another ranking

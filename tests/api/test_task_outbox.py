@@ -11,7 +11,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from api_support import Caller, new_token
+from api_support import caller_for
 from click.testing import CliRunner
 from flask import Flask
 from sqlalchemy import update
@@ -57,11 +57,6 @@ def _on_broker(make_app: Any) -> tuple[Flask, Broker]:
     return app, broker
 
 
-def _caller(app: Flask, role: str = "submitter") -> Caller:
-    name, token = new_token(app, role)
-    return Caller(app, name, role, token)
-
-
 def _body(name: str = "as quoted") -> dict[str, Any]:
     return {"submission": example(), "variants": [{"name": name, "patch": {}}]}
 
@@ -83,7 +78,7 @@ def test_a_request_while_the_broker_is_down_is_accepted_and_sent_once_when_it_is
     # Given the API on a broker that is down
     app, broker = _on_broker(make_app)
     broker.up = False
-    submitter = _caller(app)
+    submitter = caller_for(app)
 
     # When a comparison is requested
     response = submitter.post(COMPARISONS, json=_body())
@@ -119,7 +114,7 @@ def test_a_request_while_the_broker_is_down_is_accepted_and_sent_once_when_it_is
 def test_the_same_work_asked_for_again_once_the_broker_is_back_sends_the_waiting_task(make_app):
     app, broker = _on_broker(make_app)
     broker.up = False
-    submitter = _caller(app)
+    submitter = caller_for(app)
     task_id = submitter.post(COMPARISONS, json=_body()).get_json()["id"]
 
     broker.up = True
@@ -133,8 +128,8 @@ def test_the_same_work_asked_for_again_once_the_broker_is_back_sends_the_waiting
 def test_quotecheck_tasks_dispatch_sends_the_outbox_and_says_when_the_broker_refused(make_app):
     app, broker = _on_broker(make_app)
     broker.up = False
-    first = _caller(app).post(COMPARISONS, json=_body("one")).get_json()["id"]
-    second = _caller(app).post(COMPARISONS, json=_body("two")).get_json()["id"]
+    first = caller_for(app).post(COMPARISONS, json=_body("one")).get_json()["id"]
+    second = caller_for(app).post(COMPARISONS, json=_body("two")).get_json()["id"]
 
     refused = CliRunner().invoke(main, ["tasks", "dispatch"], obj={"app": app})
     broker.up = True
@@ -150,7 +145,7 @@ def test_quotecheck_tasks_dispatch_sends_the_outbox_and_says_when_the_broker_ref
 def test_a_row_another_sender_holds_is_not_sent_again_until_its_lease_ran_out(make_app, clock):
     app, broker = _on_broker(make_app)
     broker.up = False
-    task_id = _caller(app).post(COMPARISONS, json=_body()).get_json()["id"]
+    task_id = caller_for(app).post(COMPARISONS, json=_body()).get_json()["id"]
     broker.up = True
     _set(app, task_id, send_lease_until=clock() + timedelta(seconds=task_outbox.SEND_LEASE_S))
 
@@ -164,7 +159,7 @@ def test_a_row_another_sender_holds_is_not_sent_again_until_its_lease_ran_out(ma
 
 def test_each_run_claims_its_row_so_a_message_sent_twice_runs_once(make_app, clock):
     app, _ = _on_broker(make_app)
-    task_id = _caller(app).post(COMPARISONS, json=_body()).get_json()["id"]
+    task_id = caller_for(app).post(COMPARISONS, json=_body()).get_json()["id"]
     hard_s = app.config["CELERY_TASK_TIME_LIMIT_S"]
 
     with app.app_context():
@@ -204,7 +199,7 @@ def test_the_same_message_delivered_twice_runs_its_work_once(make_app, monkeypat
     monkeypatch.setattr(workers.tasks, "compare_configurations",
                         lambda *args, **kwargs: runs.append("ran") or compare(*args, **kwargs))
     app = make_app()
-    task_id = _caller(app).post(COMPARISONS, json=_body()).get_json()["id"]
+    task_id = caller_for(app).post(COMPARISONS, json=_body()).get_json()["id"]
     assert _row(app, task_id).args is None  # cleared once the task ended
     body = _body()
     task = app.extensions["celery"].tasks[COMPARE_CONFIGURATIONS]
@@ -219,7 +214,7 @@ def test_the_same_message_delivered_twice_runs_its_work_once(make_app, monkeypat
 def test_a_stale_task_is_run_again_when_the_same_work_is_asked_for_again(make_app, clock):
     # Given a comparison whose worker died mid-run: PROGRESS 2/16 and nothing written since
     app, broker = _on_broker(make_app)
-    submitter = _caller(app)
+    submitter = caller_for(app)
     task_id = submitter.post(COMPARISONS, json=_body()).get_json()["id"]
     _set(app, task_id, state="PROGRESS", progress_current=2, progress_total=16, attempts=1, claimed_by="m-1")
     hard_s = app.config["CELERY_TASK_TIME_LIMIT_S"]
@@ -242,7 +237,7 @@ def test_a_stale_task_is_run_again_when_the_same_work_is_asked_for_again(make_ap
 def test_an_end_only_the_result_backend_knows_of_is_written_to_the_row_and_asking_again_reruns(make_app):
     # Given a task whose worker was killed at the hard time limit: the backend says FAILURE, the row PROGRESS
     app, broker = _on_broker(make_app)
-    submitter = _caller(app)
+    submitter = caller_for(app)
     task_id = submitter.post(COMPARISONS, json=_body()).get_json()["id"]
     _set(app, task_id, state="PROGRESS", progress_current=2, attempts=1)
     broker.states[task_id] = ("FAILURE", RuntimeError("TimeLimitExceeded(150,)"))
@@ -262,7 +257,7 @@ def test_an_end_only_the_result_backend_knows_of_is_written_to_the_row_and_askin
 
 def test_a_success_only_the_result_backend_knows_of_is_written_to_the_row(make_app):
     app, broker = _on_broker(make_app)
-    submitter = _caller(app)
+    submitter = caller_for(app)
     task_id = submitter.post(COMPARISONS, json=_body()).get_json()["id"]
     _set(app, task_id, state="PROGRESS", attempts=1)
     broker.states[task_id] = ("SUCCESS", {"rows": ["merged"]})
@@ -278,7 +273,7 @@ def test_a_success_only_the_result_backend_knows_of_is_written_to_the_row(make_a
 def test_a_task_still_in_the_outbox_is_not_reconciled_with_a_backend_state_of_its_last_run(make_app):
     app, broker = _on_broker(make_app)
     broker.up = False
-    submitter = _caller(app)
+    submitter = caller_for(app)
     task_id = submitter.post(COMPARISONS, json=_body()).get_json()["id"]
     broker.states[task_id] = ("FAILURE", RuntimeError("an earlier run"))
 
