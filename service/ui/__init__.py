@@ -22,6 +22,7 @@ from service.ui import (  # noqa: F401  (each module adds its routes to the blue
     queue_views,
     signin,
     submission_views,
+    what_if,
 )
 from service.ui.blueprint import bp
 from service.ui.present import figure, moment

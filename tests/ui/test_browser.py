@@ -1,6 +1,7 @@
-"""End to end in headless chromium against the app under gunicorn: a vendor submits the failing example, a
-reviewer opens it from the queue and waives a check, the vendor revises, a different approver approves it from
-the queue, and the signed PDF downloaded from the page verifies. Every page is screenshotted into
+"""End to end in headless chromium against the app under gunicorn with a Celery worker on Redis: a vendor
+submits the failing example, a reviewer opens it from the queue and waives a check, the vendor revises, a
+different approver approves it from the queue, and the signed PDF, which the worker renders while the page says
+so, downloads from the page without a reload and verifies. Every page is screenshotted into
 test-artifacts/browser/ and scanned with axe-core, which must report no serious or critical violation.
 """
 
@@ -140,22 +141,30 @@ def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe
     tour.record("revision-diff")
     tour.sign_out()
 
-    # A different user, an approver, approves it from the approval queue
+    # A different user, an approver, approves it from the approval queue; the worker is held meanwhile, so the
+    # signed PDF it renders is not there yet when the approver first asks for it
     tour.sign_in(server.tokens["approver"])
     tour.open_from_queue("approval", quote_id)
+    server.worker.pause()
     page.click("button:has-text('Approve revision 2')")
     page.wait_for_url("**done=approve**")
     assert "approved (final)" in page.locator("dl.facts:not(.lead)").inner_text()
+    approved_url = page.url
     tour.record("submission-approved")
 
-    # The signed PDF downloads from the page and verifies against the published certificate
-    with page.expect_download() as download:
-        page.click("a:has-text('final record (PDF, signed)')")
+    # The link answers with a page saying the PDF is being rendered; once the worker goes on, the page reloads
+    # itself into the signed PDF, which downloads and verifies against the published certificate
+    page.click("a:has-text('final record (PDF, signed)')")
+    page.wait_for_selector("h1:has-text('Rendering the signed PDF')")
+    tour.record("pdf-rendering")
+    with page.expect_download(timeout=120_000) as download:
+        server.worker.resume()
     pdf = ARTIFACTS / "commissioning-record.pdf"
     download.value.save_as(str(pdf))
     assert pdf.read_bytes().startswith(b"%PDF")
     verdict = _verify(pdf, server)
     assert verdict.startswith("VALID"), verdict
+    page.goto(approved_url)
 
     # The approver links the purchase order, then compares the two quotes and ranks them
     page.fill("#po-number", "PO-2026-0042")
