@@ -154,6 +154,8 @@ def view_of(row: TaskRun) -> dict[str, Any]:
         view["result"] = result
         if isinstance(result, dict) and isinstance(result.get("href"), str):
             view["links"]["result"] = result["href"]
+        if row.kind == task_runs.QUOTE_COMPARISON and isinstance(result, dict) and "passing" in result:
+            view["links"]["csv"] = url_for("tasks.get_task", task_id=row.id, format="csv")
     elif state == task_runs.FAILURE:
         view["error"] = {**(error or {}), "instance": link}
     return view

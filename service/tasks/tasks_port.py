@@ -18,7 +18,8 @@ from service.errors import InvalidRequest, ServiceUnavailable
 
 # The tasks, by the names the worker registers them under (workers/tasks.py) and the service sends them.
 COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON text, variants)
-COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, document], ...])
+# (JSON text of [[submission id, document], ...], {submission id: [ids of the checks waived on it]})
+COMPARE_QUOTES = "quotecheck.compare_quotes"
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
 # (): sends the webhook deliveries due now (service/webhooks/subscriptions.py)
