@@ -18,6 +18,7 @@ from itertools import pairwise
 from typing import Any
 
 from rules.catalogue import Catalogue
+from rules.job.pointers import field_pointer
 from schemas.problem import Problem
 
 # The node group and the rack kind the form describes (a second group or rack kind is written in the JSON editor).
@@ -46,7 +47,6 @@ class Field:
     required: bool = False
     choices: tuple[tuple[str, str], ...] = ()
     groups: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # choices under headings (optgroups)
-    input_type: str = "text"
     inputmode: str = ""
 
     @property
@@ -74,84 +74,89 @@ def _number(name: str, label: str, pointer: str, hint: str = "", *, required: bo
 
 
 YES_NO = (NOT_STATED, ("yes", "yes"), ("no", "no"))
-_GROUP = "/quote/node_groups/0"
-_RACK = "/quote/racks/0"
-_TRAINING = "/workload/training"
+_GROUP = field_pointer("cluster.node_groups.0")
+_RACK = field_pointer("cluster.racks.0")
+
+
+def at(path: str) -> str:
+    """Returns the JSON Pointer of the job's field at dotted ``path`` (rules/job/pointers.py names them all)."""
+    return field_pointer(path)
 
 
 def sections(catalogue: Catalogue) -> tuple[Section, ...]:
     """Returns the form's fieldsets, with the catalogue's servers and models as the choices."""
     return (
         Section("The quote", (
-            Field("vendor", "Vendor", "/quote/vendor", required=True),
-            Field("quote_id", "Quote id", "/quote/quote_id", hint="the vendor's reference, e.g. Q-2026-118"),
-            Field("issued", "Issued on", "/quote/issued", hint="the quote's date", input_type="date"),
-            Field("currency", "Currency", "/quote/currency", hint="ISO 4217 code in capitals, e.g. USD or EUR"),
+            Field("vendor", "Vendor", at("cluster.vendor"), required=True),
+            Field("quote_id", "Quote id", at("cluster.quote_id"), hint="the vendor's reference, e.g. Q-2026-118"),
+            Field("currency", "Currency", at("cluster.currency"), hint="ISO 4217 code in capitals, e.g. USD or EUR"),
         )),
         Section("Servers", (
-            Field("server_model", "Server model", f"{_GROUP}/server_model", "choice", required=True,
+            Field("server_model", "Server model", at("cluster.node_groups.0.server_model"), "choice", required=True,
                   hint="from the catalogue, which fills in its GPUs, CPUs, memory, NICs and power",
                   choices=(("", "choose a server model"), *server_choices(catalogue))),
-            _number("node_count", "Number of servers (nodes)", f"{_GROUP}/count", required=True, whole=True),
-            _number("unit_price", "Unit price per server", f"{_GROUP}/unit_price", "in the quote's currency"),
+            _number("node_count", "Number of servers (nodes)", at("cluster.node_groups.0.count"), required=True,
+                    whole=True),
+            _number("unit_price", "Unit price per server", at("cluster.node_groups.0.unit_price"),
+                    "in the quote's currency"),
         ), "One group of identical servers. Servers the catalogue lacks, or several groups: use the JSON editor."),
         Section("Racks", (
-            Field("rack_name", "Rack name", f"{_RACK}/name", hint=f"a label (default: {DEFAULT_RACK_NAME})"),
-            _number("rack_count", "Number of racks", f"{_RACK}/count", whole=True),
-            _number("nodes_per_rack", "Servers per rack", f"{_RACK}/node_groups/{GROUP_NAME}", whole=True,
-                    hint="required when racks are given"),
-            _number("rack_power_kw", "Power budget per rack (kW)", f"{_RACK}/power_budget_kw",
+            Field("rack_name", "Rack name", at("cluster.racks.0.name"), hint=f"a label (default: {DEFAULT_RACK_NAME})"),
+            _number("rack_count", "Number of racks", at("cluster.racks.0.count"), whole=True),
+            _number("nodes_per_rack", "Servers per rack", at("cluster.racks.0.node_groups") + f"/{GROUP_NAME}",
+                    "required when racks are given", whole=True),
+            _number("rack_power_kw", "Power budget per rack (kW)", at("cluster.racks.0.power_budget_kw"),
                     "power the facility provides to one rack, in kilowatts (10.2 kW = 10200 W)"),
-            Field("rack_cooling", "Cooling", f"{_RACK}/cooling", "choice",
+            Field("rack_cooling", "Cooling", at("cluster.racks.0.cooling"), "choice",
                   choices=_choices("air", "rear-door", "liquid", "hybrid")),
-            _number("rack_cooling_kw", "Cooling capacity per rack (kW)", f"{_RACK}/cooling_capacity_kw",
+            _number("rack_cooling_kw", "Cooling capacity per rack (kW)", at("cluster.racks.0.cooling_capacity_kw"),
                     "heat one rack may reject, in kilowatts"),
-            Field("rack_redundancy", "Power redundancy", f"{_RACK}/redundancy", "choice",
+            Field("rack_redundancy", "Power redundancy", at("cluster.racks.0.redundancy"), "choice",
                   choices=_choices("N", "N+1", "2N")),
-            _number("pdu_count", "PDUs per rack", f"{_RACK}/pdus/0/count", whole=True),
-            _number("pdu_rating_kw", "PDU rating (kW each)", f"{_RACK}/pdus/0/rating_kw", "in kilowatts"),
+            _number("pdu_count", "PDUs per rack", at("cluster.racks.0.pdus.0.count"), whole=True),
+            _number("pdu_rating_kw", "PDU rating (kW each)", at("cluster.racks.0.pdus.0.rating_kw"), "in kilowatts"),
         ), "Leave empty if the quote has no racks."),
         Section("Storage", (
-            Field("storage_kind", "Storage kind", "/quote/storage/kind", "choice",
+            Field("storage_kind", "Storage kind", at("cluster.storage.kind"), "choice",
                   choices=_choices("parallel-fs", "nfs", "object", "local-nvme")),
-            _number("storage_capacity_tb", "Capacity (TB)", "/quote/storage/capacity_tb", "terabytes"),
-            _number("storage_read_gbs", "Aggregate read (GB/s)", "/quote/storage/read_gbs",
+            _number("storage_capacity_tb", "Capacity (TB)", at("cluster.storage.capacity_tb"), "terabytes"),
+            _number("storage_read_gbs", "Aggregate read (GB/s)", at("cluster.storage.read_gbs"),
                     "gigabytes per second, all clients together"),
-            _number("storage_write_gbs", "Aggregate write (GB/s)", "/quote/storage/write_gbs",
+            _number("storage_write_gbs", "Aggregate write (GB/s)", at("cluster.storage.write_gbs"),
                     "gigabytes per second, all clients together"),
         )),
         Section("Training workload", (
-            Field("model_name", "Model", f"{_TRAINING}/model/name", "choice", required=True,
+            Field("model_name", "Model", at("training.model.name"), "choice", required=True,
                   hint="from the model catalogue, which fills in its parameters and architecture",
                   choices=(("", "choose a model"),), groups=model_groups(catalogue)),
-            Field("objective", "Objective", f"{_TRAINING}/objective", "choice",
+            Field("objective", "Objective", at("training.objective"), "choice",
                   choices=_choices("pretraining", "full-fine-tune", "adapter", "continued-pretraining")),
-            _number("dataset_tokens", "Dataset tokens", f"{_TRAINING}/dataset_tokens",
+            _number("dataset_tokens", "Dataset tokens", at("training.dataset_tokens"),
                     "tokens per epoch, e.g. 1000000000000 or 1e12"),
-            _number("epochs", "Epochs", f"{_TRAINING}/epochs", "passes over the dataset (default 1)"),
-            _number("completion_window_days", "Completion window (days)", f"{_TRAINING}/completion_window_days",
+            _number("epochs", "Epochs", at("training.epochs"), "passes over the dataset (default 1)"),
+            _number("completion_window_days", "Completion window (days)", at("training.completion_window_days"),
                     "days by which training must finish"),
-            Field("precision", "Precision", f"{_TRAINING}/precision", "choice",
+            Field("precision", "Precision", at("training.precision"), "choice",
                   choices=_choices("bf16-mixed", "fp16-mixed", "fp8-mixed", "fp32", "bf16-pure")),
-            Field("optimizer", "Optimizer", f"{_TRAINING}/optimizer", "choice",
+            Field("optimizer", "Optimizer", at("training.optimizer"), "choice",
                   choices=_choices("adamw", "adam", "adamw-8bit", "sgd-momentum", "sgd", "adafactor")),
-            _number("sequence_length", "Sequence length (tokens)", f"{_TRAINING}/sequence_length", whole=True),
-            _number("micro_batch", "Micro-batch (sequences per GPU)", f"{_TRAINING}/micro_batch", whole=True),
-            _number("global_batch", "Global batch (sequences per step)", f"{_TRAINING}/global_batch", whole=True),
-            _number("gpus", "GPUs the job uses", f"{_TRAINING}/gpus", "default: every GPU quoted", whole=True),
-            Field("sharding", "Sharding", f"{_TRAINING}/parallelism/sharding", "choice",
+            _number("sequence_length", "Sequence length (tokens)", at("training.sequence_length"), whole=True),
+            _number("micro_batch", "Micro-batch (sequences per GPU)", at("training.micro_batch"), whole=True),
+            _number("global_batch", "Global batch (sequences per step)", at("training.global_batch"), whole=True),
+            _number("gpus", "GPUs the job uses", at("training.gpus"), "default: every GPU quoted", whole=True),
+            Field("sharding", "Sharding", at("training.parallelism.sharding"), "choice",
                   choices=_choices("ddp", "zero1", "zero2", "zero3", "fsdp-full", "fsdp-hybrid")),
-            _number("tensor_parallel", "Tensor-parallel degree", f"{_TRAINING}/parallelism/tensor", whole=True),
-            _number("pipeline_parallel", "Pipeline-parallel degree", f"{_TRAINING}/parallelism/pipeline", whole=True),
-            Field("offload", "CPU offload", f"{_TRAINING}/parallelism/offload", "choice",
+            _number("tensor_parallel", "Tensor-parallel degree", at("training.parallelism.tensor"), whole=True),
+            _number("pipeline_parallel", "Pipeline-parallel degree", at("training.parallelism.pipeline"), whole=True),
+            Field("offload", "CPU offload", at("training.parallelism.offload"), "choice",
                   choices=_choices("none", "optimizer", "optimizer+parameters")),
-            Field("activation_checkpointing", "Activation checkpointing", f"{_TRAINING}/activation_checkpointing",
+            Field("activation_checkpointing", "Activation checkpointing", at("training.activation_checkpointing"),
                   "choice", choices=_choices("none", "selective", "full")),
-            Field("flash_attention", "Flash attention", f"{_TRAINING}/flash_attention", "yes-no", choices=YES_NO),
-            _number("checkpoint_interval_min", "Checkpoint interval (minutes)", f"{_TRAINING}/checkpoint/interval_min"),
+            Field("flash_attention", "Flash attention", at("training.flash_attention"), "yes-no", choices=YES_NO),
+            _number("checkpoint_interval_min", "Checkpoint interval (minutes)", at("training.checkpoint.interval_min")),
             _number("checkpoint_max_save_s", "Longest acceptable checkpoint save (seconds)",
-                    f"{_TRAINING}/checkpoint/max_save_s"),
-            Field("checkpoint_gradients", "Checkpoints include gradients", f"{_TRAINING}/checkpoint/include_gradients",
+                    at("training.checkpoint.max_save_s")),
+            Field("checkpoint_gradients", "Checkpoints include gradients", at("training.checkpoint.include_gradients"),
                   "yes-no", choices=YES_NO),
         ), "A serving workload, measurements, the fabric and NICs: use the JSON editor (Show the JSON first to "
            "start from what the form makes)."),
@@ -203,7 +208,7 @@ def submission_of(form: tuple[Section, ...], values: Mapping[str, str]) -> dict[
             _put(document, f"{within}/name", names.pop(within))
         _put(document, field.pointer, read_value(field, typed))
     if _GROUP in names:  # a quote has a node group, filled in or not (the schema names what it lacks)
-        _put(document, f"{_GROUP}/name", GROUP_NAME)
+        _put(document, at("cluster.node_groups.0.name"), GROUP_NAME)
     return document
 
 
@@ -237,8 +242,8 @@ def missing_server_model(values: Mapping[str, str]) -> list[Problem]:
     the catalogue's servers."""
     if values.get("server_model", "").strip():
         return []
-    return [Problem(f"{_GROUP}/server_model", "choose a server model from the catalogue (a server the catalogue "
-                                              "lacks is described in the JSON editor)")]
+    return [Problem(at("cluster.node_groups.0.server_model"), "choose a server model from the catalogue (a server "
+                                                              "the catalogue lacks is described in the JSON editor)")]
 
 
 def field_at(form: tuple[Section, ...], pointer: str) -> Field | None:
