@@ -24,7 +24,7 @@ from rules.advice.remedies import search_remedies
 from rules.advice.search import search_submission
 from rules.evaluate import evaluate
 from service.record.view import display_number
-from service.tasks import tasks_port
+from service.tasks import task_runs, tasks_port
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 FINETUNE = EXAMPLES / "dgx-h100-70b-finetune.json"  # 16 DGX H100 nodes, priced in EUR
@@ -322,3 +322,23 @@ def test_remedies_of_an_older_revision_have_no_apply_button(app, as_role):
     # Then the page of revision 1's remedies says so and offers none to apply
     page = browser.text(old_page)
     assert "is of revision 1; the quote is at revision 2 now" in page and APPLY_BUTTON not in page
+
+
+def test_a_failed_search_says_why_on_its_page(make_app):
+    # Given a search that a worker took and failed (its end recorded as a problem)
+    app = make_app()
+    tasks_port.register(app, QueueWithoutWorkers())
+    submitter = caller_for(app)
+    view = _submit(submitter, _document())
+    browser = sign_in(app, submitter)
+    task_page = _start(browser, view["id"], "searches")
+    with app.app_context():
+        task_runs.fail(task_page.rsplit("/", 1)[1], RuntimeError("the worker ran out of memory"))
+
+    # Then its page says the search failed and why, and no longer reloads itself
+    response = browser.get(task_page)
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200 and "Refresh" not in response.headers
+    assert "The layout search failed" in page and 'data-task-state="FAILURE"' in page and 'id="best-h"' not in page
+    detail = submitter.get(f"/api/v1/tasks/{task_page.rsplit('/', 1)[1]}").get_json()["error"]["detail"]
+    assert detail and detail in _between(page, 'data-task-state="FAILURE"', "</div>")
