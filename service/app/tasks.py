@@ -36,7 +36,12 @@ def key_for(actor: Actor, key: str) -> tuple[str, bool]:
     """
     if actor.scope != "own":
         return key, False
-    return "sha256:" + hashlib.sha256(f"{key}\nuser:{actor.user_id}".encode()).hexdigest(), True
+    return bound_key(key, actor.user_id), True
+
+
+def bound_key(key: str, user_id: int | None) -> str:
+    """Returns the key the work ``key`` is issued under when it is private to user ``user_id`` (see key_for)."""
+    return "sha256:" + hashlib.sha256(f"{key}\nuser:{user_id}".encode()).hexdigest()
 
 
 def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, args: list[Any],

@@ -16,6 +16,7 @@ from service import errors
 from service.record.view import display_number, shown
 from service.ui import (  # noqa: F401  (each module adds its routes to the blueprint)
     actions,
+    advice,
     compare,
     downloads,
     intake,
