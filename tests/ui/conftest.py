@@ -169,6 +169,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, celery_settings: dict[str, 
     get_db(app).engine.dispose()
     port = _free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for stale in ARTIFACTS.glob("*.png"):  # a run's screenshots are its own
+        stale.unlink()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUOTECHECK_")}, **celery_settings,
            "PYTHONPATH": str(ROOT), "QUOTECHECK_INSTANCE_PATH": str(instance), "QUOTECHECK_DATABASE_URL": database}
     worker = _start_worker(env)
