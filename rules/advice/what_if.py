@@ -15,6 +15,7 @@ bisection brackets the least value that does not fail to within the lever's reso
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -171,30 +172,30 @@ class WhatIf:
         nodes_now, per_node = quoted
         needed = -(-int(current.get("gpus_needed") or per_node) // per_node)
         high = MAX_NODES_FACTOR * max(nodes_now, levers.nodes or 1, needed)
-        value, always = _least_passing(lambda n: self.misses(replace(levers, nodes=int(n))), 1, high, 1, whole=True)
-        if value is None:
-            text = f"time-to-result fails on every node count up to {high:,}"
-        elif always:
-            text = "time-to-result does not miss the window on any node count"
-        else:
-            text = f"time-to-result fails below {int(value):,} nodes"
-        return Flip("nodes", value, always, text)
+        found = _least_passing(lambda n: self.misses(replace(levers, nodes=int(n))), 1, high, 1, whole=True)
+        return _flip("nodes", found, never=f"time-to-result fails on every node count up to {high:,}",
+                     anywhere="time-to-result does not miss the window on any node count",
+                     below=lambda v: f"time-to-result fails below {int(v):,} nodes")
 
     def _window_flip(self, levers: Levers, current: dict[str, Any]) -> Flip:
         high = max(current.get("days_p90") or 0.0, current.get("days") or 0.0) * 4 + 1
-        value, always = _least_passing(lambda w: self.misses(replace(levers, window_days=round(w, 2))),
-                                       WINDOW_RESOLUTION_DAYS, high, WINDOW_RESOLUTION_DAYS)
-        if value is None:
-            text = f"time-to-result fails with any window up to {high:,.0f} days"
-        elif always:
-            text = "time-to-result does not miss the window with any window"
-        else:
-            text = f"time-to-result fails with a window shorter than {value:,.1f} days"
-        return Flip("window_days", value, always, text)
+        found = _least_passing(lambda w: self.misses(replace(levers, window_days=round(w, 2))),
+                               WINDOW_RESOLUTION_DAYS, high, WINDOW_RESOLUTION_DAYS)
+        return _flip("window_days", found, never=f"time-to-result fails with any window up to {high:,.0f} days",
+                     anywhere="time-to-result does not miss the window with any window",
+                     below=lambda v: f"time-to-result fails with a window shorter than {math.ceil(v * 10) / 10:,.1f} "
+                                     "days")
 
     def curve(self, levers: Levers) -> list[dict[str, Any]]:
         """Returns the days (expected, p50, p90) and status at each of CHART_MFUS, the other levers held."""
         return [{"mfu": mfu, **self.at(replace(levers, mfu=mfu))} for mfu in CHART_MFUS]
+
+
+def _flip(lever: str, found: tuple[float | None, bool], *, never: str, anywhere: str,
+          below: Callable[[float], str]) -> Flip:
+    """Returns the Flip of ``lever`` from what _least_passing found, worded by the case."""
+    value, always = found
+    return Flip(lever, value, always, never if value is None else anywhere if always else below(value))
 
 
 def _least_passing(fails: Callable[[float], bool], low: float, high: float, resolution: float, *,
