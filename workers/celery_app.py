@@ -27,6 +27,7 @@ import workers.webhook_tasks  # noqa: F401
 from service import logs
 from service.errors import InvalidRequest
 from service.tasks import tasks_port
+from workers.acks import AckRetries, RetriedAckRequest
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
@@ -150,12 +151,17 @@ def celery_init_app(app: Flask) -> Celery:
     """Returns the Celery app bound to ``app`` (also ``app.extensions["celery"]``), configured from ``app.config``."""
 
     class FlaskTask(Task):
+        # An acknowledgement the broker did not take (Redis hung) is tried again, rather than leaving the worker's
+        # prefetch window full and the worker consuming nothing (workers/acks.py).
+        Request = RetriedAckRequest
+
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             with app.app_context():
                 return self.run(*args, **kwargs)
 
     celery_app = Celery(app.name, task_cls=FlaskTask)
     celery_app.config_from_object(celery_settings(app.config))
+    celery_app.steps["consumer"].add(AckRetries)
     celery_app.set_default()
     app.extensions[EXTENSION] = celery_app
     return celery_app
