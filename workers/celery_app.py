@@ -195,11 +195,14 @@ class CeleryQueue:
     def uses_broker(self) -> bool:
         return not self.celery_app.conf.task_always_eager
 
-    def depth(self) -> int | None:
+    def depth(self, timeout_s: float | None = None) -> int | None:
         if not self.uses_broker():
             return None
         queue = self.celery_app.conf.task_default_queue
-        with self.celery_app.connection_for_read() as connection:
+        # A shorter wait than the broker's own timeouts, for a caller that must answer sooner (/readyz).
+        bounded = {} if timeout_s is None else {"connect_timeout": timeout_s, "transport_options": {
+            "socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}}
+        with self.celery_app.connection_for_read(**bounded) as connection:
             # Declaring counts the messages (Redis: LLEN of the queue's lists, key prefix applied) and declares
             # nothing new: the API sends to this queue anyway. A passive declaration would do, but kombu's
             # Redis transport looks the queue up without the key prefix.
