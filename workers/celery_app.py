@@ -73,6 +73,13 @@ def redis_broker_options(config: dict[str, Any]) -> dict[str, Any]:
     once, not retried (kombu's default retries hold a request about 6 s when Redis refuses, and each retry
     waits out the socket timeout again when it hangs): a task the broker did not take waits in the outbox.
     A worker reconnects by its own retries (broker_connection_retry, broker_connection_max_retries).
+
+    What a worker does when Redis hangs, and why nothing more is set here: each command gives up at the socket
+    timeout (``redis_timeouts``); a BRPOP or pub/sub connection that went half-open is dropped by kombu's own
+    checks after brpop_timeout + health_check_interval (kombu 5.7.0's Redis transport, left at its default 25 s;
+    celery/kombu#2590); ``socket_keepalive`` does not keep a connection through an L4 proxy (celery/celery#10325);
+    and an acknowledgement that timed out is sent again by the worker (workers/acks.py), which redis-py's
+    ``retry_on_timeout`` (one immediate retry) would not outlast a 15 s pause.
     """
     return {"visibility_timeout": config["CELERY_VISIBILITY_TIMEOUT_S"],
             "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1,
