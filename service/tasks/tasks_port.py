@@ -49,9 +49,9 @@ class TaskQueue(Protocol):
     def uses_broker(self) -> bool:
         """Returns True when tasks go to a broker for worker processes, False when they run in this process."""
 
-    def depth(self) -> int | None:
+    def depth(self, timeout_s: float | None = None) -> int | None:
         """Returns how many tasks wait on the queue (None without a broker); raises when the broker does not answer
-        within its timeouts."""
+        within its timeouts, or within ``timeout_s`` when given."""
 
     def live_workers(self, timeout_s: float) -> list[str]:
         """Returns the names of the workers that answered a ping within ``timeout_s`` (the first answer ends the
