@@ -85,6 +85,9 @@ DEFAULTS: dict[str, Any] = {
     "CELERY_RESULT_BACKEND": None,
     # The queue tasks are sent to; a worker consumes it with `-Q` (default: this queue).
     "CELERY_QUEUE": "quotecheck",
+    # The queue webhook deliveries are sent to, consumed by a worker of its own (`celery -A workers.webhook_worker
+    # worker`) so that a slow receiver never holds the workers of the other tasks. None: CELERY_QUEUE + "-webhooks".
+    "CELERY_WEBHOOK_QUEUE": None,
     # Past the soft limit a task gets SoftTimeLimitExceeded (recorded as its failure); past the hard limit
     # its worker process is killed (prefork pool only). A comparison of 16 variants takes about a second.
     "CELERY_TASK_SOFT_TIME_LIMIT_S": 120,

@@ -92,3 +92,43 @@ def test_time_limits_out_of_order_stop_the_start(tmp_path, limits) -> None:
     with pytest.raises(InvalidRequest, match="CELERY_|TASK_DISPATCH"):
         create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/q.db",
                     **limits})
+
+
+def test_webhook_deliveries_are_routed_to_a_queue_of_their_own_and_every_other_task_to_the_main_one() -> None:
+    from celery import Celery
+
+    from service.tasks import tasks_port
+
+    routed = Celery("routes", set_as_current=False)
+    routed.config_from_object(_settings(CELERY_BROKER_URL="redis://r:6379/0", CELERY_QUEUE="qc"))
+    named = Celery("named", set_as_current=False)
+    named.config_from_object(_settings(CELERY_QUEUE="qc", CELERY_WEBHOOK_QUEUE="hooks"))
+
+    def queue(app: Any, task: str) -> str:
+        return app.amqp.router.route({}, task)["queue"].name
+
+    assert queue(routed, tasks_port.DELIVER_WEBHOOKS) == "qc-webhooks"
+    assert queue(named, tasks_port.DELIVER_WEBHOOKS) == "hooks"
+    others = [tasks_port.COMPARE_CONFIGURATIONS, tasks_port.COMPARE_QUOTES, tasks_port.RENDER_RECORD_PDF,
+              tasks_port.SEARCH_LAYOUTS, tasks_port.FIND_REMEDIES]
+    assert {queue(app, task) for app in (routed, named) for task in others} == {"qc"}
+    # A worker started without -Q (workers.worker, as deployed) consumes the main queue only
+    assert list(routed.amqp.queues.consume_from) == ["qc"]
+
+
+@pytest.mark.parametrize("queues", [{"CELERY_QUEUE": "q", "CELERY_WEBHOOK_QUEUE": "q"}, {"CELERY_QUEUE": ""}])
+def test_a_webhook_queue_that_is_not_one_of_its_own_stops_the_start(tmp_path, queues) -> None:
+    with pytest.raises(InvalidRequest, match="CELERY_WEBHOOK_QUEUE|CELERY_QUEUE"):
+        create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/q.db",
+                    **queues})
+
+
+def test_deliveries_still_run_in_process_without_a_broker(tmp_path) -> None:
+    app = create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path}/q.db"})
+    celery_app = app.extensions["celery"]
+
+    with app.app_context():
+        result = celery_app.tasks["quotecheck.deliver_webhooks"].apply_async(args=[], task_id="t-1")
+
+    assert celery_app.conf.task_always_eager and result.get() == {"attempted": 0, "delivered": 0, "failed": 0,
+                                                                 "cancelled": 0}

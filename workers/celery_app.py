@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from celery import Celery, Task
@@ -86,9 +87,31 @@ def redis_broker_options(config: dict[str, Any]) -> dict[str, Any]:
             "max_retries": 0}
 
 
+def webhook_queue(config: Mapping[str, Any]) -> str:
+    """Returns the queue webhook deliveries are sent to: CELERY_WEBHOOK_QUEUE, else ``<CELERY_QUEUE>-webhooks``.
+
+    Deliveries wait on receivers the service does not control (up to WEBHOOK_TIMEOUT_S each, one after another
+    in a drain), so they are consumed by a worker of their own (workers/webhook_worker.py), whose pool a slow
+    receiver may fill without delaying a search, a comparison or a PDF.
+    """
+    return config.get("CELERY_WEBHOOK_QUEUE") or f"{config['CELERY_QUEUE']}-webhooks"
+
+
+def check_queues(config: Mapping[str, Any]) -> None:
+    """Raises InvalidRequest when the webhook queue is not a name of its own (not the queue of the other tasks)."""
+    main, webhooks = config["CELERY_QUEUE"], webhook_queue(config)
+    for name, value in (("CELERY_QUEUE", main), ("CELERY_WEBHOOK_QUEUE", webhooks)):
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidRequest(f"{name} must be a queue name, found {value!r}")
+    if webhooks == main:
+        raise InvalidRequest(f"CELERY_WEBHOOK_QUEUE must differ from CELERY_QUEUE (both {main!r}): a receiver that "
+                             "answers slowly would hold the workers that run searches, comparisons and PDFs")
+
+
 def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
     """Returns the Celery settings (lowercase names) for a Flask app's configuration."""
     check_time_limits(config)
+    check_queues(config)
     broker = config.get("CELERY_BROKER_URL")
     backend = config.get("CELERY_RESULT_BACKEND")
     settings: dict[str, Any] = {
@@ -101,6 +124,9 @@ def celery_settings(config: dict[str, Any]) -> dict[str, Any]:
         "task_soft_time_limit": config["CELERY_TASK_SOFT_TIME_LIMIT_S"],
         "task_time_limit": config["CELERY_TASK_TIME_LIMIT_S"],
         "task_default_queue": config["CELERY_QUEUE"],
+        # Webhook deliveries go to a queue of their own, wherever they are sent from (the API after a commit, beat,
+        # a worker); its worker consumes nothing else, and the other workers do not consume it.
+        "task_routes": {tasks_port.DELIVER_WEBHOOKS: {"queue": webhook_queue(config)}},
         "result_expires": config["CELERY_RESULT_EXPIRES_S"],
         # The API sends tasks with ignore_result (the task table holds results); a failure the task could not
         # record itself (killed at the hard time limit) is still stored, for GET /api/v1/tasks/{id} to find.

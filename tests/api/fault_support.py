@@ -162,8 +162,11 @@ def service_env(database_url: str, instance: Path, config: dict[str, Any]) -> di
 class Worker:
     """``celery -A workers.worker worker`` (prefork: a main process and its children) in a session of its own."""
 
-    def __init__(self, env: dict[str, str], queue: str, log: Path, step_delay_s: float = 0) -> None:
+    def __init__(self, env: dict[str, str], queue: str, log: Path, step_delay_s: float = 0,
+                 app: str = "workers.worker") -> None:
         self.env, self.queue, self.log = {**env, "QC_FAULT_STEP_DELAY_S": str(step_delay_s)}, queue, log
+        # The Celery app (-A): workers.worker, or workers.webhook_worker for the webhook queue.
+        self.app = app
         self.process: subprocess.Popen | None = None
 
     def start(self, concurrency: int = 1, as_deployed: bool = False, pool: str = "prefork") -> None:
@@ -172,7 +175,7 @@ class Worker:
         fault tests' quieter ones."""
         quiet = ["--max-tasks-per-child=200"] if as_deployed else ["--without-gossip", "--without-mingle",
                                                                       "--without-heartbeat"]
-        command = [sys.executable, str(SLOW_WORKER), "-A", "workers.worker", "worker", f"--pool={pool}",
+        command = [sys.executable, str(SLOW_WORKER), "-A", self.app, "worker", f"--pool={pool}",
                    f"--concurrency={concurrency}", "-Q", self.queue, "-n", f"{self.log.stem}@%h", *quiet,
                    "--loglevel=INFO"]
         with self.log.open("ab") as output:

@@ -63,11 +63,12 @@ class Stack:
                                "DATABASE_URL": self.postgres.url, **self.config})
         return self.app
 
-    def worker(self, name: str, step_delay_s: float = 0, queue: str | None = None) -> Worker:
+    def worker(self, name: str, step_delay_s: float = 0, queue: str | None = None,
+               app: str = "workers.worker") -> Worker:
         if self.app is None:
             self.configure()
         env = service_env(self.postgres.url, self.tmp_path / "instance", self.config)
-        worker = Worker(env, queue or self.queue, self.tmp_path / f"{name}.log", step_delay_s)
+        worker = Worker(env, queue or self.queue, self.tmp_path / f"{name}.log", step_delay_s, app)
         self.workers.append(worker)
         return worker
 

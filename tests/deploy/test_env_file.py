@@ -67,7 +67,7 @@ def test_the_readme_reads_the_env_file_one_way_everywhere():
 
 
 def test_the_systemd_units_read_the_file_the_readme_loads():
-    for unit in ("quotecheck-api.service", "quotecheck-worker.service"):
+    for unit in ("quotecheck-api.service", "quotecheck-worker.service", "quotecheck-webhooks.service"):
         assert f"EnvironmentFile={INSTALLED_ENV_FILE}" in (DEPLOY / unit).read_text(encoding="utf-8").splitlines()
 
 

@@ -46,10 +46,13 @@ KIND_SCHEMAS = {("v1", "ConfigMap"): "configmap-v1.json", ("apps/v1", "Deploymen
 IMAGE = f"quotecheck:{project_version()}"
 API_COMMAND = ["gunicorn", "-c", "/etc/quotecheck/gunicorn.conf.py", "service.wsgi:app"]
 WORKER_COMMAND = ["celery", "-A", "workers.worker", "worker"]
+WEBHOOK_WORKER_COMMAND = ["celery", "-A", "workers.webhook_worker", "worker"]
 MIGRATE_COMMAND = ["quotecheck", "db", "upgrade"]
 SECRET_TEMPLATE = "secret.template.yaml"
 SETTINGS_CONFIGMAP, ENV_SECRET, SIGNING_SECRET = "quotecheck-settings", "quotecheck-env", "quotecheck-signing"
 PLACEHOLDER = "REPLACE_WITH_"
+# The pods that sign nothing, and so mount no signing key: the migration and the webhook worker.
+SIGNING_NOTHING = ("quotecheck-migrate", "quotecheck-webhooks")
 # The variables the image sets besides settings: no bytecode on a read-only root, logs unbuffered, the
 # font cache in /tmp.
 IMAGE_VARIABLES = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "XDG_CACHE_HOME"}
@@ -207,7 +210,7 @@ def test_kustomize_builds_the_objects_of_the_manifests():
 def test_one_image_everywhere_tagged_with_the_project_version():
     compose = compose_file()["services"]
 
-    assert {"api", "worker", "migrate"} <= set(quotecheck_services())
+    assert {"api", "worker", "webhooks", "migrate"} <= set(quotecheck_services())
     assert {name for name, s in compose.items() if "quotecheck" in s["image"]} == set(quotecheck_services())
     assert {c["image"] for spec in pod_specs().values() for c in containers(spec)} == {IMAGE}
     for service in quotecheck_services().values():
@@ -230,11 +233,37 @@ def test_the_api_worker_and_migration_run_the_commands_of_the_systemd_units():
     for command in (services["worker"]["command"], specs["quotecheck-worker"]["containers"][0]["command"]):
         assert command[:4] == WORKER_COMMAND and "--hostname=quotecheck@%h" in command
 
+    webhooks_unit = (DEPLOY / "quotecheck-webhooks.service").read_text()
+    assert "celery -A workers.webhook_worker worker" in webhooks_unit
+    for command in (services["webhooks"]["command"], specs["quotecheck-webhooks"]["containers"][0]["command"]):
+        assert command[:4] == WEBHOOK_WORKER_COMMAND and "--hostname=webhooks@%h" in command
+
     assert "quotecheck db upgrade" in api_unit
     assert services["migrate"]["command"] == specs["quotecheck-migrate"]["containers"][0]["command"] == \
         MIGRATE_COMMAND
     # what the commands load exists (without running create_app from the environment)
     assert importlib.util.find_spec("service.wsgi") and importlib.util.find_spec("workers.worker")
+    assert importlib.util.find_spec("workers.webhook_worker")
+
+
+def test_exactly_one_webhook_worker_runs_beside_the_workers_and_it_runs_beat():
+    # Deliveries have a queue of their own (docs/workers.md, "Webhooks"): the webhook worker consumes it, and
+    # Celery beat (-B, which sends the retries) runs in that one worker and nowhere else.
+    unit = " ".join((DEPLOY / "quotecheck-webhooks.service").read_text().replace("\\\n", " ").split())
+    commands = {"systemd": unit.split("ExecStart=", 1)[1].split(" KillSignal")[0],
+                "compose": " ".join(quotecheck_services()["webhooks"]["command"]),
+                "kubernetes": " ".join(pod_specs()["quotecheck-webhooks"]["containers"][0]["command"])}
+    deployment = objects_of("Deployment")["quotecheck-webhooks"]["spec"]
+
+    for where, command in commands.items():
+        assert " -B " in f"{command} " and "--schedule=/tmp/" in command, where
+        assert "-Q" not in command.split(), where  # the module picks the queue from the settings
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    assert quotecheck_services()["webhooks"].get("deploy", {}).get("replicas", 1) == 1
+    others = [" ".join(quotecheck_services()["worker"]["command"]),
+              " ".join(pod_specs()["quotecheck-worker"]["containers"][0]["command"]),
+              (DEPLOY / "quotecheck-worker.service").read_text()]
+    assert not any(" -B" in command or " beat" in command for command in others)
 
 
 def test_the_image_installs_the_package_and_the_pdf_renderers_libraries():
@@ -255,7 +284,7 @@ def test_the_image_installs_the_package_and_the_pdf_renderers_libraries():
 def test_compose_starts_the_api_and_workers_after_the_migration_succeeded():
     services = compose_file()["services"]
 
-    for name in ("api", "worker"):
+    for name in ("api", "worker", "webhooks"):
         assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
     assert services["migrate"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
     assert services["migrate"]["restart"] == "no"
@@ -276,7 +305,7 @@ def wait_for_migration_program() -> str:
 def test_api_and_worker_pods_wait_for_the_migration():
     specs = pod_specs()
 
-    for name in ("quotecheck-api", "quotecheck-worker"):
+    for name in ("quotecheck-api", "quotecheck-worker", "quotecheck-webhooks"):
         assert [c["name"] for c in specs[name]["initContainers"]] == ["wait-for-migration"]
     assert wait_for_migration_program()
 
@@ -349,9 +378,11 @@ def test_the_probes_and_the_service_reach_the_port_gunicorn_binds():
 def test_gunicorn_and_celery_start_as_many_processes_as_the_cpu_limit_allows():
     specs = pod_specs()
     (api,), (worker,) = specs["quotecheck-api"]["containers"], specs["quotecheck-worker"]["containers"]
+    (webhooks,) = specs["quotecheck-webhooks"]["containers"]
 
     assert int(configmap_settings()["QUOTECHECK_WORKERS"]) == cpus(api["resources"]["limits"]["cpu"]) + 1
     assert f"--concurrency={cpus(worker['resources']['limits']['cpu']):.0f}" in worker["command"]
+    assert f"--concurrency={cpus(webhooks['resources']['limits']['cpu']):.0f}" in webhooks["command"]
 
 
 # --- settings ----------------------------------------------------------------------------------------------
@@ -428,6 +459,7 @@ def test_compose_runs_quotecheck_unprivileged_on_a_read_only_root():
 
 
 def test_the_signing_key_reaches_the_api_and_the_workers_only():
+    # The webhook worker signs nothing (it sends deliveries only): it gets no signing key, as the migration.
     settings = configmap_settings()
     key_file, cert_file = settings["QUOTECHECK_SIGNING_KEY_FILE"], settings["QUOTECHECK_SIGNING_CERT_FILE"]
     signing_keys = set(secret_template()[SIGNING_SECRET]["stringData"])
@@ -436,7 +468,7 @@ def test_the_signing_key_reaches_the_api_and_the_workers_only():
         signing = [v["name"] for v in spec["volumes"] if v.get("secret", {}).get("secretName") == SIGNING_SECRET]
         for container in containers(spec):
             mounts = [m for m in container.get("volumeMounts", []) if m["name"] in signing]
-            if name == "quotecheck-migrate" or container in spec.get("initContainers", []):
+            if name in SIGNING_NOTHING or container in spec.get("initContainers", []):
                 assert not mounts, container["name"]
                 assert {"name": "QUOTECHECK_SIGNING_KEYS_AT_START", "value": "false"} in container["env"]
             else:
@@ -451,7 +483,7 @@ def test_the_signing_key_reaches_the_api_and_the_workers_only():
     compose = compose_file()
     for name, service in quotecheck_services().items():
         environment = service["environment"]
-        if name == "migrate":
+        if name in ("migrate", "webhooks"):
             assert "secrets" not in service and environment["QUOTECHECK_SIGNING_KEYS_AT_START"] == "false"
         else:
             assert sorted(service["secrets"]) == ["signing_cert", "signing_key"]
