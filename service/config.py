@@ -147,6 +147,13 @@ DEFAULTS: dict[str, Any] = {
     # on-premises receiver, ["127.0.0.0/8"] for one on this host in development); cloud metadata addresses never
     # (service/webhooks/addresses.py).
     "WEBHOOK_ALLOWED_NETWORKS": [],
+    # Webhook signing secrets are stored encrypted (AES-256-GCM) with this key: 32 random bytes in base64
+    # (`openssl rand -base64 32`). Required where CELERY_BROKER_URL is set (registering a webhook is refused without
+    # it); otherwise None uses a key generated in <instance>/webhooks/ (service/webhooks/secret_box.py). After a
+    # rotation, the keys that sealed stored secrets are listed in WEBHOOK_SECRET_PREVIOUS_KEYS until
+    # `quotecheck webhook rekey` sealed them all again under the new one.
+    "WEBHOOK_SECRET_KEY": None,
+    "WEBHOOK_SECRET_PREVIOUS_KEYS": [],
 }
 
 

@@ -146,6 +146,14 @@ class ServiceUnavailable(QuotecheckError):
     type_slug = "service-unavailable"
 
 
+class ConfigurationError(QuotecheckError):
+    """The service lacks a setting an operation needs, or has one that does not fit the data (a key that does not
+    open what was stored with another); an operator fixes it, retrying does not."""
+
+    title = "Service not configured for this"
+    type_slug = "configuration-error"
+
+
 # Errors of the database and the task queue (refused, timed out, dropped), which say nothing about the request.
 DATABASE_FAILURES: tuple[type[BaseException], ...] = (
     sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.TimeoutError)
@@ -188,6 +196,7 @@ HTTP_STATUS: dict[type[QuotecheckError], int] = {
     TooManyTasks: 429,
     EngineError: 500,
     SigningError: 500,
+    ConfigurationError: 500,
     ServiceUnavailable: 503,
 }
 

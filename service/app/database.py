@@ -11,6 +11,7 @@ from typing import NamedTuple
 from flask import Flask
 
 from service.persistence.db import current_revision, get_db, head_revision, upgrade
+from service.webhooks.secret_box import secret_box
 
 
 class Migrated(NamedTuple):
@@ -22,7 +23,7 @@ class Migrated(NamedTuple):
 def migrate(app: Flask, revision: str = "head") -> Migrated:
     """Returns where ``app``'s database stands once the migrations up to ``revision`` were applied to it."""
     engine = get_db(app).engine
-    upgrade(engine, revision)
+    upgrade(engine, revision, secret_box=lambda: secret_box(app))
     return Migrated(engine.url.render_as_string(hide_password=True), current_revision(engine))
 
 

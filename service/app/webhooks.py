@@ -52,8 +52,8 @@ def delivery_view(delivery: WebhookDelivery, attempts: list[WebhookAttempt]) -> 
 def subscribe(actor: Actor, url: str, events: list[str], description: str | None, now: Any) -> dict[str, Any]:
     """Stores a subscription and returns it with its signing secret (shown this once)."""
     with get_db().session() as session:
-        subscription = subscriptions.create_subscription(session, actor, url, events, description, now)
-        view = {**webhook_view(session, subscription), "secret": subscription.secret}
+        subscription, secret = subscriptions.create_subscription(session, actor, url, events, description, now)
+        view = {**webhook_view(session, subscription), "secret": secret}
         session.commit()
     return view
 
@@ -94,6 +94,14 @@ def deliveries(webhook_id: int, state: str | None, page: int, per_page: int) -> 
                                     .order_by(col(WebhookAttempt.number))):
             attempts[attempt.delivery_id].append(attempt)
         return total, [delivery_view(row, attempts[row.id]) for row in rows]
+
+
+def reseal_secrets() -> int:
+    """Returns how many webhook secrets were sealed again under the current WEBHOOK_SECRET_KEY (after a rotation)."""
+    with get_db().session() as session:
+        resealed = subscriptions.reseal_secrets(session)
+        session.commit()
+    return resealed
 
 
 def deliver_due() -> DrainReport:

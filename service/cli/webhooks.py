@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import click
 
-from service.app.webhooks import deliver_due
+from service.app.webhooks import deliver_due, reseal_secrets
 from service.cli.common import SERVICE_EXIT_CODES, service_app
 
 
 @click.group()
 def webhook() -> None:
     """Webhook deliveries (subscriptions are managed over the API: /api/v1/webhooks)."""
+
+
+@webhook.command("rekey", epilog=SERVICE_EXIT_CODES)
+def webhook_rekey() -> None:
+    """Encrypt every webhook signing secret again with the current WEBHOOK_SECRET_KEY.
+
+    After a rotation (the new key in WEBHOOK_SECRET_KEY, the old one in WEBHOOK_SECRET_PREVIOUS_KEYS), run this
+    once; then the old key may be dropped from WEBHOOK_SECRET_PREVIOUS_KEYS. The secrets themselves are unchanged:
+    receivers keep verifying with the ones they were given.
+    """
+    app = service_app()
+    with app.app_context():
+        resealed = reseal_secrets()
+    click.echo(f"webhook secrets encrypted again with the current key: {resealed}")
 
 
 @webhook.command("deliver", epilog=SERVICE_EXIT_CODES)

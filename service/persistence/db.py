@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from sqlmodel import Session
 
 from service.persistence import db_postgres
 from service.persistence.db_postgres import Timeouts
+from service.webhooks.secret_box import secret_box as webhook_secret_box
 
 MIGRATIONS = "service:migrations"
 EXTENSION = "quotecheck.db"
@@ -136,9 +137,14 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config()).get_current_head() or ""
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Applies the migrations up to ``revision`` on ``engine``'s database."""
+def upgrade(engine: Engine, revision: str = "head", secret_box: Callable[[], Any] | None = None) -> None:
+    """Applies the migrations up to ``revision`` on ``engine``'s database.
+
+    ``secret_box`` returns the keys of webhook secrets (service/webhooks/secret_box.py), for the migrations that
+    encrypt or decrypt stored secrets (0015); it is called only when there are secrets to seal or open.
+    """
     config = alembic_config()
+    config.attributes["webhook_secret_box"] = secret_box
     with engine.connect() as connection:
         sqlite = connection.dialect.name == "sqlite"
         if sqlite:
@@ -208,4 +214,4 @@ def init_app(app: Flask) -> None:
                          app.config["DATABASE_POOL_TIMEOUT_S"])
     app.extensions[EXTENSION] = Database(engine)
     if app.config["AUTO_MIGRATE"]:
-        upgrade(engine)
+        upgrade(engine, secret_box=lambda: webhook_secret_box(app))

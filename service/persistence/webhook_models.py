@@ -17,8 +17,10 @@ class WebhookSubscription(SQLModel, table=True):
     """An admin's webhook: the URL that is sent the events it names, signed with its secret
     (service/webhooks/subscriptions.py).
 
-    ``secret`` is kept as given out (the service signs with it, so it cannot keep a hash instead); a deleted
-    subscription keeps its row and delivery log, ``deleted_at`` set, and is sent nothing more.
+    ``secret`` is the signing secret sealed (AES-256-GCM) with the key ``secret_key_id`` names
+    (service/webhooks/secret_box.py): the service signs with it, so it keeps it encrypted, not hashed, and never
+    in plain text. A deleted subscription keeps its row and delivery log, ``deleted_at`` set, and is sent nothing
+    more.
     """
 
     __tablename__ = "webhook_subscription"
@@ -27,7 +29,8 @@ class WebhookSubscription(SQLModel, table=True):
     url: str = Field(max_length=2000)
     events: list[str] = Field(sa_type=JSON)
     description: str | None = Field(default=None, max_length=200)
-    secret: str = Field(max_length=100)
+    secret: str = Field(max_length=200)
+    secret_key_id: str = Field(max_length=64)
     created_by: str = Field(max_length=200)
     created_at: datetime
     deleted_at: datetime | None = None

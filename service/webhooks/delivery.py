@@ -15,6 +15,7 @@ import base64
 import hashlib
 import hmac
 import http.client
+import logging
 import socket
 import threading
 import time
@@ -28,12 +29,15 @@ from sqlalchemy import update
 from sqlmodel import col, select
 
 from service.config import clock_of
+from service.errors import ConfigurationError
 from service.persistence import leases
 from service.persistence.db import Database
 from service.persistence.webhook_models import WebhookAttempt, WebhookDelivery, WebhookSubscription
 from service.webhooks.addresses import IpNetwork, allowed_networks, resolved_refusal
+from service.webhooks.secret_box import SecretBox, secret_box
 from service.webhooks.subscriptions import CANCELLED, DELIVERED, FAILED, PENDING, SECRET_PREFIX
 
+logger = logging.getLogger(__name__)
 # A claimed delivery is due again this long after its send's timeout, should its drain have died meanwhile.
 CLAIM_MARGIN_S = 60
 DRAIN_BATCH = 100
@@ -174,7 +178,9 @@ class DrainReport:
 class _Claimed:
     delivery: WebhookDelivery
     url: str
-    secret: str
+    sealed_secret: str
+    secret_key_id: str
+    subscription_id: int
     number: int
     at: datetime
 
@@ -183,9 +189,12 @@ class Outbox:
     """The outbox of one database, drained under one configuration and clock."""
 
     def __init__(self, db: Database, config: Mapping[str, Any], clock: Callable[[], datetime] | None = None,
-                 sender: Callable[[str, Mapping[str, str], bytes, float], Outcome] = send) -> None:
+                 sender: Callable[[str, Mapping[str, str], bytes, float], Outcome] = send,
+                 box: SecretBox | None = None) -> None:
         self.db, self.config, self.sender = db, config, sender
         self.clock = clock or clock_of(dict(config))
+        # The keys that open the subscriptions' secrets; None: the current app's (service/webhooks/secret_box.py).
+        self.box = box
 
     def due(self, limit: int = DRAIN_BATCH) -> list[str]:
         """Returns the ids of the pending deliveries due now, the longest waiting first."""
@@ -224,7 +233,8 @@ class Outbox:
                 report.cancelled += 1
                 return None
             session.commit()
-            return _Claimed(delivery, subscription.url, subscription.secret, delivery.attempts, now)
+            return _Claimed(delivery, subscription.url, subscription.secret, subscription.secret_key_id,
+                            delivery.subscription_id, delivery.attempts, now)
 
     def attempt(self, delivery_id: str, report: DrainReport | None = None) -> Outcome | None:
         """Returns the outcome of sending one delivery now, logged; None when it was not due or was taken."""
@@ -233,11 +243,19 @@ class Outbox:
         if claimed is None:
             return None
         delivery = claimed.delivery
+        try:
+            secret = (self.box or secret_box()).open(claimed.secret_key_id, claimed.sealed_secret,
+                                                     f"the secret of webhook {claimed.subscription_id}")
+        except ConfigurationError as error:  # a missing or wrong key: nothing can be signed, so nothing is sent
+            logger.error("webhook delivery %s not sent: %s", delivery.id, error.detail)
+            secret, unsigned = None, Outcome(None, f"not sent: {error.detail}"[:MAX_ERROR_LENGTH], 0)
         refused = destination_refusal(claimed.url, allowed_networks(self.config.get("WEBHOOK_ALLOWED_NETWORKS", ())))
-        if refused is not None:  # checked again at each attempt: a name may resolve elsewhere now
+        if secret is None:
+            outcome = unsigned
+        elif refused is not None:  # checked again at each attempt: a name may resolve elsewhere now
             outcome = Outcome(None, f"not sent: {refused}"[:MAX_ERROR_LENGTH], 0)
         else:
-            outcome = self.sender(claimed.url, signed_headers(delivery, claimed.secret, claimed.at),
+            outcome = self.sender(claimed.url, signed_headers(delivery, secret, claimed.at),
                                   delivery.body.encode("utf-8"), self.config["WEBHOOK_TIMEOUT_S"])
         finished = self.clock()
         values: dict[str, Any] = {"last_status_code": outcome.status_code, "last_error": outcome.error}

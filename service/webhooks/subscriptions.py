@@ -34,6 +34,7 @@ from service.persistence.webhook_models import WebhookDelivery, WebhookSubscript
 from service.signals import audit_appended
 from service.tasks import tasks_port
 from service.webhooks.addresses import IpNetwork, allowed_networks, host_refusal
+from service.webhooks.secret_box import secret_box, validate_settings
 
 logger = logging.getLogger(__name__)
 
@@ -114,18 +115,21 @@ def origin(url: str) -> str:
 # --- subscriptions -------------------------------------------------------------------------------------------
 
 def create_subscription(session: Session, actor: Actor, url: str, events: list[str], description: str | None,
-                        now: datetime) -> WebhookSubscription:
-    """Returns the stored subscription (its ``secret`` is shown to the caller once), audited as webhook.created."""
+                        now: datetime) -> tuple[WebhookSubscription, str]:
+    """Returns the stored subscription, audited as webhook.created, and its signing secret in plain text (shown to
+    the caller once; the row keeps it encrypted). ConfigurationError when no key may encrypt it."""
     refuse = url_problems(url, allowed_networks(current_app.config.get("WEBHOOK_ALLOWED_NETWORKS", ())))
     if refuse:
         raise InvalidRequest("the webhook URL is not acceptable", refuse)
-    subscription = WebhookSubscription(url=url, events=list(events), description=description, secret=new_secret(),
-                                       created_by=actor.name, created_at=now)
+    secret = new_secret()
+    key_id, sealed = secret_box().seal(secret)
+    subscription = WebhookSubscription(url=url, events=list(events), description=description, secret=sealed,
+                                       secret_key_id=key_id, created_by=actor.name, created_at=now)
     session.add(subscription)
     session.flush()
     append(session, action="webhook.created", actor=actor, occurred_at=now,
            detail={"webhook_id": subscription.id, "origin": origin(url), "events": list(events)})
-    return subscription
+    return subscription, secret
 
 
 def active_subscriptions(session: Session) -> list[WebhookSubscription]:
@@ -162,6 +166,20 @@ def delete_subscription(session: Session, actor: Actor, webhook_id: int, now: da
     append(session, action="webhook.deleted", actor=actor, occurred_at=now,
            detail={"webhook_id": webhook_id, "origin": origin(subscription.url), "cancelled_deliveries": cancelled})
     return cancelled
+
+
+def reseal_secrets(session: Session) -> int:
+    """Returns how many subscriptions' secrets (deleted ones included) were sealed again under the current key:
+    those another key sealed, each opened with its own key (WEBHOOK_SECRET_PREVIOUS_KEYS) first."""
+    box = secret_box()
+    resealed = 0
+    for subscription in session.exec(select(WebhookSubscription)
+                                     .where(col(WebhookSubscription.secret_key_id) != box.current_id)):
+        secret = box.open(subscription.secret_key_id, subscription.secret, f"the secret of webhook {subscription.id}")
+        subscription.secret_key_id, subscription.secret = box.seal(secret)
+        session.add(subscription)
+        resealed += 1
+    return resealed
 
 
 # --- the outbox ----------------------------------------------------------------------------------------------
@@ -260,6 +278,7 @@ def init_app(app: Flask) -> None:
     attempts = app.config["WEBHOOK_MAX_ATTEMPTS"]
     if not isinstance(attempts, int):
         raise InvalidRequest(f"WEBHOOK_MAX_ATTEMPTS must be a whole number, found {attempts!r}")
+    validate_settings(app.config)
     networks = app.config["WEBHOOK_ALLOWED_NETWORKS"]
     try:
         if isinstance(networks, str) or not all(isinstance(value, str) for value in networks):

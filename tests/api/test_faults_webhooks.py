@@ -11,6 +11,8 @@ frees a worker): while it holds the webhook worker, a comparison sent right afte
 
 from __future__ import annotations
 
+import base64
+import os
 import socket
 import threading
 import time
@@ -81,7 +83,9 @@ def test_a_receiver_sending_one_byte_every_4_s_holds_the_webhook_worker_and_a_co
     # Given the main worker with one process, the webhook worker, and a webhook whose receiver trickles its answer
     receiver = TrickleReceiver()
     stack.configure(CELERY_TASK_SOFT_TIME_LIMIT_S=60, CELERY_TASK_TIME_LIMIT_S=70, CELERY_VISIBILITY_TIMEOUT_S=80,
-                    WEBHOOK_TIMEOUT_S=ATTEMPT_TIMEOUT_S, WEBHOOK_ALLOWED_NETWORKS=["127.0.0.0/8"])
+                    WEBHOOK_TIMEOUT_S=ATTEMPT_TIMEOUT_S, WEBHOOK_ALLOWED_NETWORKS=["127.0.0.0/8"],
+                    # With a broker the secrets' key comes from the configuration, the API's and the workers' alike
+                    WEBHOOK_SECRET_KEY=base64.b64encode(os.urandom(32)).decode())
     main = stack.worker("worker")
     webhooks = stack.worker("webhooks", queue=f"{stack.queue}-webhooks", app="workers.webhook_worker")
     try:

@@ -425,6 +425,11 @@ def test_nothing_needs_the_instance_folder_on_a_read_only_root():
         assert {"QUOTECHECK_DATABASE_URL", "QUOTECHECK_SIGNING_CERT_FILE", "QUOTECHECK_SIGNING_KEY_FILE"} <= \
             set(settings)
         assert settings["QUOTECHECK_AUTO_MIGRATE"] == "false"
+    # With a broker the webhooks' secrets are encrypted with a configured key, never one of the instance folder:
+    # the Secret and the env file (which Compose reads) ask for one of the operator's own.
+    assert PLACEHOLDER in secret_template()[ENV_SECRET]["stringData"]["QUOTECHECK_WEBHOOK_SECRET_KEY"]
+    assert any(line.startswith(f"QUOTECHECK_WEBHOOK_SECRET_KEY={PLACEHOLDER}")
+               for line in (DEPLOY / "quotecheck.env.example").read_text().splitlines())
 
 
 # --- security ----------------------------------------------------------------------------------------------
