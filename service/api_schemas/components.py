@@ -258,6 +258,12 @@ VERIFICATION: dict[str, Any] = {
         "addendum_of": {"type": ["object", "null"], "properties": {"record_id": _NULLABLE_TEXT,
                                                                    "digest": _NULLABLE_TEXT},
                         "description": "for an as-built addendum, the record it names; null for anything else"},
+        "level": {"type": ["string", "null"], "enum": ["B-B", "B-T", "B-LT", "B-LTA", None],
+                  "description": "the signature's level: PAdES baseline of a PDF; B-T for an envelope whose "
+                                 "signature carries a timestamp, else B-B; null when no signature was read"},
+        "signing_time": {"type": ["string", "null"], "format": "date-time",
+                         "description": "the time in the TSA's timestamp of the signature (RFC 3339); null "
+                                        "without a timestamp (the signer's own time is in the envelope)"},
         "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Verification"},
                   "description": "the verifications of a PDF's attachments"},
     },

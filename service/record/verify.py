@@ -14,7 +14,7 @@ from typing import Any
 
 from service.record.attestation import RESULT_OF_VERDICT, verify_dsse
 from service.record.canonical import SAFE_INTEGER, record_digest
-from service.record.envelope import verify_record
+from service.record.envelope import certified_signer, verify_record
 from service.record.errors import UnreadableDocument
 from service.record.keys import TrustedKeys
 from service.record.render import ATTESTATION_ATTACHMENT, DRAFT_ATTACHMENT, RECORD_ATTACHMENT
@@ -176,7 +176,7 @@ def verify_pdf(data: bytes, trusted_keys: TrustedKeys) -> Verification:
     covers the whole file, the attached record envelope verifies with the same key, and the attached
     verdict attestation (when present) verifies and agrees with the record.
     """
-    from service.record.pades import check_pdf_signatures
+    from service.record.pades_check import check_pdf_signatures
 
     result = Verification("PDF")
     try:
@@ -210,7 +210,8 @@ def verify_pdf(data: bytes, trusted_keys: TrustedKeys) -> Verification:
         result.fail(f"the record envelope is signed by key {record_check.key_id}, the PDF by key {signer_key_id}; "
                     "expected one key")
     if ATTESTATION_ATTACHMENT in files and record_check.record is not None:
-        result.parts.append(_check_attestation(files[ATTESTATION_ATTACHMENT], record_check.record, trusted_keys))
+        signer_trust = certified_signer(envelope, trusted_keys) if record_check.ok else trusted_keys
+        result.parts.append(_check_attestation(files[ATTESTATION_ATTACHMENT], record_check.record, signer_trust))
     return result
 
 
