@@ -1,0 +1,100 @@
+"""A record the service signs against a real PKI is PAdES B-LTA as the user downloads it over HTTP.
+
+The service is configured with a certificate issued by the loopback PKI (Certomancer: CA, OCSP, CRL and TSA on
+127.0.0.1) and its TSA. The record is approved through the API, downloaded (GET …json and …pdf), saved, and
+verified as a user does: `quotecheck verify FILE --key <the PKI's root>`, offline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_support import Caller, url, waive_all
+from click.testing import CliRunner
+from flask import Flask
+
+from service.cli import main
+
+pytest.importorskip("certomancer", reason="certomancer (a dev dependency) serves the test PKI; pip install -e '.[dev]'")
+
+from service.record.loopback_pki import LoopbackPki  # noqa: E402  (needs certomancer)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackPki]:
+    with LoopbackPki(tmp_path_factory.mktemp("pki")) as served:
+        yield served
+
+
+@pytest.fixture
+def lta_app(make_app: Callable[..., Flask], pki: LoopbackPki) -> Flask:
+    return make_app(**pki.settings())
+
+
+def _approved_record(app: Flask, submission: dict[str, Any]) -> tuple[Caller, str]:
+    from api_support import caller_for
+
+    response = caller_for(app, "submitter").post("/api/v1/submissions", json=submission)
+    assert response.status_code == 201, response.get_json()
+    view = waive_all(caller_for(app, "reviewer"), response.get_json())
+    approver = caller_for(app, "approver")
+    response = approver.post(url(view["id"], "decisions"), json={"action": "approve"}, if_match=view["etag"])
+    assert response.status_code == 201, response.get_json()
+    return approver, response.get_json()["final_record_id"]
+
+
+def _verify(path: Path, root: Path) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["verify", str(path), "--key", str(root), "--format", "json"])
+    return result.exit_code, result.output
+
+
+def test_a_downloaded_record_verifies_as_b_lta_pdf_and_timestamped_json_with_the_pki_root_only(
+        lta_app: Flask, pki: LoopbackPki, submission_document: dict[str, Any], tmp_path: Path) -> None:
+    # Given a record approved through the API of a service that signs against the PKI
+    approver, record_id = _approved_record(lta_app, submission_document)
+
+    # When the approver downloads it and saves both files
+    pdf_response = approver.get(f"/api/v1/records/{record_id}.pdf")
+    json_response = approver.get(f"/api/v1/records/{record_id}.json")
+    assert pdf_response.status_code == json_response.status_code == 200
+    (tmp_path / "record.pdf").write_bytes(pdf_response.data)
+    (tmp_path / "record.json").write_bytes(json_response.data)
+
+    # Then `quotecheck verify` with the root alone finds B-LTA and the TSA's time in the PDF, B-T in the JSON
+    pdf_code, pdf_out = _verify(tmp_path / "record.pdf", pki.root_cert_file)
+    json_code, json_out = _verify(tmp_path / "record.json", pki.root_cert_file)
+    pdf_report, json_report = json.loads(pdf_out), json.loads(json_out)
+    assert pdf_code == 0 and pdf_report["ok"], pdf_report["reasons"]
+    assert pdf_report["level"] == "B-LTA" and pdf_report["signing_time"]
+    assert json_code == 0 and json_report["ok"], json_report["reasons"]
+    assert json_report["level"] == "B-T" and json_report["signing_time"]
+    assert json_report["signing_time"] <= pdf_report["signing_time"]  # the envelope is signed at approval, first
+    envelope = json.loads(json_response.data)
+    assert pdf_report["record_digest"] == envelope["signature"]["record_digest"]
+
+
+def test_the_text_report_names_the_level_and_the_tsas_signing_time(
+        lta_app: Flask, pki: LoopbackPki, submission_document: dict[str, Any], tmp_path: Path) -> None:
+    approver, record_id = _approved_record(lta_app, submission_document)
+    (tmp_path / "record.pdf").write_bytes(approver.get(f"/api/v1/records/{record_id}.pdf").data)
+
+    result = CliRunner().invoke(main, ["verify", str(tmp_path / "record.pdf"), "--key", str(pki.root_cert_file)])
+
+    assert result.exit_code == 0, result.output
+    assert "  level B-LTA, signing time 20" in result.output and "(the TSA's timestamp)" in result.output
+
+
+def test_the_services_verify_endpoint_reports_the_level_of_its_own_lta_pdf(
+        lta_app: Flask, submission_document: dict[str, Any]) -> None:
+    approver, record_id = _approved_record(lta_app, submission_document)
+    pdf = approver.get(f"/api/v1/records/{record_id}.pdf").data
+
+    report = lta_app.test_client().post("/api/v1/records/verify", data=pdf,
+                                        headers={"Content-Type": "application/pdf"}).get_json()
+
+    assert report["ok"], report["reasons"]
+    assert report["level"] == "B-LTA" and report["signing_time"]
