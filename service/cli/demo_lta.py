@@ -17,7 +17,6 @@ import json
 import shutil
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,9 @@ class _Caller:
     """The app's test client with one user's bearer token."""
 
     def __init__(self, app: Any, user: str, role: str) -> None:
-        from service.accounts.auth import create_token
-        from service.persistence.db import get_db
+        from service.app.accounts import create_token
 
-        with app.app_context(), get_db(app).session() as session:
-            _, self.token = create_token(session, user, role, datetime.now(UTC))
-            session.commit()
+        self.token = create_token(app, user, role, None, "all", create_user=True).secret
         self.client, self.user = app.test_client(), user
 
     def send(self, method: str, url: str, expected: int, **kwargs: Any) -> Any:

@@ -23,7 +23,7 @@ from sqlmodel import Session, col, func, select
 
 from schemas.canonical_json import canonical_json
 from service.accounts.actors import Actor
-from service.persistence.models import AuditChainHead, AuditEvent
+from service.persistence.models import AuditChainHead, AuditEvent, AuditHeadTimestamp
 from service.signals import audit_anchored, audit_appended
 
 GENESIS_HASH = "0" * 64
@@ -224,6 +224,18 @@ def anchor(session: Session) -> Anchor:
     taken = Anchor(head.length, ANCHOR_PREFIX + head.last_hash)
     audit_anchored.send(None, anchor=taken)
     return taken
+
+
+def head(session: Session) -> Anchor:
+    """Returns the chain's length and head hash as the head row records them now (no lock: a read)."""
+    row = session.exec(select(AuditChainHead).where(AuditChainHead.id == HEAD_ID)
+                       .execution_options(populate_existing=True)).one()
+    return Anchor(row.length, ANCHOR_PREFIX + row.last_hash)
+
+
+def head_timestamps(session: Session) -> list[AuditHeadTimestamp]:
+    """Returns the stored TSA timestamps of the chain's head, oldest first."""
+    return list(session.exec(select(AuditHeadTimestamp).order_by(col(AuditHeadTimestamp.id))).all())
 
 
 def event_at(session: Session, event_id: int) -> AuditEvent | None:

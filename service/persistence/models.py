@@ -375,3 +375,18 @@ class SignInFailure(SQLModel, table=True):
     client: str = Field(max_length=64, index=True)
     token_prefix: str | None = Field(default=None, max_length=10, index=True)
     failed_at: datetime = Field(index=True)
+
+
+class AuditHeadTimestamp(SQLModel, table=True):
+    """The audit chain's length and head hash at one moment, with the TSA's RFC 3161 token over them
+    (service/app/audit_chain.py): taken at every decision and on a schedule, so a tail deleted before the
+    latest one shows. ``reason``: ``decision`` or ``schedule``."""
+
+    __tablename__ = "audit_head_timestamp"
+
+    id: int | None = Field(default=None, primary_key=True)
+    events: int = Field(index=True)
+    head_hash: str = Field(max_length=DIGEST_LENGTH)
+    reason: str = Field(max_length=32)
+    token: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime

@@ -98,3 +98,95 @@ def test_the_services_verify_endpoint_reports_the_level_of_its_own_lta_pdf(
 
     assert report["ok"], report["reasons"]
     assert report["level"] == "B-LTA" and report["signing_time"]
+
+
+# --- the audit chain's head, timestamped by the TSA ------------------------------------------------------------
+
+def _audit(app: Flask, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["audit", *args], obj={"app": app})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def _cut_tail_and_fix_head(app: Flask, keep: int) -> None:
+    """Deletes every event after ``keep`` and sets the head row to match: the chain's links alone all hold."""
+    from sqlalchemy import text
+
+    from service.persistence.db import get_db
+
+    with get_db(app).engine.begin() as connection:
+        connection.execute(text("DELETE FROM audit_event WHERE id > :keep"), {"keep": keep})
+        last = connection.execute(text("SELECT hash FROM audit_event WHERE id = :keep"), {"keep": keep}).scalar_one()
+        connection.execute(text("UPDATE audit_chain_head SET length = :keep, last_hash = :last WHERE id = 1"),
+                           {"keep": keep, "last": last})
+
+
+def _chain_length(app: Flask) -> int:
+    from service.persistence import audit
+    from service.persistence.db import get_db
+
+    with get_db(app).session() as session:
+        return audit.count(session)
+
+
+def test_deleting_the_last_events_after_a_decision_is_found_and_the_missing_range_named(
+        lta_app: Flask, submission_document: dict[str, Any]) -> None:
+    # Given an approval, whose decision had the TSA timestamp the chain's head, and nothing issued since
+    _approved_record(lta_app, submission_document)
+    events = _chain_length(lta_app)
+    code, output = _audit(lta_app, "verify")
+    assert code == 0 and f"head timestamps OK: 1; the latest: the TSA timestamped the head at event {events}" \
+        in output, output
+
+    # When someone deletes the last three events (the decision among them) and rewrites the head row to match
+    _cut_tail_and_fix_head(lta_app, events - 3)
+
+    # Then the chain's links still hold, but audit verify exits 1 naming the events that are missing
+    code, output = _audit(lta_app, "verify")
+    assert code == 1, output
+    assert output.startswith(f"audit chain OK: {events - 3} events")
+    assert f"events {events - 2}–{events} are missing: the TSA timestamped the chain's head at " in output, output
+
+
+def test_a_scheduled_head_timestamp_covers_the_events_after_the_last_decision(
+        lta_app: Flask, submission_document: dict[str, Any]) -> None:
+    approver, record_id = _approved_record(lta_app, submission_document)
+    assert approver.get(f"/api/v1/records/{record_id}.pdf").status_code == 200  # record.pdf_issued, after the decision
+    events = _chain_length(lta_app)
+
+    code, output = _audit(lta_app, "timestamp")
+    assert code == 0 and f"head timestamped: event {events}" in output, output
+    _cut_tail_and_fix_head(lta_app, events - 1)
+
+    code, output = _audit(lta_app, "verify")
+    assert code == 1 and f"event {events} is missing: the TSA timestamped" in output, output
+
+
+def test_an_altered_head_timestamp_token_is_reported(lta_app: Flask, submission_document: dict[str, Any]) -> None:
+    from sqlalchemy import text
+
+    from service.persistence.db import get_db
+
+    _approved_record(lta_app, submission_document)
+    with get_db(lta_app).engine.begin() as connection:
+        token = bytearray(connection.execute(text("SELECT token FROM audit_head_timestamp")).scalar_one())
+        token[len(token) // 2] ^= 0x01
+        connection.execute(text("UPDATE audit_head_timestamp SET token = :t"), {"t": bytes(token)})
+
+    code, output = _audit(lta_app, "verify")
+
+    assert code == 1 and "head timestamp 1 (decision, " in output and "does not verify" in output, output
+
+
+def test_the_lta_demo_writes_a_record_that_verifies_as_b_lta_with_the_root_it_writes(tmp_path: Path) -> None:
+    from service.cli import demo_lta
+
+    assert demo_lta.main(["--out", str(tmp_path / "out")]) == 0
+
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["pki-root.cert.pem", "record-lta.json", "record-lta.pdf"]
+    code, output = _verify(out / "record-lta.pdf", out / "pki-root.cert.pem")
+    report = json.loads(output)
+    assert code == 0 and report["ok"] and report["level"] == "B-LTA" and report["signing_time"], output
+    code, output = _verify(out / "record-lta.json", out / "pki-root.cert.pem")
+    assert code == 0 and json.loads(output)["level"] == "B-T", output

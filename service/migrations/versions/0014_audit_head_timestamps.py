@@ -1,0 +1,38 @@
+"""The audit chain's head timestamped by the TSA: at every decision and on a schedule (`quotecheck audit timestamp`).
+
+Each row holds the chain's length and head hash at one moment and the TSA's RFC 3161 token over them, so
+`quotecheck audit verify` finds a tail deleted (and the head row rewritten) before the latest such anchor.
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-12-06
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0014"
+down_revision: str | Sequence[str] | None = "0013"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "audit_head_timestamp",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("events", sa.Integer(), nullable=False),
+        sa.Column("head_hash", sa.String(length=71), nullable=False),
+        sa.Column("reason", sa.String(length=32), nullable=False),
+        sa.Column("token", sa.LargeBinary(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_audit_head_timestamp")),
+    )
+    op.create_index(op.f("ix_audit_head_timestamp_events"), "audit_head_timestamp", ["events"])
+
+
+def downgrade() -> None:
+    op.drop_index(op.f("ix_audit_head_timestamp_events"), table_name="audit_head_timestamp")
+    op.drop_table("audit_head_timestamp")
