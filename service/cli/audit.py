@@ -138,6 +138,9 @@ def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> Anchore
     except Exception as error:  # whatever the file holds, the answer is an exit code, not a traceback
         fail_input(QuotecheckError(f"{path} cannot be verified: {type(error).__name__}: {error}"))
     record = verification.record
+    if isinstance(record, dict) and isinstance(record.get("addendum_id"), str):
+        # An as-built addendum is anchored like a record, under its own id (record_id names the record it is of).
+        record = {**record, "record_id": record["addendum_id"]}
     if not isinstance(record, dict) or not isinstance(record.get("record_id"), str):
         fail_input(QuotecheckError(f"{path} holds no commissioning record with a record_id ({verification.subject}); "
                                     "give the signed record JSON or its PDF"))

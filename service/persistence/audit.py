@@ -243,7 +243,9 @@ def event_at(session: Session, event_id: int) -> AuditEvent | None:
     return session.get(AuditEvent, event_id, populate_existing=True)
 
 
-ISSUING_ACTIONS = ("decision.approve", "decision.reject", "purchase_order.linked")
+ISSUING_ACTIONS = ("decision.approve", "decision.reject", "purchase_order.linked", "addendum.issued")
+# The detail members that name the document an issuing event issued, and its digest: an addendum's own id.
+_ISSUED_ID = {"addendum.issued": ("addendum_id", "addendum_digest")}
 
 
 @dataclass(frozen=True)
@@ -289,12 +291,13 @@ def check_anchor(session: Session, expected: Anchor, record_id: str, record_dige
         problems.append(f"the chain has {stored} events, but event {n + 1}, which issued record {record_id}, is "
                         "missing: the tail of the chain was deleted")
         return AnchorCheck(findings, problems)
-    named = (issuing.detail or {}).get("record_id")
+    id_member, digest_member = _ISSUED_ID.get(issuing.action, ("record_id", "record_digest"))
+    named = (issuing.detail or {}).get(id_member)
     if issuing.action not in ISSUING_ACTIONS or named != record_id:
         problems.append(f"event {n + 1} is {issuing.action} naming record {named}, expected the event that issued "
                         f"record {record_id} ({' or '.join(ISSUING_ACTIONS)})")
         return AnchorCheck(findings, problems)
-    digest = (issuing.detail or {}).get("record_digest")
+    digest = (issuing.detail or {}).get(digest_member)
     if record_digest is not None and digest != record_digest:
         problems.append(f"event {n + 1} records digest {digest} for record {record_id}, but the record's digest is "
                         f"{record_digest}")

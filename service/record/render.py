@@ -50,6 +50,7 @@ ASSETS = {"record.css": "text/css"}
 RECORD_ATTACHMENT = "commissioning-record.json"  # the signed record envelope (final PDF)
 DRAFT_ATTACHMENT = "commissioning-record.draft.json"  # the canonical, unsigned record (draft PDF)
 ATTESTATION_ATTACHMENT = "verdict.intoto.dsse.json"  # the DSSE envelope of the in-toto verdict statement
+ADDENDUM_ATTACHMENT = "as-built-addendum.json"  # the signed as-built addendum envelope (service/record/addendum_pdf.py)
 
 
 class FetchRefused(QuotecheckError):

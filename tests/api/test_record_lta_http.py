@@ -190,3 +190,41 @@ def test_the_lta_demo_writes_a_record_that_verifies_as_b_lta_with_the_root_it_wr
     assert code == 0 and report["ok"] and report["level"] == "B-LTA" and report["signing_time"], output
     code, output = _verify(out / "record-lta.json", out / "pki-root.cert.pem")
     assert code == 0 and json.loads(output)["level"] == "B-T", output
+
+
+# --- as-built addenda: a signed PDF too, anchored in the audit chain ---------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dgx-h100-70b-finetune.json"
+MEASUREMENTS: dict[str, Any] = {"storage": {"write_gbs": 25, "read_gbs": 60},
+                                "power": {"sustained_w_per_node": 9000}}
+
+
+def test_an_addendum_made_over_http_verifies_as_json_and_as_pdf_and_audit_verify_finds_its_anchor(
+        lta_app: Flask, pki: LoopbackPki, tmp_path: Path) -> None:
+    from api_support import caller_for
+
+    # Given the example quote approved, and a reviewer who attaches acceptance measurements over HTTP
+    _, record_id = _approved_record(lta_app, json.loads(EXAMPLE.read_text(encoding="utf-8")))
+    reviewer = caller_for(lta_app, "reviewer")
+    attached = reviewer.post(f"/api/v1/records/{record_id}/addenda", json={"measurements": MEASUREMENTS})
+    assert attached.status_code == 201, attached.get_json()
+    addendum_id = attached.get_json()["record"]["addendum_id"]
+
+    # When the reviewer downloads it as JSON and as PDF (twice: the PDF is stored once and served unchanged)
+    base = f"/api/v1/records/{record_id}/addenda/{addendum_id}"
+    (tmp_path / "addendum.json").write_bytes(reviewer.get(base).data)
+    first, again = reviewer.get(base + ".pdf"), reviewer.get(base + ".pdf")
+    assert first.status_code == 200 and first.mimetype == "application/pdf" and again.data == first.data
+    (tmp_path / "addendum.pdf").write_bytes(first.data)
+
+    # Then both verify with the PKI's root alone, the PDF as B-LTA holding the addendum
+    for name, level in (("addendum.json", "B-T"), ("addendum.pdf", "B-LTA")):
+        code, output = _verify(tmp_path / name, pki.root_cert_file)
+        report = json.loads(output)
+        assert code == 0 and report["ok"], (name, report["reasons"])
+        assert report["level"] == level and report["addendum_of"]["record_id"] == record_id
+    # and `audit verify --against` finds the anchor the addendum carries, from either file
+    for name in ("addendum.json", "addendum.pdf"):
+        code, output = _audit(lta_app, "verify", "--against", str(tmp_path / name), "--key", str(pki.root_cert_file))
+        assert code == 0, output
+        assert f"issued record {addendum_id}" in output and "(addendum.issued, " in output, output
