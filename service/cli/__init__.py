@@ -32,6 +32,7 @@ COMMANDS = {
     "sign": "service.record.cli:sign",
     "pdf": "service.record.cli:pdf",
     "keys": "service.record.cli:keys",
+    "records": "service.cli.records:records",
 }
 
 

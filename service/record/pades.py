@@ -99,3 +99,31 @@ def sign_pdf(pdf: bytes, keys: SigningKeys, *, record_id: str | None = None) -> 
     except Exception as error:
         raise SigningError(f"PAdES signing failed: {type(error).__name__}: {error}") from error
     return output.getvalue()
+
+
+def add_document_timestamp(pdf: bytes, keys: SigningKeys) -> bytes:
+    """Returns ``pdf`` with a new document timestamp from ``keys``' TSA after the validation data of its latest one.
+
+    What keeps a B-LTA record verifiable past its last timestamp's certificate or algorithm (ETSI EN 319 142-1
+    §5.5): the DSS gains the OCSP responses and CRLs of the last timestamp's TSA, fetched now, and a new
+    document timestamp covers them. A PDF without a document timestamp gets its first. SigningError when no TSA
+    is configured or it, an OCSP responder or a CRL cannot be reached.
+    """
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign import signers
+
+    if keys.tsa is None:
+        raise SigningError("no TSA is configured (TSA_URL): there is nothing to timestamp with")
+    stamper = signers.PdfTimeStamper(keys.tsa.timestamper())
+    try:
+        reader = PdfFileReader(BytesIO(pdf))
+        if any(s.sig_object_type == "/DocTimeStamp" for s in reader.embedded_signatures):
+            output = run_off_loop(stamper.update_archival_timestamp_chain, reader, _fetching_context(keys),
+                                  in_place=False)
+        else:
+            output = run_off_loop(stamper.timestamp_pdf, IncrementalPdfFileWriter(BytesIO(pdf)), "sha256",
+                                  validation_context=_fetching_context(keys))
+    except Exception as error:
+        raise SigningError(f"the document timestamp failed: {type(error).__name__}: {error}") from error
+    return output.getvalue()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -228,3 +229,40 @@ def test_an_addendum_made_over_http_verifies_as_json_and_as_pdf_and_audit_verify
         code, output = _audit(lta_app, "verify", "--against", str(tmp_path / name), "--key", str(pki.root_cert_file))
         assert code == 0, output
         assert f"issued record {addendum_id}" in output and "(addendum.issued, " in output, output
+
+
+def test_records_retimestamp_adds_a_document_timestamp_to_every_stored_pdf_which_still_verifies(
+        lta_app: Flask, pki: LoopbackPki, submission_document: dict[str, Any], tmp_path: Path) -> None:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    # Given a signed record PDF the service stored on its first download
+    approver, record_id = _approved_record(lta_app, submission_document)
+    first = approver.get(f"/api/v1/records/{record_id}.pdf")
+
+    # When the TSA timestamps the stored PDFs anew
+    result = CliRunner().invoke(main, ["records", "retimestamp"], obj={"app": lta_app})
+
+    # Then the served PDF is the old one plus a document timestamp, still B-LTA with the same signing time
+    assert result.exit_code == 0 and "1 of 1 stored signed PDFs timestamped anew" in result.output, result.output
+    renewed = approver.get(f"/api/v1/records/{record_id}.pdf")
+    assert renewed.data.startswith(first.data) and renewed.headers["ETag"] != first.headers["ETag"]
+    types = [str(s.sig_object_type) for s in PdfFileReader(BytesIO(renewed.data)).embedded_signatures]
+    assert types == ["/Sig", "/DocTimeStamp", "/DocTimeStamp"]
+    (tmp_path / "before.pdf").write_bytes(first.data)
+    (tmp_path / "after.pdf").write_bytes(renewed.data)
+    before = json.loads(_verify(tmp_path / "before.pdf", pki.root_cert_file)[1])
+    code, output = _verify(tmp_path / "after.pdf", pki.root_cert_file)
+    after = json.loads(output)
+    assert code == 0 and after["ok"] and after["level"] == "B-LTA", after["reasons"]
+    assert after["signing_time"] == before["signing_time"]
+    # and the replacement is in the audit log with both digests, and the chain holds
+    from sqlalchemy import text
+
+    from service.persistence.db import get_db
+
+    with get_db(lta_app).engine.connect() as connection:
+        detail = connection.execute(text("SELECT detail FROM audit_event WHERE action = 'record.pdf_retimestamped'")
+                                    ).scalar_one()
+    detail = json.loads(detail) if isinstance(detail, str) else detail
+    assert detail["pdf_digest"] == "sha256:" + renewed.headers["ETag"].strip('"')
+    assert _audit(lta_app, "verify")[0] == 0

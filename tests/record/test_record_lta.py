@@ -217,3 +217,21 @@ def test_revoking_the_signer_after_signing_keeps_the_old_record_valid_and_invali
     assert later_result.level == "B-LT" and not later_result.ok
     assert any("the signer's certificate was revoked at" in reason for reason in later_result.reasons), \
         later_result.reasons
+
+
+def test_a_new_document_timestamp_keeps_the_record_b_lta_and_valid(
+        pki: LoopbackPki, root: TrustedKeys, lta_pdf: tuple[bytes, dt.datetime, dt.datetime]) -> None:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    from service.record.pades import add_document_timestamp
+
+    pdf = lta_pdf[0]
+
+    renewed = add_document_timestamp(pdf, _keys(pki))
+
+    assert renewed.startswith(pdf)  # an incremental update: the signed bytes are untouched
+    types = [str(s.sig_object_type) for s in PdfFileReader(BytesIO(renewed)).embedded_signatures]
+    assert types == ["/Sig", "/DocTimeStamp", "/DocTimeStamp"]
+    result, before = verify_document(renewed, root), verify_document(pdf, root)
+    assert result.ok, result.all_reasons()
+    assert result.level == "B-LTA" and result.signing_time == before.signing_time
