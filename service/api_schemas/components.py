@@ -211,9 +211,17 @@ SIGNATURE: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": ["alg", "key_id", "record_digest", "signed_at", "value"],
-    "description": "signs the RFC 8785 bytes of this object without `value` (docs/records.md)",
+    "description": "signs the RFC 8785 bytes of this object without `value` and `timestamp` (docs/records.md)",
     "properties": {"alg": {"enum": ["ecdsa-p256-sha256", "ed25519"]}, "key_id": _DIGEST, "record_digest": _DIGEST,
-                   "signed_at": _TIME, "value": {"type": "string", "contentEncoding": "base64"}},
+                   "signed_at": _TIME, "value": {"type": "string", "contentEncoding": "base64"},
+                   "x5c": {"type": "array", "minItems": 1,
+                           "items": {"type": "string", "contentEncoding": "base64"},
+                           "description": "the signer's certificate (DER), then its chain up to the root: present "
+                                          "when the signing certificate is issued by a CA; signed"},
+                   "timestamp": {"type": "string", "contentEncoding": "base64",
+                                 "description": "the TSA's RFC 3161 TimeStampToken (DER) over the decoded `value`: "
+                                                "present when the service has a TSA (TSA_URL); not signed, it is "
+                                                "over the signature"}},
 }
 
 SIGNED_RECORD: dict[str, Any] = {

@@ -176,7 +176,7 @@ def test_an_altered_head_timestamp_token_is_reported(lta_app: Flask, submission_
 
     code, output = _audit(lta_app, "verify")
 
-    assert code == 1 and "head timestamp 1 (decision, " in output and "does not verify" in output, output
+    assert code == 1 and "(decision, " in output and "does not verify" in output, output
 
 
 def test_the_lta_demo_writes_a_record_that_verifies_as_b_lta_with_the_root_it_writes(tmp_path: Path) -> None:
