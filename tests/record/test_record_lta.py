@@ -235,3 +235,17 @@ def test_a_new_document_timestamp_keeps_the_record_b_lta_and_valid(
     result, before = verify_document(renewed, root), verify_document(pdf, root)
     assert result.ok, result.all_reasons()
     assert result.level == "B-LTA" and result.signing_time == before.signing_time
+
+
+def test_the_instances_own_self_signed_key_with_a_tsa_signs_b_lta(pki: LoopbackPki, approved: dict[str, Any],
+                                                                 keys: SigningKeys, other_keys: SigningKeys) -> None:
+    from service.record import record_pdf
+
+    timestamped = keys.with_tsa(TimestampAuthority.from_settings(pki.tsa_url, str(pki.root_cert_file)))
+
+    pdf = record_pdf(approved, timestamped, envelope=sign_record(approved, timestamped))
+
+    result = verify_document(pdf, timestamped.trusted())
+    assert result.ok and result.level == "B-LTA" and result.signing_time is not None, result.all_reasons()
+    stranger = verify_document(pdf, other_keys.trusted().merged(TrustedKeys.from_files([pki.root_cert_file])))
+    assert not stranger.ok and any("does not chain to a trusted root" in r for r in stranger.reasons)
