@@ -47,6 +47,11 @@ DEFAULTS: dict[str, Any] = {
     # answer; the outcome of that check is kept this long, so frequent probes cost one ping per period.
     "READINESS_WORKER_TIMEOUT_S": 1,
     "READINESS_CACHE_S": 5,
+    # With a broker, GET /readyz is not ready when a task has waited longer than this to be started and no run was
+    # written meanwhile (read from the task table: no broker needed), so a stuck consumer shows within it plus a
+    # probe period. Its broker check waits at most READINESS_BROKER_TIMEOUT_S, below the probes' own 5 s timeouts.
+    "READINESS_MAX_QUEUED_AGE_S": 20,
+    "READINESS_BROKER_TIMEOUT_S": 2,
     # GET /metrics answers `Authorization: Bearer <METRICS_TOKEN>` (a Prometheus scraper's credentials file) and
     # admin API tokens. None: admin API tokens only. At least 32 characters.
     "METRICS_TOKEN": None,

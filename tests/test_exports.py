@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from service.cli import main
+from service.exports.comparisons import comparison_csv
 from service.exports.positions import Positions, resolve
 from service.exports.tables import cell, csv_text
 from tests.checks.fixture_support import load_fixture
@@ -187,3 +188,26 @@ def test_positions_cover_members_elements_and_escaped_names():
     assert resolve(json.loads(text[1:]), "/a~1b/1/x~0y") == (True, "é\n")
     assert resolve({"a": [1]}, "/a/²") == (False, None)
     assert Positions("not json").region("") is None
+
+
+def test_comparison_csv_numbers_are_plain_decimals_and_text_cannot_run_as_a_formula():
+    # Given a decided comparison whose figures need an exponent in Python's repr, and a vendor written as a formula
+    row = {"name": "q1", "vendor": "@SUM(A1)", "quote_id": "-1", "rank": 1, "passes": True, "stopped_by": [],
+           "assumed_layout": {"tensor": 8, "pipeline": 2, "context": 1, "data": 4, "sharding": "zero1",
+                              "micro_batch": 1},
+           "days_p50": 1.5e-05, "days_p90": 2.0, "days": 1e20, "days_range": None, "currency": "USD",
+           "quote_total": 1234567.0, "cost_per_run": 0.1, "cost_per_million_tokens": None}
+    stopped = {**row, "name": "q2", "rank": None, "passes": False, "vendor": "Plain",
+               "stopped_by": [{"id": "peak-memory", "status": "fail", "message": "=needs 90 GiB"}]}
+    result = {"passing": [row], "not_ranked": [stopped], "soonest": {"name": "q1"}, "cheapest": None}
+
+    # When it is written as CSV and read back
+    table = list(csv.DictReader(io.StringIO(comparison_csv(result))))
+
+    # Then numbers are plain decimals, unknown figures empty, and formula-like text quoted with an apostrophe
+    assert table[0]["days_p50"] == "0.000015" and table[0]["days_expected"] == "100000000000000000000"
+    assert table[0]["quote_total_in_currency"] == "1234567" and table[0]["cost_per_million_tokens_in_currency"] == ""
+    assert table[0]["vendor"] == "'@SUM(A1)" and table[0]["quote_id"] == "'-1"
+    assert table[0]["soonest_that_passes"] == "true" and table[0]["cheapest_that_passes"] == "false"
+    assert table[1]["rank"] == "" and table[1]["stopped_by"] == "peak-memory: =needs 90 GiB"
+    assert [table[0][c] for c in ("tensor_parallel", "pipeline_parallel", "data_parallel")] == ["8", "2", "4"]

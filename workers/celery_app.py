@@ -27,6 +27,7 @@ import workers.webhook_tasks  # noqa: F401
 from service import logs
 from service.errors import InvalidRequest
 from service.tasks import tasks_port
+from workers.acks import AckRetries, RetriedAckRequest
 
 EXTENSION = "celery"
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+socket://")
@@ -72,6 +73,13 @@ def redis_broker_options(config: dict[str, Any]) -> dict[str, Any]:
     once, not retried (kombu's default retries hold a request about 6 s when Redis refuses, and each retry
     waits out the socket timeout again when it hangs): a task the broker did not take waits in the outbox.
     A worker reconnects by its own retries (broker_connection_retry, broker_connection_max_retries).
+
+    What a worker does when Redis hangs, and why nothing more is set here: each command gives up at the socket
+    timeout (``redis_timeouts``); a BRPOP or pub/sub connection that went half-open is dropped by kombu's own
+    checks after brpop_timeout + health_check_interval (kombu 5.7.0's Redis transport, left at its default 25 s;
+    celery/kombu#2590); ``socket_keepalive`` does not keep a connection through an L4 proxy (celery/celery#10325);
+    and an acknowledgement that timed out is sent again by the worker (workers/acks.py), which redis-py's
+    ``retry_on_timeout`` (one immediate retry) would not outlast a 15 s pause.
     """
     return {"visibility_timeout": config["CELERY_VISIBILITY_TIMEOUT_S"],
             "unacked_restore_interval": UNACKED_RESTORE_INTERVAL_S, "unacked_restore_throttle": 1,
@@ -150,12 +158,17 @@ def celery_init_app(app: Flask) -> Celery:
     """Returns the Celery app bound to ``app`` (also ``app.extensions["celery"]``), configured from ``app.config``."""
 
     class FlaskTask(Task):
+        # An acknowledgement the broker did not take (Redis hung) is tried again, rather than leaving the worker's
+        # prefetch window full and the worker consuming nothing (workers/acks.py).
+        Request = RetriedAckRequest
+
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             with app.app_context():
                 return self.run(*args, **kwargs)
 
     celery_app = Celery(app.name, task_cls=FlaskTask)
     celery_app.config_from_object(celery_settings(app.config))
+    celery_app.steps["consumer"].add(AckRetries)
     celery_app.set_default()
     app.extensions[EXTENSION] = celery_app
     return celery_app
@@ -189,11 +202,14 @@ class CeleryQueue:
     def uses_broker(self) -> bool:
         return not self.celery_app.conf.task_always_eager
 
-    def depth(self) -> int | None:
+    def depth(self, timeout_s: float | None = None) -> int | None:
         if not self.uses_broker():
             return None
         queue = self.celery_app.conf.task_default_queue
-        with self.celery_app.connection_for_read() as connection:
+        # A shorter wait than the broker's own timeouts, for a caller that must answer sooner (/readyz).
+        bounded = {} if timeout_s is None else {"connect_timeout": timeout_s, "transport_options": {
+            "socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}}
+        with self.celery_app.connection_for_read(**bounded) as connection:
             # Declaring counts the messages (Redis: LLEN of the queue's lists, key prefix applied) and declares
             # nothing new: the API sends to this queue anyway. A passive declaration would do, but kombu's
             # Redis transport looks the queue up without the key prefix.

@@ -134,16 +134,20 @@ def compare_configurations_task(self: Task, submission_json: str,
 
 
 @shared_task(name=COMPARE_QUOTES, **TASK_OPTIONS)
-def compare_quotes_task(self: Task, quotes_json: str) -> dict[str, Any] | None:
-    """Returns stored quotes ranked at their best layouts (rules.advice.compare_quotes) under the app's policy.
+def compare_quotes_task(self: Task, quotes_json: str, waived: dict[str, list[str]] | None = None
+                        ) -> dict[str, Any] | None:
+    """Returns stored quotes compared at their best layouts and ranked if they pass (rules.advice.compare_quotes)
+    under the app's policy.
 
-    ``quotes_json``: a JSON array of ``[submission id, submission document]`` pairs, in the order requested.
+    ``quotes_json``: a JSON array of ``[submission id, submission document]`` pairs, in the order requested;
+    ``waived``: submission id → the ids of its checks an active waiver covered when the comparison was asked for
+    (none for a message queued before waivers were sent).
     """
     quotes = [(name, document) for name, document in json.loads(quotes_json)]
     policy = evaluation.policy()
-    key = quotes_key(quotes, engine_version(), policy.identity()["digest"])
+    key = quotes_key(quotes, engine_version(), policy.identity()["digest"], waived)
     return run_keyed(self, runs.QUOTE_COMPARISON, key, len(quotes),
-                     lambda progress: compare_quotes(quotes, policy, on_progress=progress))
+                     lambda progress: compare_quotes(quotes, policy, waived=waived, on_progress=progress))
 
 
 @shared_task(name=RENDER_RECORD_PDF, **TASK_OPTIONS)

@@ -105,6 +105,15 @@ def layout_search_section(submission: dict[str, Any], record: dict[str, Any], se
     return section
 
 
+def timing_at(submission: dict[str, Any], record: dict[str, Any], layout: dict[str, Any],
+              policy: Policy | None = None) -> dict[str, Any] | None:
+    """Returns time-to-result's figures (days, p50, p90, …) of ``submission``, whose evaluation is ``record``, run at a
+    searched ``layout``: the layout's patch applied and evaluated in full, as the best layout's are; None when the
+    check does not model the run."""
+    patch, _ = layout_patch(submission, layout)
+    return _timing(evaluate(merge_patch(submission, patch), policy or default_policy(), now=_evaluated_at(record)))
+
+
 def with_layout_search(submission: dict[str, Any], record: dict[str, Any], search: dict[str, Any] | None,
                        policy: Policy | None = None) -> dict[str, Any]:
     """Returns ``record`` with its ``layout_search`` member (``record`` itself when there is no search)."""

@@ -174,6 +174,13 @@ def _node_change(s: Situation, index: int, nodes: int, reason: str, targets: tup
                    tuple(edits), targets, sizing.price_change(nodes - current, price))]
 
 
+def node_count_change(s: Situation, index: int, nodes: int) -> Change | None:
+    """Returns the change to ``nodes`` nodes in group ``index`` (what-if's node lever), or None when there is none
+    (the count it has, or below one)."""
+    changes = _node_change(s, index, nodes, "what if", ("time-to-result",))
+    return changes[0] if changes else None
+
+
 def _server_line_edits(s: Situation, index: int, added: int) -> list[tuple[str, Any]]:
     """Returns the edit that keeps the quote adding up when ``added`` nodes join group ``index``: the one line item
     that names its server model gets them too, when its quantity agrees with the node groups of that model today

@@ -63,9 +63,14 @@ def create_comparison(body: dict[str, Any]) -> Response:
     workload (the same model, tokens, sequence length, global batch and completion window; serving: model,
     traffic and SLO; a difference is a 422 naming `/submissions/<i>` and the member). The current revision
     of each runs its job on every GPU of its training node group at the best layout the layout search finds
-    for it, is evaluated there in full, and the rows are ranked by modelled days to result (simulated p50,
-    then p90, where evaluated), then by quote total. Each must be visible to the token (404 otherwise);
-    any role may compare stored quotes, while what-if variants need a role that may submit quotes.
+    for it (at its own layout where it states its training throughput, which is kept) and is evaluated there
+    in full. Only the quotes whose checks pass there, or whose failed and incomplete checks an active waiver
+    covers, are ranked (`passing`: by modelled days to result, simulated p50 then p90 where evaluated, then
+    quote total); the others are listed apart (`not_ranked`) with the checks that stop them (`stopped_by`).
+    `soonest` and `cheapest` (lowest `cost_per_run`; on a tie, the lower rank) name the quotes that pass first
+    and cost least per run; `quotes` keeps every quote in order of days, as before. The finished task is also
+    CSV (`GET /api/v1/tasks/{id}?format=csv`). Each must be visible to the token (404 otherwise); any role may
+    compare stored quotes, while what-if variants need a role that may submit quotes.
 
     Each variant's `patch` is an RFC 7396 JSON merge patch applied to `submission` (`null` removes a
     member; an array is replaced whole), e.g. another sharding, GPU count, node count or server model;

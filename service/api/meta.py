@@ -39,14 +39,17 @@ READY_QUERY = Query({"type": "object", "properties": {
 
 @bp.get("/readyz")
 @operation(tag="meta", errors=(503,), responses={200: ("The database answers, and with a broker the broker and at "
-                                                       "least one worker", "Health")})
+                                                       "least one worker, and queued tasks are being started",
+                                                       "Health")})
 @public
 @accepts(READY_QUERY)
 def readyz(query: dict) -> Response:
     """Report whether this process can work now: the database, and with a broker the broker and a live worker.
 
     Every check that ran is in `checks` (the 503 problem carries them too); the workers' answer to a ping is
-    kept for a few seconds (READINESS_CACHE_S).
+    kept for a few seconds (READINESS_CACHE_S). The workers check also fails, with `oldest_queued_s`, when a task
+    has waited longer than READINESS_MAX_QUEUED_AGE_S to be started and no run was written meanwhile (read from the
+    task table: workers that answer pings but consume nothing).
     """
     checks = readiness.check(frozenset([query["exclude"]]) if query["exclude"] else frozenset())
     failed = sorted(name for name, result in checks.items() if result["status"] != readiness.OK)

@@ -15,6 +15,11 @@ _NULLABLE_TEXT = {"type": ["string", "null"]}
 _DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _VERDICT = {"enum": ["pass", "warn", "incomplete", "fail"]}
+_STOP: dict[str, Any] = {
+    "type": "object", "required": ["id", "status", "message"],
+    "properties": {"id": {**_NULLABLE_TEXT, "description": "the check id; null when no check was decided"},
+                   "status": {"enum": ["fail", "insufficient-data"]}, "message": _TEXT},
+}
 
 VARIANT_NAME_PATTERN = "^[^\\x00-\\x1f\\x7f]{1,64}$"
 
@@ -117,7 +122,52 @@ QUOTE_ROW: dict[str, Any] = {
         "window_days": _NUMBER_OR_NULL,
         "gpus_quoted": {"type": ["integer", "null"]},
         "currency": _NULLABLE_TEXT, "quote_total": _NUMBER_OR_NULL, "cost_per_run_day": _NUMBER_OR_NULL,
+        "assumed_layout": {"oneOf": [{"type": "null"}, SEARCH_LAYOUT],
+                           "description": "the layout the row's figures assume: `best_layout`, or the submitted "
+                                          "layout as the search describes it (compared as submitted); null when "
+                                          "nothing could be searched"},
+        "verdict_after_waivers": {**_VERDICT, "description": "`verdict` once the waived checks are"},
+        "passes": {"type": "boolean", "description": "ranked: no failed or incomplete check that no waiver covers"},
+        "stopped_by": {"type": "array", "items": _STOP,
+                       "description": "the checks that stop the quote being ranked; [] when it passes"},
+        "waived_checks": {"type": "array", "items": _TEXT,
+                          "description": "the failed or incomplete checks an active waiver covers"},
+        "throughput_from": {**_NULLABLE_TEXT, "description": "where the training rate came from: modelled, or the "
+                                                             "stated member (tokens_per_s_per_gpu, mfu, "
+                                                             "hardware_tflops_per_gpu), which is kept"},
+        "days_range": {"oneOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"}, "minItems": 2,
+                                                    "maxItems": 2}],
+                       "description": "expected days at the fast and slow ends of the modelled rate's band; null "
+                                      "for a stated rate"},
+        "cost_per_run": {**_NUMBER_OR_NULL, "description": "time-to-result's cost_per_run: the full cost of owning "
+                                                           "the quote for the run's expected days, in `currency`"},
+        "cost_per_million_tokens": {**_NUMBER_OR_NULL, "description": "cost_per_run per million training tokens"},
+        "cost_note": {**_NULLABLE_TEXT, "description": "why there is no cost per run (null when there is)"},
     },
+}
+
+# A quote that passes, ranked among those that do (`rank` 1 soonest), or one that does not (`rank` null).
+PASSING_QUOTE_ROW: dict[str, Any] = {
+    "allOf": [{"$ref": "#/components/schemas/QuoteRow"}],
+    "description": "a quote that passes, `rank` among those that pass (1 soonest: days_p50, days_p90, quote_total)",
+    "properties": {"passes": {"const": True}},
+}
+NOT_RANKED_QUOTE_ROW: dict[str, Any] = {
+    "type": "object",
+    "description": "a quote that does not pass: `rank` null, `stopped_by` its checks (the other members of QuoteRow)",
+    "required": ["name", "rank", "passes", "stopped_by"],
+    "properties": {"rank": {"type": "null"}, "passes": {"const": False},
+                   "stopped_by": {"type": "array", "items": _STOP, "minItems": 1}},
+}
+_NAMED_QUOTE: dict[str, Any] = {
+    "oneOf": [{"type": "null"}, {
+        "type": "object",
+        "required": ["name", "rank"],
+        "properties": {"name": _TEXT, "vendor": _NULLABLE_TEXT, "quote_id": _NULLABLE_TEXT,
+                       "rank": {"type": "integer", "minimum": 1}, "days": _NUMBER_OR_NULL,
+                       "days_p50": _NUMBER_OR_NULL, "days_p90": _NUMBER_OR_NULL, "currency": _NULLABLE_TEXT,
+                       "quote_total": _NUMBER_OR_NULL, "cost_per_run": _NUMBER_OR_NULL,
+                       "cost_per_million_tokens": _NUMBER_OR_NULL}}],
 }
 
 QUOTE_COMPARISON: dict[str, Any] = {
@@ -127,6 +177,21 @@ QUOTE_COMPARISON: dict[str, Any] = {
         "key": {**_DIGEST, "description": "identifies the comparison: the quotes' ids and digests, engine and policy"},
         "engine_version": _TEXT, "policy": {"type": "object"},
         "ranked_by": {"type": "array", "items": _TEXT},
-        "quotes": {"type": "array", "items": {"$ref": "#/components/schemas/QuoteRow"}},
+        "quotes": {"type": "array", "items": {"$ref": "#/components/schemas/QuoteRow"},
+                   "description": "every quote, ordered by ranked_by whatever its checks say (the first version's "
+                                  "ranking); `passing` and `not_ranked` decide"},
+        "waived": {"type": "object", "additionalProperties": {"type": "array", "items": _TEXT},
+                   "description": "submission id → the checks an active waiver covered when the comparison was "
+                                  "asked for"},
+        "passing": {"type": "array", "items": {"$ref": "#/components/schemas/PassingQuoteRow"},
+                    "description": "the quotes whose checks pass (after waivers), ranked by ranked_by"},
+        "not_ranked": {"type": "array", "items": {"$ref": "#/components/schemas/NotRankedQuoteRow"},
+                       "description": "the quotes that do not pass, each with the checks that stop it"},
+        "soonest": {**_NAMED_QUOTE, "description": "the soonest quote that passes (rank 1, its days known)"},
+        "cheapest": {**_NAMED_QUOTE, "description": "the passing quote of the lowest cost_per_run; on a tie, the "
+                                                    "lower rank; null when none is priced, or when they are priced "
+                                                    "in different currencies (`cheapest_note`)"},
+        "cheapest_by": {"type": "array", "items": _TEXT},
+        "cheapest_note": {**_NULLABLE_TEXT, "description": "why no quote is named cheapest"},
     },
 }

@@ -11,7 +11,14 @@ from typing import Any
 
 import schemas
 from service.api_schemas.addenda import ADDENDUM_COMPONENTS
-from service.api_schemas.comparisons import COMPARISON, COMPARISON_ROW, QUOTE_COMPARISON, QUOTE_ROW
+from service.api_schemas.comparisons import (
+    COMPARISON,
+    COMPARISON_ROW,
+    NOT_RANKED_QUOTE_ROW,
+    PASSING_QUOTE_ROW,
+    QUOTE_COMPARISON,
+    QUOTE_ROW,
+)
 from service.api_schemas.exports import CHECK_LIST, CSV, JUNIT_XML, SARIF_LOG
 from service.api_schemas.searches import SEARCH, SEARCH_LAYOUT
 from service.api_schemas.webhooks import WEBHOOK_COMPONENTS
@@ -333,6 +340,8 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "ComparisonRow": COMPARISON_ROW,
     "Comparison": COMPARISON,
     "QuoteRow": QUOTE_ROW,
+    "PassingQuoteRow": PASSING_QUOTE_ROW,
+    "NotRankedQuoteRow": NOT_RANKED_QUOTE_ROW,
     "QuoteComparison": QUOTE_COMPARISON,
     "RecordPdfResult": RECORD_PDF_RESULT,
     "Search": SEARCH,

@@ -27,6 +27,7 @@ from service.approval import store
 from service.approval.store import Snapshot
 from service.errors import InvalidRequest, NotFound
 from service.persistence.db import get_db
+from service.persistence.models import TaskRun
 from service.tasks import task_runs
 
 _INDEX = re.compile(r"^[0-9]{1,6}$")
@@ -65,20 +66,28 @@ def _key(actor: Actor, document: dict[str, Any]) -> tuple[str, bool]:
     return tasks.key_for(actor, remedies_key(document, engine_version(), policy().identity()["digest"]))
 
 
-def _finished(session: Session, key: str) -> dict[str, Any] | None:
+def _finished_row(session: Session, key: str) -> TaskRun | None:
     row = task_runs.find_by_key(session, task_runs.REMEDIES, key)
-    return row.result if row is not None and row.state == task_runs.SUCCESS and row.result is not None else None
+    return row if row is not None and row.state == task_runs.SUCCESS and row.result is not None else None
 
 
-def request_remedies(actor: Actor, submission_id: str, now: datetime) -> tuple[dict[str, Any] | None, str | None]:
-    """Returns the remedies of the current revision of a submission ``actor`` may see when a search of them has
-    finished (or finishes now, run in-process), else None and the id of the task issued to search them."""
+def _finished(session: Session, key: str) -> dict[str, Any] | None:
+    row = _finished_row(session, key)
+    return row.result if row is not None else None
+
+
+def start_remedies(actor: Actor, submission_id: str, now: datetime) -> str:
+    """Returns the id of the task that searches the remedies of the current revision of a submission ``actor`` may
+    see: one that has finished, or one issued now (it has finished already when the service runs tasks in-process).
+
+    TooManyTasks (429) when the search would queue a task and the actor's user has as many as they may.
+    """
     document = _visible_document(actor, submission_id)
     key, private = _key(actor, document)
     with get_db().session() as session:
-        result = _finished(session, key)
-    if result is not None:
-        return result, None
+        finished = _finished_row(session, key)
+    if finished is not None:
+        return finished.id
     identity = policy().identity()
     event = {"action": "remedies.requested", "submission_id": submission_id,
              "input_digest": submission_digest(document), "engine_version": engine_version(),
@@ -87,10 +96,17 @@ def request_remedies(actor: Actor, submission_id: str, now: datetime) -> tuple[d
                             [json.dumps(document)], event=event, submission_id=submission_id, private=private)
     if send:
         tasks.send(row)
-    view = tasks.load_view(row.id)
-    if view["state"] == task_runs.SUCCESS:  # the service runs tasks in-process: it has finished already
+    return row.id
+
+
+def request_remedies(actor: Actor, submission_id: str, now: datetime) -> tuple[dict[str, Any] | None, str | None]:
+    """Returns the remedies of the current revision of a submission ``actor`` may see when a search of them has
+    finished (or finishes now, run in-process), else None and the id of the task issued to search them."""
+    task_id = start_remedies(actor, submission_id, now)
+    view = tasks.load_view(task_id)
+    if view["state"] == task_runs.SUCCESS:
         return view["result"], None
-    return None, row.id
+    return None, task_id
 
 
 def _chosen(found: dict[str, Any], remedy: str, submission_id: str, revision: int) -> dict[str, Any]:

@@ -36,7 +36,12 @@ def key_for(actor: Actor, key: str) -> tuple[str, bool]:
     """
     if actor.scope != "own":
         return key, False
-    return "sha256:" + hashlib.sha256(f"{key}\nuser:{actor.user_id}".encode()).hexdigest(), True
+    return bound_key(key, actor.user_id), True
+
+
+def bound_key(key: str, user_id: int | None) -> str:
+    """Returns the key the work ``key`` is issued under when it is private to user ``user_id`` (see key_for)."""
+    return "sha256:" + hashlib.sha256(f"{key}\nuser:{user_id}".encode()).hexdigest()
 
 
 def issue(actor: Actor, kind: str, key: str, total: int, now: datetime, args: list[Any],
@@ -154,6 +159,8 @@ def view_of(row: TaskRun) -> dict[str, Any]:
         view["result"] = result
         if isinstance(result, dict) and isinstance(result.get("href"), str):
             view["links"]["result"] = result["href"]
+        if row.kind == task_runs.QUOTE_COMPARISON and isinstance(result, dict) and "passing" in result:
+            view["links"]["csv"] = url_for("tasks.get_task", task_id=row.id, format="csv")
     elif state == task_runs.FAILURE:
         view["error"] = {**(error or {}), "instance": link}
     return view

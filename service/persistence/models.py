@@ -10,7 +10,7 @@ from datetime import date, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import JSON, Column, ForeignKey, Integer, LargeBinary, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, ForeignKey, Index, Integer, LargeBinary, String, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 # Deterministic constraint names, so Alembic can compare and alter them on every database.
@@ -277,7 +277,8 @@ class TaskRun(SQLModel, table=True):
     """
 
     __tablename__ = "task_run"
-    __table_args__ = (UniqueConstraint("kind", "key"),)
+    # (state, updated_at): /readyz finds the oldest queued task, and whether any run was written lately, in the index.
+    __table_args__ = (UniqueConstraint("kind", "key"), Index("ix_task_run_state_updated_at", "state", "updated_at"))
 
     id: str = Field(primary_key=True, max_length=36)
     kind: str = Field(max_length=32)

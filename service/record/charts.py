@@ -137,7 +137,7 @@ def _drawable(maximum: float) -> bool:
 
 
 def _axis(svg: Svg, left: float, right: float, y: float, top: float, maximum: float, unit: str, ticks: int = 5) -> None:
-    step = _nice_step(maximum / ticks)
+    step = nice_step(maximum / ticks)
     # step ≥ maximum / ticks, so at most ticks + 1 of them fit; counted, since adding a step to a huge value
     # can leave it unchanged.
     for index in range(ticks + 2):
@@ -150,7 +150,7 @@ def _axis(svg: Svg, left: float, right: float, y: float, top: float, maximum: fl
     svg.text(right, y + 28, unit, size=9, anchor="end", fill=MUTED)
 
 
-def _nice_step(raw: float) -> float:
+def nice_step(raw: float) -> float:
     if raw <= 0:
         return 1.0
     magnitude = 10 ** math.floor(math.log10(raw))

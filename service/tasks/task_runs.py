@@ -101,6 +101,20 @@ def _check_quota(session: Session, quota: Quota | None, now: datetime, stale_s: 
                            retry_after_s=quota.retry_after_s)
 
 
+def oldest_waiting(session: Session) -> datetime | None:
+    """Returns since when the task waiting longest to be started has waited (the ``updated_at`` of the oldest
+    PENDING row: when it was issued, or reset to run again), or None when no task waits."""
+    return session.execute(select(func.min(col(TaskRun.updated_at))).where(col(TaskRun.state) == PENDING)).scalar_one()
+
+
+def runs_written_since(session: Session, since: datetime) -> bool:
+    """Returns whether a run began, made a step or ended after ``since`` (a row not PENDING written since then):
+    whether some worker consumed the queue in that time."""
+    written = select(TaskRun.id).where(col(TaskRun.state).in_((PROGRESS, SUCCESS, FAILURE)),
+                                       col(TaskRun.updated_at) > since).limit(1)
+    return session.execute(written).first() is not None
+
+
 def stale_after_s(config: Any) -> float:
     """Returns how long a row in PROGRESS may go unwritten before it is stale: the tasks' hard time limit."""
     return float(config["CELERY_TASK_TIME_LIMIT_S"])

@@ -18,7 +18,8 @@ from service.errors import InvalidRequest, ServiceUnavailable
 
 # The tasks, by the names the worker registers them under (workers/tasks.py) and the service sends them.
 COMPARE_CONFIGURATIONS = "quotecheck.compare_configurations"  # (submission JSON text, variants)
-COMPARE_QUOTES = "quotecheck.compare_quotes"  # (JSON text of [[submission id, document], ...])
+# (JSON text of [[submission id, document], ...], {submission id: [ids of the checks waived on it]})
+COMPARE_QUOTES = "quotecheck.compare_quotes"
 RENDER_RECORD_PDF = "quotecheck.render_record_pdf"  # (record id, the actor who asked, as a dict)
 SEARCH_LAYOUTS = "quotecheck.search_layouts"  # (submission JSON text): fans out into a task per chunk
 # (): sends the webhook deliveries due now (service/webhooks/subscriptions.py)
@@ -48,9 +49,9 @@ class TaskQueue(Protocol):
     def uses_broker(self) -> bool:
         """Returns True when tasks go to a broker for worker processes, False when they run in this process."""
 
-    def depth(self) -> int | None:
+    def depth(self, timeout_s: float | None = None) -> int | None:
         """Returns how many tasks wait on the queue (None without a broker); raises when the broker does not answer
-        within its timeouts."""
+        within its timeouts, or within ``timeout_s`` when given."""
 
     def live_workers(self, timeout_s: float) -> list[str]:
         """Returns the names of the workers that answered a ping within ``timeout_s`` (the first answer ends the

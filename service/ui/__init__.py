@@ -16,12 +16,14 @@ from service import errors
 from service.record.view import display_number, shown
 from service.ui import (  # noqa: F401  (each module adds its routes to the blueprint)
     actions,
+    advice,
     compare,
     downloads,
     intake,
     queue_views,
     signin,
     submission_views,
+    what_if,
 )
 from service.ui.blueprint import bp
 from service.ui.present import figure, moment

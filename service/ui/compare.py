@@ -16,9 +16,10 @@ from rules.errors import InvalidSubmission
 from service.accounts.visibility import own_submissions
 from service.app import compare as comparison
 from service.app import tasks
+from service.app.responses import LIST_FORMATS
 from service.approval import store, verdicts
 from service.errors import InvalidRequest
-from service.http import now
+from service.http import now, text_response
 from service.persistence.db import get_db
 from service.persistence.models import Submission
 from service.record.view import display_number
@@ -127,15 +128,37 @@ def rank() -> Response:
     return redirect(url_for("ui.ranking", task_id=task_id, ids=ids), 303)
 
 
+def _labelled(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**row, "label": f"{row.get('vendor') or '(no vendor)'} {row.get('quote_id') or ''}".strip()}
+            for row in rows]
+
+
 @bp.get("/ui/compare/rankings/<task_id>")
 @signed_in
 def ranking(task_id: str) -> Response:
-    """The ranking of quotes at their best layouts: running (the page reloads itself), done, or failed."""
+    """The ranking of quotes at their best layouts: running (the page reloads itself), done, or failed.
+
+    Done: the quotes that pass (after waivers) ranked, the soonest and the cheapest of them named, and the quotes
+    that do not pass listed apart with the checks that stop them; a link to the CSV.
+    """
     task = tasks.load_view(task_id, current_visitor().actor)
-    if task["kind"] != task_runs.QUOTE_COMPARISON:
+    if not comparison.is_quote_comparison(task):
         raise InvalidRequest(f"task {task_id} is a {task['kind']}, not a ranking of quotes")
-    rows = []
-    for row in (task.get("result") or {}).get("quotes", []):
-        rows.append({**row, "label": f"{row.get('vendor') or '(no vendor)'} {row.get('quote_id') or ''}".strip()})
-    return page("ranking.html", task=task, rows=rows, ids=request.args.getlist("ids"),
-                chart=quote_chart(rows) if rows else None, running=task["state"] not in task_runs.FINISHED)
+    result = task.get("result") or {}
+    decided = "passing" in result
+    passing = _labelled(result.get("passing", []) if decided else result.get("quotes", []))
+    not_ranked = _labelled(result.get("not_ranked", []))
+    return page("ranking.html", task=task, rows=passing, not_ranked=not_ranked, decided=decided,
+                soonest=result.get("soonest"), cheapest=result.get("cheapest"),
+                cheapest_note=result.get("cheapest_note"), ids=request.args.getlist("ids"),
+                chart=quote_chart(passing) if passing else None, running=task["state"] not in task_runs.FINISHED)
+
+
+@bp.get("/ui/compare/rankings/<task_id>.csv")
+@signed_in
+def ranking_csv(task_id: str) -> Response:
+    """The ranking as CSV: one row per quote, the ranked ones first (the API's ``GET /api/v1/tasks/{id}?format=csv``
+    bytes)."""
+    task = tasks.load_view(task_id, current_visitor().actor)
+    return text_response(comparison.comparison_table(task), LIST_FORMATS["csv"],
+                         {"Content-Disposition": f'attachment; filename="quote-comparison-{task["id"]}.csv"'})

@@ -12,16 +12,11 @@ from typing import Any
 
 from markupsafe import Markup
 
-from service.record.charts import GRID, INK, MUTED, WIDTH, Svg, number, short
+from service.record.charts import GRID, INK, MUTED, WIDTH, Svg, nice_step, number, short
 
 DAYS_COLOUR, PRICE_COLOUR, WINDOW_COLOUR = "#0072B2", "#009E73", "#D55E00"  # Okabe-Ito
 LABEL_RIGHT, BAR_LEFT, BAR_RIGHT = 196.0, 204.0, WIDTH - 70.0
 ROW_H, BAR_H, PANEL_GAP = 26.0, 16.0, 48.0
-
-
-def _step(raw: float) -> float:
-    magnitude = 10 ** math.floor(math.log10(raw))
-    return next((f * magnitude for f in (1, 2, 2.5, 5) if raw <= f * magnitude), 10 * magnitude)
 
 
 def _scale(maximum: float, value: float) -> float:
@@ -39,7 +34,7 @@ def _panel(svg: Svg, top: float, title: str, unit: str, labels: Sequence[str], v
     if not known or not math.isfinite(maximum) or maximum <= 0:
         svg.text(BAR_LEFT, top + 14, "no figure to draw", size=10, fill=MUTED)
         return bottom + 8
-    step = _step(maximum / 5)
+    step = nice_step(maximum / 5)
     for index in range(7):
         value = index * step
         if value > maximum:

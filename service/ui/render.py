@@ -21,9 +21,10 @@ from service.ui.present import STATE_WORDS, STATUS, VERDICT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Scripts and styles only from this site's own files (no inline script), nothing framed, forms post here only.
+# Scripts and styles only from this site's own files (no inline script), nothing framed, forms post here only;
+# the script fetches only from this site (the what-if page recomputes in place from its own address).
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+                           "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = {
     "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Content-Type-Options": "nosniff",

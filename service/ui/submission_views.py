@@ -27,6 +27,7 @@ from service.ui.render import current_visitor, page, signed_in
 NOTICES = {
     "submitted": "The quote was submitted and evaluated.",
     "revised": "The revised quote was submitted and evaluated.",
+    "remedy-applied": "The remedy was applied: the revised quote was submitted and evaluated.",
     "waived": "The waiver was saved: the check counts as passed while the waiver is active.",
     "approve": "Your approval was recorded.",
     "reject": "The quote was rejected; its final record was issued.",

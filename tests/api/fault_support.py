@@ -166,10 +166,15 @@ class Worker:
         self.env, self.queue, self.log = {**env, "QC_FAULT_STEP_DELAY_S": str(step_delay_s)}, queue, log
         self.process: subprocess.Popen | None = None
 
-    def start(self, concurrency: int = 1) -> None:
-        command = [sys.executable, str(SLOW_WORKER), "-A", "workers.worker", "worker", "--pool=prefork",
-                   f"--concurrency={concurrency}", "-Q", self.queue, "-n", f"{self.log.stem}@%h",
-                   "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"]
+    def start(self, concurrency: int = 1, as_deployed: bool = False, pool: str = "prefork") -> None:
+        """Starts the worker and waits until it is ready. ``as_deployed``: with the options of
+        deploy/quotecheck-worker.service (gossip, mingle and heartbeats on, --max-tasks-per-child) rather than the
+        fault tests' quieter ones."""
+        quiet = ["--max-tasks-per-child=200"] if as_deployed else ["--without-gossip", "--without-mingle",
+                                                                      "--without-heartbeat"]
+        command = [sys.executable, str(SLOW_WORKER), "-A", "workers.worker", "worker", f"--pool={pool}",
+                   f"--concurrency={concurrency}", "-Q", self.queue, "-n", f"{self.log.stem}@%h", *quiet,
+                   "--loglevel=INFO"]
         with self.log.open("ab") as output:
             self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=output,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -177,6 +182,15 @@ class Worker:
         wait_until(lambda: " ready." in self.text()[offset:] or self.process.poll() is not None, 60,
                    f"worker {self.log.stem} starting")
         assert self.process.poll() is None, self.tail()
+
+    def pause(self) -> None:
+        """Stops the worker's main process (SIGSTOP): it consumes nothing and answers no ping until resumed."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILLs the worker and every process of its session (its pool's children) at once."""
@@ -189,6 +203,7 @@ class Worker:
     def stop(self) -> None:
         if self.process is None:
             return
+        self.process.send_signal(signal.SIGCONT)  # a paused worker cannot act on SIGTERM
         self.process.terminate()  # warm shutdown
         try:
             self.process.wait(timeout=15)

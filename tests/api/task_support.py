@@ -60,3 +60,21 @@ def poll(get: Any, location: str, timeout_s: float = 25, interval_s: float = 0.0
             return view, seen
         assert time.monotonic() < deadline, f"task {location} did not end within {timeout_s} s: {seen[-5:]}"
         time.sleep(interval_s)
+
+
+class QueueWithoutWorkers:
+    """A task queue that takes every message and runs none: the tasks it was sent stay queued (PENDING)."""
+
+    in_background = True
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send(self, name: str, args: list[Any], task_id: str) -> None:
+        self.sent.append(task_id)
+
+    def forget(self, task_id: str) -> None:
+        pass
+
+    def state(self, task_id: str) -> tuple[str | None, Any]:
+        return "PENDING", None

@@ -14,7 +14,7 @@ import pytest
 from api_support import caller_for
 from flask import Flask
 from sqlalchemy import update
-from task_support import example
+from task_support import QueueWithoutWorkers, example
 from ui_support import sign_in
 
 from service.errors import InvalidRequest
@@ -23,24 +23,6 @@ from service.persistence.models import TaskRun
 from service.tasks import task_runs, tasks_port
 
 COMPARISONS = "/api/v1/comparisons"
-
-
-class QueueWithoutWorkers:
-    """A task queue that takes every message and runs none: the tasks it was sent stay queued (PENDING)."""
-
-    in_background = True
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, name: str, args: list[Any], task_id: str) -> None:
-        self.sent.append(task_id)
-
-    def forget(self, task_id: str) -> None:
-        pass
-
-    def state(self, task_id: str) -> tuple[str | None, Any]:
-        return "PENDING", None
 
 
 def _queued_app(make_app: Any, **config: Any) -> tuple[Flask, QueueWithoutWorkers]:

@@ -49,23 +49,25 @@ class Stack:
         self.app: Flask | None = None
         self.workers: list[Worker] = []
 
-    def configure(self, **limits: Any) -> Flask:
-        """Returns the API on the servers, with the test's time limits (``limits`` override the module's)."""
+    def configure(self, celery: dict[str, Any] | None = None, **limits: Any) -> Flask:
+        """Returns the API on the servers, with the test's time limits (``limits`` override the module's) and Celery
+        settings (``celery``; by default the module's short socket timeouts, ``{}`` for the service's own)."""
+        if celery is None:
+            celery = {"broker_transport_options": {**TIMEOUTS, "unacked_restore_interval": 1},
+                      "redis_socket_timeout": SOCKET_TIMEOUT_S, "redis_socket_connect_timeout": SOCKET_TIMEOUT_S}
         self.config = {
             "CELERY_BROKER_URL": self.redis.url, "CELERY_QUEUE": self.queue,
             "CELERY_TASK_SOFT_TIME_LIMIT_S": SOFT_LIMIT_S, "CELERY_TASK_TIME_LIMIT_S": HARD_LIMIT_S,
-            "CELERY_VISIBILITY_TIMEOUT_S": VISIBILITY_S, "TASK_DISPATCH_INTERVAL_S": 1, **limits,
-            "CELERY": {"broker_transport_options": {**TIMEOUTS, "unacked_restore_interval": 1},
-                       "redis_socket_timeout": SOCKET_TIMEOUT_S, "redis_socket_connect_timeout": SOCKET_TIMEOUT_S}}
+            "CELERY_VISIBILITY_TIMEOUT_S": VISIBILITY_S, "TASK_DISPATCH_INTERVAL_S": 1, **limits, "CELERY": celery}
         self.app = create_app({"TESTING": True, "INSTANCE_PATH": str(self.tmp_path / "instance"),
                                "DATABASE_URL": self.postgres.url, **self.config})
         return self.app
 
-    def worker(self, name: str, step_delay_s: float = 0) -> Worker:
+    def worker(self, name: str, step_delay_s: float = 0, queue: str | None = None) -> Worker:
         if self.app is None:
             self.configure()
         env = service_env(self.postgres.url, self.tmp_path / "instance", self.config)
-        worker = Worker(env, self.queue, self.tmp_path / f"{name}.log", step_delay_s)
+        worker = Worker(env, queue or self.queue, self.tmp_path / f"{name}.log", step_delay_s)
         self.workers.append(worker)
         return worker
 

@@ -187,17 +187,34 @@ def test_the_landing_page_points_to_the_pages_the_api_docs_and_the_health_endpoi
         assert f'href="{target}"' in page
 
 
-def test_the_ranking_at_best_layouts_runs_as_a_task_and_shows_its_rows(app, as_role):
+def test_the_ranking_runs_as_a_task_ranks_the_quotes_that_pass_and_lists_the_others_apart(app, as_role):
+    # Given the example (which passes) and the same job on DDP, which does not fit memory
     submitter = as_role("submitter")
     example = json.loads(EXAMPLE.read_text())
-    ids = [submitter.post("/api/v1/submissions", json=example).get_json()["id"] for _ in range(2)]
+    failing = copy.deepcopy(example)
+    failing["workload"]["training"]["parallelism"]["sharding"] = "ddp"
+    ids = [submitter.post("/api/v1/submissions", json=document).get_json()["id"] for document in (example, failing)]
     reviewer = sign_in(app, as_role("reviewer"))
 
+    # When a reviewer ranks them from the pages and downloads the CSV the page links to
     response = reviewer.post("/ui/compare/rankings", {"ids": ids})
-
-    assert response.status_code == 303 and "/ui/compare/rankings/" in response.headers["Location"]
     page = reviewer.text(response.headers["Location"])
-    assert "Cost per run day" in page and page.count('href="/ui/submissions/') >= 2 and "<svg" in page
+    task_id = response.headers["Location"].rsplit("/", 1)[1].split("?")[0]
+    table = reviewer.get(f"/ui/compare/rankings/{task_id}.csv")
+
+    # Then the passing quote is ranked and named soonest and cheapest, the failing one listed with its check
+    assert response.status_code == 303 and "/ui/compare/rankings/" in response.headers["Location"]
+    ranked, _, not_ranked = page.partition('id="not-ranked-quotes"')
+    assert f'data-submission-id="{ids[0]}"' in ranked and f'data-submission-id="{ids[1]}"' not in ranked
+    assert f'data-submission-id="{ids[1]}"' in not_ranked and '<code class="check-id">peak-memory</code>' in not_ranked
+    soonest = page.partition('id="soonest-that-passes"')[2].partition("</p>")[0]
+    cheapest = page.partition('id="cheapest-that-passes"')[2].partition("</p>")[0]
+    assert f"/ui/submissions/{ids[0]}" in soonest and f"/ui/submissions/{ids[0]}" in cheapest
+    assert "EUR 12,583 per run" in cheapest
+    assert "TP 1 × PP 1 × DP 128, fsdp-full, micro-batch 1" in ranked and "EUR 4,872,000" in ranked
+    assert f'href="/ui/compare/rankings/{task_id}.csv"' in page and "Download the comparison as CSV" in page
+    assert table.status_code == 200 and table.mimetype == "text/csv"
+    assert table.text.splitlines()[1].startswith(f"1,{ids[0]},")
 
 
 def test_the_audit_trail_and_the_exports_download_from_the_pages(app, as_role, submitted):

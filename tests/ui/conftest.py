@@ -1,17 +1,20 @@
-"""Fixtures of the browser tests: the app under gunicorn on 127.0.0.1, Debian's chromium driven by Playwright,
-and axe-core from the npm registry.
+"""Fixtures of the browser tests: the app under gunicorn on 127.0.0.1 with a Celery worker process on Redis,
+Debian's chromium driven by Playwright, and axe-core from the npm registry.
 
 Nothing here downloads a browser: Playwright drives the ``chromium`` the system has (Debian's package, as
 .ci/run installs it) through ``executable_path``. axe-core is installed with npm into ``.test-tools/`` (ignored)
 when it is not there yet. Without chromium, Playwright or a reachable npm registry the tests are skipped with
-the reason.
+the reason; so are they without Redis on 127.0.0.1:6379 (.ci/run starts it). The worker takes the tasks of
+its own queue under its own key prefix, whose keys are deleted afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -61,11 +64,39 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+# A database number the suite owns (as the Redis worker tests do); keys carry a per-run prefix on top.
+REDIS_DB = int(os.environ.get("QUOTECHECK_TEST_REDIS_DB", "15"))
+
+
+@dataclass
+class Worker:
+    """``celery -A workers.worker worker`` in a session of its own, which a test may pause to see a task wait."""
+
+    process: subprocess.Popen
+
+    def pause(self) -> None:
+        os.killpg(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        self.resume()
+        self.process.terminate()  # warm shutdown: the current task finishes first
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+
 @dataclass
 class Server:
     url: str
     tokens: dict[str, str]
     instance: Path
+    worker: Worker
 
     def api(self, method: str, path: str, role: str, body: object = None) -> dict:
         """Returns the JSON answer of an API request made with ``role``'s token."""
@@ -78,9 +109,51 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def celery_settings() -> Iterator[dict[str, str]]:
+    """The environment that sends the app's tasks to a queue of its own on Redis; its keys are deleted afterwards."""
+    import redis
+
+    url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        pytest.skip(f"Redis on {REDIS_HOST}:{REDIS_PORT} is unreachable: {error}. CI starts it (.ci/run).")
+    run = secrets.token_hex(4)
+    prefix = {"global_keyprefix": f"qc-browser-{run}:"}
+    yield {"QUOTECHECK_CELERY_BROKER_URL": url, "QUOTECHECK_CELERY_RESULT_BACKEND": url,
+           "QUOTECHECK_CELERY_QUEUE": f"qc-browser-{run}",
+           "QUOTECHECK_CELERY": json.dumps({"broker_transport_options": prefix,
+                                            "result_backend_transport_options": prefix})}
+    try:
+        keys = list(client.scan_iter(match=prefix["global_keyprefix"] + "*", count=500))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def _start_worker(env: dict[str, str]) -> Worker:
+    """Starts the worker as an operator would, on the app's database, instance folder and queue; waits until ready."""
+    log_path = ARTIFACTS / "worker.log"
+    command = [sys.executable, "-m", "celery", "-A", "workers.worker", "worker", "--pool=solo", "--concurrency=1",
+               "-Q", env["QUOTECHECK_CELERY_QUEUE"], "-n", "browser@%h",
+               "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel=INFO"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    deadline = time.monotonic() + 60
+    while " ready." not in log_path.read_text(errors="replace"):
+        if process.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"the worker did not become ready; see {log_path}")
+        time.sleep(0.2)
+    return Worker(process)
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory, celery_settings: dict[str, str]) -> Iterator[Server]:
     """The app under gunicorn (deploy/gunicorn.conf.py, two workers) on a fresh SQLite database, with a token for
-    each of ROLES' users."""
+    each of ROLES' users, and one Celery worker process that runs its tasks from Redis."""
     from service import create_app
     from service.accounts.auth import create_token
     from service.persistence.db import get_db
@@ -96,8 +169,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     get_db(app).engine.dispose()
     port = _free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "QUOTECHECK_BIND": f"127.0.0.1:{port}", "QUOTECHECK_WORKERS": "2",
-           "QUOTECHECK_INSTANCE_PATH": str(instance), "QUOTECHECK_DATABASE_URL": database}
+    for stale in ARTIFACTS.glob("*.png"):  # a run's screenshots are its own
+        stale.unlink()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("QUOTECHECK_")}, **celery_settings,
+           "PYTHONPATH": str(ROOT), "QUOTECHECK_INSTANCE_PATH": str(instance), "QUOTECHECK_DATABASE_URL": database}
+    worker = _start_worker(env)
+    env.update({"QUOTECHECK_BIND": f"127.0.0.1:{port}", "QUOTECHECK_WORKERS": "2"})
     log = (ARTIFACTS / "gunicorn.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", str(ROOT / "deploy" / "gunicorn.conf.py"),
                                 "service.wsgi:app"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -114,8 +191,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             if process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"gunicorn did not become ready; see {ARTIFACTS / 'gunicorn.log'}")
             time.sleep(0.5)
-        yield Server(url, tokens, instance)
+        yield Server(url, tokens, instance, worker)
     finally:
+        worker.stop()
         process.terminate()
         try:
             process.wait(timeout=30)

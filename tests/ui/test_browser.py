@@ -1,20 +1,32 @@
-"""End to end in headless chromium against the app under gunicorn: a vendor submits the failing example, a
-reviewer opens it from the queue and waives a check, the vendor revises, a different approver approves it from
-the queue, and the signed PDF downloaded from the page verifies. Every page is screenshotted into
+"""End to end in headless chromium against the app under gunicorn with a Celery worker on Redis.
+
+A vendor writes a first quote with the form, runs the layout search from its page (seeing it queued while the
+worker is held, then its best layout), moves its MFU on the what-if page (recomputed in place), finds the
+remedies of a second quote and applies the best as a revision, and submits the failing example by pasting it; a
+reviewer opens that from the queue and waives a check; the vendor revises; a different approver approves it
+from the queue; the signed PDF, which the worker renders while the page says so, downloads without a reload and
+verifies; then three quotes are compared (the waived, the remedied, one that fails), the failing one listed
+apart with its reason, and the comparison downloads as CSV. Every page is screenshotted into
 test-artifacts/browser/ and scanned with axe-core, which must report no serious or critical violation.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
 import json
+import re
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from browser_support import ARTIFACTS, ROOT
+
+expect = pytest.importorskip("playwright.sync_api",
+                             reason="the playwright package is not installed (pip install -e '.[dev]')").expect
 
 EXAMPLE = ROOT / "examples" / "fail-70b-ddp-one-rack.json"
 JUSTIFICATION = "The facility adds a third 17.3 kW feed to the rack before delivery (site survey of 2026-11-20)."
@@ -81,6 +93,120 @@ def _verify(pdf: Path, server: Any) -> str:
     return done.stdout
 
 
+# 8 x HGX-H200 training Llama-3-8B on 1T tokens in 30 days, as examples/hgx-h200-8b-first-quote.json has it
+FORM_QUOTE = {
+    "#vendor": "First Quote Ltd", "#quote_id": "FQ-1", "#node_count": "8", "#storage_capacity_tb": "2000",
+    "#storage_read_gbs": "40", "#storage_write_gbs": "20", "#sequence_length": "8192", "#micro_batch": "1",
+    "#global_batch": "512", "#dataset_tokens": "1e12", "#completion_window_days": "30", "#gpus": "64",
+    "#tensor_parallel": "1", "#pipeline_parallel": "1", "#checkpoint_interval_min": "120",
+    "#checkpoint_max_save_s": "120"}
+FORM_CHOICES = {"#server_model": "HGX-H200-8GPU", "#storage_kind": "parallel-fs", "#model_name": "Llama-3-8B",
+                "#objective": "pretraining", "#precision": "bf16-mixed", "#optimizer": "adamw", "#sharding": "zero1",
+                "#offload": "none", "#activation_checkpointing": "none", "#flash_attention": "yes",
+                "#checkpoint_gradients": "yes"}
+
+
+def _write_a_quote_with_the_form(tour: Tour) -> str:
+    """Submits the first quote through the form; returns its page's path."""
+    page = tour.page
+    page.click("nav >> text=Submit a quote")
+    tour.record("new-submission")
+    for field, value in FORM_CHOICES.items():
+        page.select_option(field, value)
+    for field, value in FORM_QUOTE.items():
+        page.fill(field, value)
+    tour.record("form-filled")
+    page.click("button:has-text('Submit the form')")
+    page.wait_for_url("**/ui/submissions/**?done=submitted")
+    assert page.locator("text=The quote was submitted and evaluated.").is_visible()
+    tour.record("form-submitted")
+    return page.url.split("?")[0].removeprefix(tour.url)
+
+
+def _what_if(tour: Tour, quote_path: str) -> None:
+    """Moves the MFU on the quote's what-if page: the page recomputes in place and says where the verdict flips."""
+    page = tour.page
+    tour.go(quote_path)
+    page.click("a:has-text('What if')")
+    page.wait_for_url("**/what-if")
+    assert "time-to-result fails below MFU" in page.locator("#what-if-flips").inner_text()
+    before = page.locator("#what-if-days").inner_text()
+    page.evaluate("window.notReloaded = true")
+    page.fill("#mfu_percent", "30")
+    page.press("#mfu_percent", "Tab")  # the field's change recomputes the page in place
+    expect(page).to_have_url(re.compile(r"mfu_percent=30"))
+    expect(page.locator("#what-if-days")).not_to_have_text(before)
+    assert page.evaluate("window.notReloaded === true")
+    assert "FAIL" in page.locator("#what-if-verdict").inner_text()
+    tour.record("what-if")
+
+
+def _held(tour: Tour, worker: Any, button: str, done: str, name: str) -> None:
+    """Starts a task with ``button`` while the worker is held, so its page shows it queued with its progress; then
+    lets the worker go on and waits until the page, reloading itself, shows ``done``."""
+    page = tour.page
+    worker.pause()
+    try:
+        page.click(f"button:has-text('{button}')")
+        page.wait_for_selector("[data-task-state]")
+        assert "done" in page.locator("[data-task-state]").inner_text()
+        tour.record(f"{name}-queued")
+    finally:
+        worker.resume()
+    page.wait_for_selector(done, timeout=120_000)
+    tour.record(name)
+
+
+def _search_layouts(tour: Tour, worker: Any, quote_path: str) -> None:
+    """Runs the layout search from the quote's page: its progress, then the best layout with its days and MFU."""
+    tour.go(quote_path)
+    _held(tour, worker, "Search layouts", "#best-h", "layout-search")
+    assert tour.page.locator("dd.days").first.inner_text().strip()
+    assert "%" in tour.page.locator("dd.mfu").first.inner_text()
+
+
+def _find_and_apply_a_remedy(tour: Tour, worker: Any, quote_id: str) -> None:
+    """Finds the remedies of a quote from its page and applies the best one as its next revision."""
+    page = tour.page
+    tour.open_from_queue("mine", quote_id)
+    _held(tour, worker, "Find remedies", "article.remedy", "remedies")
+    best = page.locator("article.remedy").first
+    assert "PASS" in best.inner_text().upper()
+    best.locator("button:has-text('Apply this remedy')").click()
+    page.wait_for_url("**done=remedy-applied**")
+    assert page.locator("text=The remedy was applied").is_visible()
+    tour.record("remedy-applied")
+
+
+def _compare_three(tour: Tour, quote_ids: dict[str, str]) -> None:
+    """Compares the waived, the remedied and the failing quote: the failing one is listed apart with its reason,
+    the other two ranked, the cheapest that passes named; the comparison downloads as CSV."""
+    page = tour.page
+    page.click("nav >> text=Compare")
+    tour.record("compare-picker")
+    for label in quote_ids.values():
+        page.check(f"label:has-text('{label}')")
+    page.click("button:has-text('Compare the picked quotes')")
+    assert page.locator("table.compare tbody tr").count() == 3
+    tour.record("compare")
+    page.click("button:has-text('Rank them')")
+    page.wait_for_selector("#cheapest-that-passes", timeout=120_000)
+    tour.record("ranking")
+    ranked, apart = page.locator("table#ranked-quotes").inner_text(), page.locator("table#not-ranked-quotes")
+    assert quote_ids["waived"] in ranked and quote_ids["remedied"] in ranked
+    assert quote_ids["failing"] not in ranked and quote_ids["failing"] in apart.inner_text()
+    assert "peak-memory" in apart.locator("code.check-id").all_inner_texts()
+    cheapest = page.locator("#cheapest-that-passes").inner_text()
+    assert cheapest.startswith("Cheapest that passes: ") and any(q in cheapest for q in quote_ids.values()), cheapest
+    with page.expect_download() as download:
+        page.click("a#ranking-csv")
+    table = ARTIFACTS / "comparison.csv"
+    download.value.save_as(str(table))
+    rows = list(csv.DictReader(table.read_text(encoding="utf-8").splitlines()))
+    assert len(rows) == 3 and [row["rank"] for row in rows] == ["1", "2", ""]
+    assert all(float(row["days_p50"]) > 0 for row in rows if row["rank"])
+
+
 def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe_source):
     tour = Tour(page, server.url, axe_source)
     document = json.loads(EXAMPLE.read_text())
@@ -90,6 +216,10 @@ def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe
     other["quote"].update(vendor="Second Source GmbH", quote_id="SS-2026-17")
     other["workload"]["training"]["parallelism"]["sharding"] = "fsdp-full"
     server.api("POST", "/api/v1/submissions", "submitter", other)
+    # A third, under plain DDP as the example has it: peak-memory fails, so it cannot be ranked
+    failing = copy.deepcopy(document)
+    failing["quote"].update(vendor="Third Way AB", quote_id="TW-2026-9")
+    server.api("POST", "/api/v1/submissions", "submitter", failing)
 
     # The landing page points to the pages; Tab reaches the skip link first
     tour.go("/")
@@ -99,11 +229,17 @@ def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe
     tour.go("/ui/sign-in")
     tour.record("sign-in")
 
-    # The vendor signs in and submits the failing example by pasting it
+    # The vendor signs in, writes a first quote with the form, searches its layouts and tries what-ifs on it
     tour.sign_in(server.tokens["submitter"])
-    tour.record("queue-mine-empty")
+    tour.record("queue-mine")
+    first_quote = _write_a_quote_with_the_form(tour)
+    _search_layouts(tour, server.worker, first_quote)
+    _what_if(tour, first_quote)
+    # finds the remedies of the second source's quote and applies the best
+    _find_and_apply_a_remedy(tour, server.worker, "SS-2026-17")
+
+    # and submits the failing example by pasting it
     page.click("nav >> text=Submit a quote")
-    tour.record("new-submission")
     page.fill("#document", json.dumps(document, indent=2))
     page.click("button:has-text('Submit and evaluate')")
     page.wait_for_url("**/ui/submissions/**?done=submitted")
@@ -140,39 +276,38 @@ def test_submit_waive_revise_approve_and_verify_in_the_browser(page, server, axe
     tour.record("revision-diff")
     tour.sign_out()
 
-    # A different user, an approver, approves it from the approval queue
+    # A different user, an approver, approves it from the approval queue; the worker is held meanwhile, so the
+    # signed PDF it renders is not there yet when the approver first asks for it
     tour.sign_in(server.tokens["approver"])
     tour.open_from_queue("approval", quote_id)
+    server.worker.pause()
     page.click("button:has-text('Approve revision 2')")
     page.wait_for_url("**done=approve**")
     assert "approved (final)" in page.locator("dl.facts:not(.lead)").inner_text()
+    approved_url = page.url
     tour.record("submission-approved")
 
-    # The signed PDF downloads from the page and verifies against the published certificate
-    with page.expect_download() as download:
-        page.click("a:has-text('final record (PDF, signed)')")
+    # The link answers with a page saying the PDF is being rendered; once the worker goes on, the page reloads
+    # itself into the signed PDF, which downloads and verifies against the published certificate
+    page.click("a:has-text('final record (PDF, signed)')")
+    page.wait_for_selector("h1:has-text('Rendering the signed PDF')")
+    tour.record("pdf-rendering")
+    with page.expect_download(timeout=120_000) as download:
+        server.worker.resume()
     pdf = ARTIFACTS / "commissioning-record.pdf"
     download.value.save_as(str(pdf))
     assert pdf.read_bytes().startswith(b"%PDF")
     verdict = _verify(pdf, server)
     assert verdict.startswith("VALID"), verdict
+    page.goto(approved_url)
 
-    # The approver links the purchase order, then compares the two quotes and ranks them
+    # The approver links the purchase order, then compares three quotes and ranks those that pass
     page.fill("#po-number", "PO-2026-0042")
     page.fill("#po-system", "SAP")
     page.click("button:has-text('Link purchase order')")
     page.wait_for_url("**done=purchase-order**")
     tour.record("purchase-order-linked")
-    page.click("nav >> text=Compare")
-    tour.record("compare-picker")
-    for label in (quote_id, "SS-2026-17"):
-        page.check(f"label:has-text('{label}')")
-    page.click("button:has-text('Compare the picked quotes')")
-    assert page.locator("table.compare tbody tr").count() == 2
-    tour.record("compare")
-    page.click("button:has-text('Rank them')")
-    page.wait_for_selector("table.compare", timeout=120_000)
-    tour.record("ranking")
+    _compare_three(tour, {"waived": quote_id, "remedied": "SS-2026-17", "failing": "TW-2026-9"})
     tour.go("/ui/submissions/no-such-quote")
     tour.record("not-found")
 

@@ -15,4 +15,24 @@ document.addEventListener("DOMContentLoaded", function () {
     var seconds = parseFloat(running.getAttribute("data-refresh-seconds")) || 2;
     window.setTimeout(function () { window.location.reload(); }, seconds * 1000);
   }
+  // The what-if form recomputes in place: a changed field fetches the page for the new values and swaps in its
+  // parts (data-what-if-part); without fetch, or on an error page, the form is sent as a plain GET instead.
+  var whatIf = document.querySelector("form[data-autosubmit]");
+  if (whatIf && window.fetch && window.DOMParser && window.URLSearchParams) {
+    whatIf.addEventListener("change", function () {
+      var url = window.location.pathname + "?" + new URLSearchParams(new FormData(whatIf)).toString();
+      whatIf.setAttribute("aria-busy", "true");
+      window.fetch(url, {credentials: "same-origin", headers: {"Accept": "text/html"}}).then(function (response) {
+        return response.ok ? response.text() : Promise.reject(response.status);
+      }).then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-what-if-part]").forEach(function (part) {
+          var next = fresh.getElementById(part.id);
+          if (next) { part.replaceWith(document.importNode(next, true)); }
+        });
+        window.history.replaceState(null, "", url);
+        whatIf.removeAttribute("aria-busy");
+      }).catch(function () { whatIf.submit(); });
+    });
+  }
 });
