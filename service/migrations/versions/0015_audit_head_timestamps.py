@@ -5,8 +5,8 @@ and head hash at one moment with the TSA's RFC 3161 token over them, so `quotech
 deleted (and the head row rewritten) before the latest such anchor. ``addendum_pdf``: an addendum's signed PDF,
 stored when first rendered and served unchanged from then on.
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-12-06
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0014"
-down_revision: str | Sequence[str] | None = "0013"
+revision: str = "0015"
+down_revision: str | Sequence[str] | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
