@@ -116,9 +116,21 @@ def environment() -> Environment:
     return env
 
 
-def record_html(record: Mapping[str, Any], *, draft: bool) -> str:
-    """Returns the record as HTML for the PDF (all record text escaped by Jinja autoescape)."""
-    return environment().get_template("record.html").render(record_view(record, draft=draft))
+# What the signed PDF says of its own signature, by whether a time-stamping authority timestamps it
+# (service/record/pades.py): the level it reaches, and where its signing time comes from.
+SIGNATURE_LEVELS = {
+    True: "PAdES B-LTA: its signing time is an RFC 3161 timestamp from a time-stamping authority, and the "
+          "validation data to check it offline for years are embedded",
+    False: "PAdES B-B: no time-stamping authority is configured, so nothing proves when it was signed beyond the "
+           "service's own clock, and it can be checked only while the signing certificate is",
+}
+
+
+def record_html(record: Mapping[str, Any], *, draft: bool, signature_level: str | None = None) -> str:
+    """Returns the record as HTML for the PDF (all record text escaped by Jinja autoescape); ``signature_level``:
+    what a signed PDF says of its signature (SIGNATURE_LEVELS)."""
+    return environment().get_template("record.html").render(record_view(record, draft=draft),
+                                                            signature_level=signature_level)
 
 
 # --- PDF -------------------------------------------------------------------------------------------------
@@ -266,7 +278,8 @@ def signed_pdf(record: dict[str, Any], keys: SigningKeys, *, now: dt.datetime | 
         (RECORD_ATTACHMENT, canonical_bytes(envelope), "the signed commissioning record (RFC 8785 JSON envelope)"),
         (ATTESTATION_ATTACHMENT, canonical_bytes(attestation), "the verdict as an in-toto Statement v1, DSSE-signed"),
     ]
-    pdf = html_to_pdf(record_html(record, draft=False), attachments, created=now)
+    html = record_html(record, draft=False, signature_level=SIGNATURE_LEVELS[keys.tsa is not None])
+    pdf = html_to_pdf(html, attachments, created=now)
     return sign_pdf(pdf, keys, record_id=record.get("record_id"))
 
 

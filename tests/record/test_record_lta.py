@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from record_support import pdftotext
 
 from service.record import SigningError, SigningKeys, TrustedKeys, sign_record
 from service.record.envelope import verify_record
@@ -82,7 +83,7 @@ def _pyhanko_lta(pdf: bytes, root_file: Path) -> Any:
 
 
 def test_an_approved_record_pdf_is_pades_b_lta_in_pyhanko_with_the_tsas_signing_time(
-        pki: LoopbackPki, root: TrustedKeys, lta_pdf: tuple[bytes, dt.datetime, dt.datetime]) -> None:
+        pki: LoopbackPki, root: TrustedKeys, lta_pdf: tuple[bytes, dt.datetime, dt.datetime], tmp_path: Path) -> None:
     from pyhanko.sign.ades.report import AdESPassed
 
     pdf, before, after = lta_pdf
@@ -98,6 +99,9 @@ def test_an_approved_record_pdf_is_pades_b_lta_in_pyhanko_with_the_tsas_signing_
     assert result.ok, result.all_reasons()
     assert (result.level, result.signing_time) == ("B-LTA", tst_time)
     assert any("PAdES B-LTA, signed at" in finding for finding in result.findings)
+    # and the record says so, as poppler reads it
+    text = " ".join(pdftotext(pdf, tmp_path).split())
+    assert "Signed PAdES B-LTA: its signing time is an RFC 3161 timestamp" in text
 
 
 def test_the_envelope_carries_the_signatures_timestamp_and_verifies_with_the_root_only(
@@ -150,7 +154,7 @@ def test_bytes_appended_after_the_last_timestamp_are_refused(
 
 
 def test_without_a_tsa_the_record_is_b_b_and_says_its_time_is_the_signers_claim(
-        approved: dict[str, Any], keys: SigningKeys) -> None:
+        approved: dict[str, Any], keys: SigningKeys, tmp_path: Path) -> None:
     from service.record import record_pdf
 
     pdf = record_pdf(approved, keys, envelope=sign_record(approved, keys))
@@ -160,6 +164,9 @@ def test_without_a_tsa_the_record_is_b_b_and_says_its_time_is_the_signers_claim(
     assert result.ok and (result.level, result.signing_time) == ("B-B", None)
     assert any("no timestamp" in finding for finding in result.findings)
     assert verify_record(sign_record(approved, keys), keys.trusted()).level == "B-B"
+    # and the record itself says so, as poppler reads it
+    text = " ".join(pdftotext(pdf, tmp_path).split())
+    assert "Signed PAdES B-B: no time-stamping authority is configured" in text
 
 
 def _signed_after_revocation_without_the_services_check(pdf: bytes, keys: SigningKeys, pki: LoopbackPki) -> bytes:
