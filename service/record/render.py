@@ -30,6 +30,7 @@ from service.record.cover import decided
 from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnsignableRecord
 from service.record.free_text import ShownText
+from service.record.isolation import isolate
 from service.record.keys import SigningKeys
 from service.record.listing import display_number, exact, flat
 from service.record.pades import sign_pdf
@@ -106,6 +107,7 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
     env.filters.update(num=display_number, exact=exact, breakable=breakable, columns=column_names, flat=flat,
+                       isolate=isolate,
                        layout=describe_layout,
                        pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
@@ -226,7 +228,8 @@ def warm_up() -> None:
 RENDERER_SOURCES = (TEMPLATE_DIR / "record.html", TEMPLATE_DIR / "record.css", Path(__file__),
                     Path(__file__).with_name("view.py"), Path(__file__).with_name("charts.py"),
                     Path(__file__).with_name("free_text.py"), Path(__file__).with_name("cover.py"),
-                    Path(__file__).with_name("listing.py"), Path(__file__).with_name("pointers.py"))
+                    Path(__file__).with_name("listing.py"), Path(__file__).with_name("pointers.py"),
+                    Path(__file__).with_name("isolation.py"))
 
 
 @cache
