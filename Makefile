@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO ?= examples/dgx-h100-70b-finetune.json
 PYTEST_WORKERS ?= 2
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo demo-lta test lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ demo: $(STAMP)
 	  if [ $$rc -gt 1 ]; then exit $$rc; fi
 	@$(BIN)/quotecheck pdf out/record.json --out out/record.pdf
 	@echo; echo "record written to out/record.json, its draft PDF to out/record.pdf"
+
+# Signs the demo quote PAdES B-LTA against a loopback test PKI (Certomancer's CA, OCSP responder, CRL and TSA on
+# 127.0.0.1, stopped afterwards), through the API as a submitter, a reviewer (waivers) and an approver; then
+# verifies the downloaded PDF offline with the PKI's root certificate only.
+demo-lta: $(STAMP)
+	@$(BIN)/python -m service.cli.demo_lta $(DEMO) --out out
+	@$(BIN)/quotecheck verify out/record-lta.pdf --key out/pki-root.cert.pem
 
 # Two processes by default (the development machine has two cores); PYTEST_WORKERS=0 runs the suite in one.
 test: $(STAMP)

@@ -71,6 +71,11 @@ DEFAULTS: dict[str, Any] = {
     # Load (or generate) the signing key when the app is created, so a bad configuration stops the start
     # rather than the first approval. False: on first use (for processes that never sign, without the key).
     "SIGNING_KEYS_AT_START": True,
+    # The RFC 3161 time-stamping authority that timestamps every signature (PDF: PAdES B-LTA with validation
+    # data; envelope: a token over its signature value), and the root (PEM) its certificate chains to. No URL:
+    # no timestamps, PAdES B-B. A URL without a root is an error (a TSA is trusted only through its root).
+    "TSA_URL": None,
+    "TSA_TRUST_ROOT_FILE": None,
     # The clock the workflow reads (waiver expiry, timestamps); tests replace it to move time.
     "CLOCK": system_clock,
     # The module whose init_app(app) registers the app's task queue (service/tasks/tasks_port.py): the Celery app

@@ -28,7 +28,7 @@ PROBLEM_STATUSES = ("fail", "warn")
 # Rules that only restate that other checks lack inputs, by check (see problems_of).
 NOT_REMEDIABLE = {"training-objective": ("other-checks-lack-inputs",),
                   "time-to-result": ("beyond-published-envelope", "quote-arithmetic"),
-                  "rack-power": ("no-racks-quoted",)}
+                  "rack-power": ("no-racks-quoted", "not-in-catalogue")}
 INCONSISTENT = "inconsistent"  # the rule of a check whose inputs contradict each other (rules/evaluate.py)
 
 
@@ -125,9 +125,10 @@ def problems_of(record: dict[str, Any]) -> dict[str, str]:
     """Returns the checks of ``record`` that fail or warn, with their status (original status where waived).
 
     A warning that only restates that other checks lack inputs, asks for a measurement of the modelled rate, finds
-    the vendor's line items at odds with the node groups, or finds no racks quoted (NOT_REMEDIABLE) is left out: no
-    change to the quote or the workload supplies a missing input or a measurement, only the vendor corrects its own
-    lines, and only the facility knows the racks' power budgets, PDUs and cooling.
+    the vendor's line items at odds with the node groups, finds no racks quoted, or finds hardware the catalogue lacks
+    described by the vendor's own figures (NOT_REMEDIABLE) is left out: no change to the quote or the workload supplies
+    a missing input, a measurement or a datasheet, only the vendor corrects its own lines, and only the facility knows
+    the racks' power budgets, PDUs and cooling.
     """
     return {c["id"]: _status(c) for c in record["checks"]
             if _status(c) in PROBLEM_STATUSES and c["rule"] not in NOT_REMEDIABLE.get(c["id"], ())}

@@ -96,6 +96,26 @@ def get_addendum(record_id: str, addendum_id: str) -> Response:
     return _envelope_response(addenda.read(current_actor(), record_id, addendum_id), 200)
 
 
+@bp.get("/records/<record_id>/addenda/<addendum_id>.pdf")
+@operation(tag="records", errors=(404,), media_type="application/pdf",
+           responses={200: ("The signed PDF of the as-built addendum", "Pdf"),
+                      304: ("Not modified: If-None-Match names the current ETag", None)},
+           response_headers={200: ("ETag", "Record-Status", "Content-Disposition")})
+@require("read")
+def get_addendum_pdf(record_id: str, addendum_id: str) -> Response:
+    """Read one as-built addendum as a signed PDF: PAdES (B-LTA when the service has a TSA), its signed envelope
+    attached as issued; rendered on the first request, stored, and served unchanged from then on.
+
+    Verify it offline like the record's PDF (`quotecheck verify FILE --key KEY`).
+    """
+    stored = addenda.pdf(current_actor(), record_id, addendum_id, now())
+    response = current_app.response_class(stored.pdf, status=200, mimetype="application/pdf")
+    response.headers["ETag"] = '"' + stored.pdf_digest.removeprefix("sha256:") + '"'
+    response.headers["Record-Status"] = SIGNED
+    response.headers["Content-Disposition"] = f'attachment; filename="addendum-{addendum_id}.pdf"'
+    return response.make_conditional(request)
+
+
 @bp.get("/calibration")
 @operation(tag="records", responses={200: ("Measured / estimated per estimator, over every addendum",
                                            "Calibration")})

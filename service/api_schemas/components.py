@@ -218,9 +218,17 @@ SIGNATURE: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": ["alg", "key_id", "record_digest", "signed_at", "value"],
-    "description": "signs the RFC 8785 bytes of this object without `value` (docs/records.md)",
+    "description": "signs the RFC 8785 bytes of this object without `value` and `timestamp` (docs/records.md)",
     "properties": {"alg": {"enum": ["ecdsa-p256-sha256", "ed25519"]}, "key_id": _DIGEST, "record_digest": _DIGEST,
-                   "signed_at": _TIME, "value": {"type": "string", "contentEncoding": "base64"}},
+                   "signed_at": _TIME, "value": {"type": "string", "contentEncoding": "base64"},
+                   "x5c": {"type": "array", "minItems": 1,
+                           "items": {"type": "string", "contentEncoding": "base64"},
+                           "description": "the signer's certificate (DER), then its chain up to the root: present "
+                                          "when the signing certificate is issued by a CA; signed"},
+                   "timestamp": {"type": "string", "contentEncoding": "base64",
+                                 "description": "the TSA's RFC 3161 TimeStampToken (DER) over the decoded `value`: "
+                                                "present when the service has a TSA (TSA_URL); not signed, it is "
+                                                "over the signature"}},
 }
 
 SIGNED_RECORD: dict[str, Any] = {
@@ -265,6 +273,12 @@ VERIFICATION: dict[str, Any] = {
         "addendum_of": {"type": ["object", "null"], "properties": {"record_id": _NULLABLE_TEXT,
                                                                    "digest": _NULLABLE_TEXT},
                         "description": "for an as-built addendum, the record it names; null for anything else"},
+        "level": {"type": ["string", "null"], "enum": ["B-B", "B-T", "B-LT", "B-LTA", None],
+                  "description": "the signature's level: PAdES baseline of a PDF; B-T for an envelope whose "
+                                 "signature carries a timestamp, else B-B; null when no signature was read"},
+        "signing_time": {"type": ["string", "null"], "format": "date-time",
+                         "description": "the time in the TSA's timestamp of the signature (RFC 3339); null "
+                                        "without a timestamp (the signer's own time is in the envelope)"},
         "parts": {"type": "array", "items": {"$ref": "#/components/schemas/Verification"},
                   "description": "the verifications of a PDF's attachments"},
     },

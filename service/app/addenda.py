@@ -12,14 +12,16 @@ from datetime import datetime
 from typing import Any
 
 from flask import url_for
+from sqlalchemy.exc import IntegrityError
 
 from rules.advice.as_built import calibration
 from service.accounts.actors import Actor
 from service.app import evaluation
 from service.approval import addenda
 from service.persistence.db import get_db
-from service.persistence.models import Addendum
+from service.persistence.models import Addendum, AddendumPdf
 from service.record import signing_keys
+from service.record.addendum_pdf import signed_addendum_pdf
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,31 @@ def read(actor: Actor, record_id: str, addendum_id: str) -> SignedAddendum:
     """Returns one addendum of a version of ``record_id``'s record; NotFound otherwise."""
     with get_db().session() as session:
         return _signed(addenda.get_addendum(session, actor, record_id, addendum_id))
+
+
+def pdf(actor: Actor, record_id: str, addendum_id: str, now: datetime) -> AddendumPdf:
+    """Returns the signed PDF of one addendum, rendering, signing and storing it on the first request.
+
+    Rendered outside any transaction; of two first requests at once the first stored stands and both return it.
+    """
+    db = get_db()
+    with db.session() as session:
+        row = addenda.get_addendum(session, actor, record_id, addendum_id)
+        stored = addenda.stored_pdf(session, row.id)
+    if stored is not None:
+        return stored
+    data = signed_addendum_pdf(row.envelope, signing_keys())
+    try:
+        with db.session() as session:
+            stored = addenda.store_pdf(session, row.id, data, now)
+            session.commit()
+            return stored
+    except IntegrityError:
+        with db.session() as session:
+            stored = addenda.stored_pdf(session, row.id)
+        if stored is None:
+            raise
+        return stored
 
 
 def calibration_of(actor: Actor) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from rules.advice.remedies import with_remedies
 from service.accounts.actors import Actor
 from service.accounts.auth import authorize
 from service.app import evaluation
+from service.app.audit_chain import timestamp_head_after_decision
 from service.approval import decisions, store, workflow
 from service.approval.representations import decision_view, submission_view, waiver_view
 from service.approval.store import Snapshot
@@ -88,6 +89,7 @@ def decide(actor: Actor, submission_id: str, action: str, comment: str | None, r
                                     final_record=final)
         response = respond(session, decision)
         session.commit()
+    timestamp_head_after_decision(keys, now)
     return response
 
 

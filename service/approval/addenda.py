@@ -9,6 +9,7 @@ evaluation runs outside any transaction: ``prepare`` (reads), the engine, ``stor
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,7 +27,7 @@ from service.approval.workflow import State
 from service.errors import Forbidden, InvalidRequest, NotFound, WorkflowConflict
 from service.identifiers import new_id
 from service.persistence import audit
-from service.persistence.models import Addendum, CalibrationPoint, Record, Revision, Submission
+from service.persistence.models import Addendum, AddendumPdf, CalibrationPoint, Record, Revision, Submission
 from service.record import SigningKeys, sign_record
 
 ADDENDUM_VERSION = "1"
@@ -144,11 +145,14 @@ def store_addendum(session: Session, actor: Actor, prepared: Prepared, document:
     that addendum stands (``find``).
     """
     record = prepared.record
+    # Anchored like a record: the chain's head just before this addendum's addendum.issued event, read under the
+    # chain's write lock, which this transaction holds until that event is appended.
+    document = {**document, "audit_anchor": audit.anchor(session).as_record_member()}
     envelope = sign_record(document, keys, now=now)
     row = Addendum(id=document["addendum_id"], record_id=record.id, submission_id=record.submission_id,
                    input_digest=input_digest, document=document, digest=envelope["signature"]["record_digest"],
                    envelope=envelope, verdict=document["verdict"], actor=actor.name, created_at=now)
-    session.add(row)  # the transaction's first write: on SQLite it takes the write lock before anything else
+    session.add(row)
     session.flush()
     for pair in document["estimates"]:
         session.add(CalibrationPoint(addendum_id=row.id, submission_id=record.submission_id,
@@ -209,3 +213,17 @@ def calibration_points(session: Session, actor: Actor) -> tuple[int, list[dict[s
     points = session.exec(select(CalibrationPoint).where(col(CalibrationPoint.submission_id).in_(visible))
                           .order_by(col(CalibrationPoint.id))).all()
     return len(addenda), [{"estimator": p.estimator, "ratio": p.ratio, "optimistic": p.optimistic} for p in points]
+
+
+def stored_pdf(session: Session, addendum_id: str) -> AddendumPdf | None:
+    """Returns the signed PDF stored for an addendum, if it was rendered before."""
+    return session.get(AddendumPdf, addendum_id, populate_existing=True)
+
+
+def store_pdf(session: Session, addendum_id: str, pdf: bytes, now: datetime) -> AddendumPdf:
+    """Returns the stored signed PDF of an addendum; IntegrityError (at flush) when one was stored first."""
+    row = AddendumPdf(addendum_id=addendum_id, pdf_digest="sha256:" + hashlib.sha256(pdf).hexdigest(), pdf=pdf,
+                      created_at=now)
+    session.add(row)
+    session.flush()
+    return row

@@ -27,11 +27,13 @@ COMMANDS = {
     "audit": "service.cli.audit:audit",
     "webhook": "service.cli.webhooks:webhook",
     "tasks": "service.cli.tasks:tasks",
+    "worker": "service.cli.workers:worker",
     # signed records
     "verify": "service.record.cli:verify",
     "sign": "service.record.cli:sign",
     "pdf": "service.record.cli:pdf",
     "keys": "service.record.cli:keys",
+    "records": "service.cli.records:records",
 }
 
 

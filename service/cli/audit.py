@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 import click
 
 from rules.errors import QuotecheckError
-from service.app.audit_chain import Anchor, anchor_of, verify_chain
+from service.app.audit_chain import Anchor, anchor_of, check_head_timestamps, timestamp_head, verify_chain
 from service.cli.common import EXIT_FAILED, EXIT_INVALID, EXIT_OK, fail_input, service_app
 from service.record import TrustedKeys, signing_keys, verify_document
 
@@ -21,9 +21,11 @@ def audit() -> None:
 
 AUDIT_VERIFY_EXIT_CODES = """\b
 Exit codes:
-  0  every link of the chain holds (and, with --against, the chain still holds what RECORD anchored)
-  1  a broken link, or with --against: the chain was cut or rewritten before RECORD's anchor, or RECORD
-     does not verify
+  0  every link of the chain holds, the chain still holds every head the TSA timestamped (and, with
+     --against, what RECORD anchored)
+  1  a broken link; a head the TSA timestamped that the chain no longer holds (its tail deleted: the
+     missing events are named; or rewritten), or a head timestamp that does not verify; with --against:
+     the chain was cut or rewritten before RECORD's anchor, or RECORD does not verify
   2  bad input: RECORD cannot be read, holds no signed record, or carries no audit anchor"""
 
 
@@ -63,7 +65,52 @@ def audit_verify(record_file: str | None, key_files: tuple[str, ...]) -> None:
             click.echo(f"anchor BROKEN: {what}; the chain no longer holds it")
         click.echo("\n".join([*(f"  x {problem}" for problem in held.problems),
                                *(f"  ok {finding}" for finding in held.findings)]))
-    sys.exit(EXIT_OK if result.ok and (held is None or held.ok) else EXIT_FAILED)
+    heads = _check_heads(app)
+    sys.exit(EXIT_OK if result.ok and (held is None or held.ok) and heads else EXIT_FAILED)
+
+
+def _check_heads(app: Any) -> bool:
+    """Prints what the TSA-timestamped chain heads show; returns True when the chain holds them all."""
+    keys = signing_keys(app)
+    checked = check_head_timestamps(app, keys.tsa.asn1_roots() if keys.tsa else [])
+    if not checked.checked:
+        click.echo("head timestamps: none stored" + ("" if keys.tsa else " (no TSA_URL configured)"))
+        return True
+    if not checked.problems:
+        click.echo(f"head timestamps OK: {checked.checked}; the latest: {checked.latest}")
+        return True
+    click.echo(f"head timestamps BROKEN: {len(checked.problems)} of {checked.checked} no longer hold")
+    click.echo("\n".join(f"  x {problem}" for problem in checked.problems))
+    return False
+
+
+AUDIT_TIMESTAMP_EXIT_CODES = """\b
+Exit codes:
+  0  the head was timestamped
+  1  the TSA gave no timestamp
+  2  no TSA is configured (TSA_URL)"""
+
+
+@audit.command("timestamp", epilog=AUDIT_TIMESTAMP_EXIT_CODES)
+def audit_timestamp() -> None:
+    """Have the TSA timestamp the chain's head now (run it on a schedule, e.g. hourly from cron).
+
+    Decisions timestamp the head too; a scheduled run covers the events between them, so a tail deleted
+    before the latest timestamp shows in `quotecheck audit verify`.
+    """
+    from datetime import UTC, datetime
+
+    app = service_app()
+    keys = signing_keys(app)
+    if keys.tsa is None:
+        fail_input(QuotecheckError("no TSA is configured: set TSA_URL and TSA_TRUST_ROOT_FILE"))
+    try:
+        with app.app_context():
+            row = timestamp_head(keys, "schedule", datetime.now(UTC))
+    except QuotecheckError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(EXIT_FAILED)
+    click.echo(f"head timestamped: event {row.events}, {row.head_hash}")  # type: ignore[union-attr]
 
 
 class AnchoredRecord(NamedTuple):
@@ -91,6 +138,9 @@ def _anchored_record(app: Any, path: str, key_files: tuple[str, ...]) -> Anchore
     except Exception as error:  # whatever the file holds, the answer is an exit code, not a traceback
         fail_input(QuotecheckError(f"{path} cannot be verified: {type(error).__name__}: {error}"))
     record = verification.record
+    if isinstance(record, dict) and isinstance(record.get("addendum_id"), str):
+        # An as-built addendum is anchored like a record, under its own id (record_id names the record it is of).
+        record = {**record, "record_id": record["addendum_id"]}
     if not isinstance(record, dict) or not isinstance(record.get("record_id"), str):
         fail_input(QuotecheckError(f"{path} holds no commissioning record with a record_id ({verification.subject}); "
                                     "give the signed record JSON or its PDF"))

@@ -86,10 +86,15 @@ def _workers() -> dict[str, Any]:
         return dict(cache.result)
 
 
-def _queue_consumed() -> dict[str, Any] | None:
-    """Returns a failed check when a task has waited to be started longer than READINESS_MAX_QUEUED_AGE_S and no run
-    was written in that time (the workers consume nothing); None when the queue moves, or the database cannot say."""
-    max_age_s = current_app.config["READINESS_MAX_QUEUED_AGE_S"]
+def queue_consumed(max_age_s: float | None = None) -> dict[str, Any] | None:
+    """Returns a failed check when a task has waited to be started longer than ``max_age_s`` (by default
+    READINESS_MAX_QUEUED_AGE_S) and no run was written in that time (the workers consume nothing); None when the
+    queue moves, or the database cannot say.
+
+    ``GET /readyz`` and ``quotecheck worker health`` (the workers' own health check) both ask this.
+    """
+    setting = "READINESS_MAX_QUEUED_AGE_S" if max_age_s is None else "--max-queued-age-s"
+    max_age_s = current_app.config["READINESS_MAX_QUEUED_AGE_S"] if max_age_s is None else max_age_s
     now = clock_of(current_app.config)()
     try:
         with get_db().session() as session:
@@ -104,7 +109,7 @@ def _queue_consumed() -> dict[str, Any] | None:
     waited_s = round((now - waiting_since).total_seconds(), 1)
     return {"status": FAILED, "oldest_queued_s": waited_s,
             "detail": f"a task has waited {waited_s} s to be started and no worker started, advanced or ended a task "
-                      f"in the last {max_age_s} s (READINESS_MAX_QUEUED_AGE_S): the workers are not consuming the "
+                      f"in the last {max_age_s} s ({setting}): the workers are not consuming the "
                       "queue (stuck, stopped, or all busy)"}
 
 
@@ -124,7 +129,7 @@ def check(excluded: frozenset[str] = frozenset()) -> dict[str, dict[str, Any]]:
                 else _workers()
             if results["workers"]["status"] == OK:
                 # Read from the database, uncached: answering pings is not consuming the queue.
-                results["workers"] = _queue_consumed() or results["workers"]
+                results["workers"] = queue_consumed() or results["workers"]
     return results
 
 

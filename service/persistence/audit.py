@@ -23,7 +23,7 @@ from sqlmodel import Session, col, func, select
 
 from schemas.canonical_json import canonical_json
 from service.accounts.actors import Actor
-from service.persistence.models import AuditChainHead, AuditEvent
+from service.persistence.models import AuditChainHead, AuditEvent, AuditHeadTimestamp
 from service.signals import audit_anchored, audit_appended
 
 GENESIS_HASH = "0" * 64
@@ -226,12 +226,26 @@ def anchor(session: Session) -> Anchor:
     return taken
 
 
+def head(session: Session) -> Anchor:
+    """Returns the chain's length and head hash as the head row records them now (no lock: a read)."""
+    row = session.exec(select(AuditChainHead).where(AuditChainHead.id == HEAD_ID)
+                       .execution_options(populate_existing=True)).one()
+    return Anchor(row.length, ANCHOR_PREFIX + row.last_hash)
+
+
+def head_timestamps(session: Session) -> list[AuditHeadTimestamp]:
+    """Returns the stored TSA timestamps of the chain's head, oldest first."""
+    return list(session.exec(select(AuditHeadTimestamp).order_by(col(AuditHeadTimestamp.id))).all())
+
+
 def event_at(session: Session, event_id: int) -> AuditEvent | None:
     """Returns the event with id ``event_id`` (its position in the chain), if stored."""
     return session.get(AuditEvent, event_id, populate_existing=True)
 
 
-ISSUING_ACTIONS = ("decision.approve", "decision.reject", "purchase_order.linked")
+ISSUING_ACTIONS = ("decision.approve", "decision.reject", "purchase_order.linked", "addendum.issued")
+# The detail members that name the document an issuing event issued, and its digest: an addendum's own id.
+_ISSUED_ID = {"addendum.issued": ("addendum_id", "addendum_digest")}
 
 
 @dataclass(frozen=True)
@@ -277,12 +291,13 @@ def check_anchor(session: Session, expected: Anchor, record_id: str, record_dige
         problems.append(f"the chain has {stored} events, but event {n + 1}, which issued record {record_id}, is "
                         "missing: the tail of the chain was deleted")
         return AnchorCheck(findings, problems)
-    named = (issuing.detail or {}).get("record_id")
+    id_member, digest_member = _ISSUED_ID.get(issuing.action, ("record_id", "record_digest"))
+    named = (issuing.detail or {}).get(id_member)
     if issuing.action not in ISSUING_ACTIONS or named != record_id:
         problems.append(f"event {n + 1} is {issuing.action} naming record {named}, expected the event that issued "
                         f"record {record_id} ({' or '.join(ISSUING_ACTIONS)})")
         return AnchorCheck(findings, problems)
-    digest = (issuing.detail or {}).get("record_digest")
+    digest = (issuing.detail or {}).get(digest_member)
     if record_digest is not None and digest != record_digest:
         problems.append(f"event {n + 1} records digest {digest} for record {record_id}, but the record's digest is "
                         f"{record_digest}")

@@ -376,3 +376,25 @@ class SignInFailure(SQLModel, table=True):
     client: str = Field(max_length=64, index=True)
     token_prefix: str | None = Field(default=None, max_length=10, index=True)
     failed_at: datetime = Field(index=True)
+
+
+class AuditHeadTimestamp(SQLModel, table=True):
+    """The chain's length and head hash at one moment with the TSA's token over them (service/app/audit_chain.py)."""
+
+    __tablename__ = "audit_head_timestamp"
+    id: int | None = Field(default=None, primary_key=True)
+    events: int = Field(index=True)
+    head_hash: str = Field(max_length=DIGEST_LENGTH)
+    reason: str = Field(max_length=32)  # decision or schedule
+    token: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime
+
+
+class AddendumPdf(SQLModel, table=True):
+    """The signed PDF of an as-built addendum, stored when first rendered and served unchanged from then on."""
+
+    __tablename__ = "addendum_pdf"
+    addendum_id: str = Field(sa_column=Column(String(36), ForeignKey("addendum.id"), primary_key=True))
+    pdf_digest: str = Field(max_length=DIGEST_LENGTH)  # sha256:<hex> of the PDF bytes
+    pdf: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    created_at: datetime

@@ -21,6 +21,7 @@ from service.record.canonical import canonical_bytes, is_approved, record_digest
 from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnreadableDocument, UnsignableRecord
 from service.record.keys import SigningKeys, TrustedKey, TrustedKeys, key_id_of, public_keys_document
+from service.record.timestamps import TimestampAuthority
 from service.record.verification import Verification
 
 EXTENSION = "quotecheck.signing"
@@ -47,11 +48,17 @@ def __getattr__(name: str) -> Any:
 
 
 def load_signing_keys(config: dict[str, Any], instance_path: str) -> SigningKeys:
-    """Returns the configured signing keys: SIGNING_CERT_FILE + SIGNING_KEY_FILE when set, else the instance folder's.
+    """Returns the configured signing keys: SIGNING_CERT_FILE + SIGNING_KEY_FILE when set, else the instance folder's,
+    timestamping with the TSA of TSA_URL and TSA_TRUST_ROOT_FILE when set.
 
     ``SIGNING_KEY_PASSWORD`` (str) decrypts an encrypted configured key. Setting only one of the two files
     is an error, not a silent fallback to a generated key.
     """
+    tsa = TimestampAuthority.from_settings(config.get("TSA_URL"), config.get("TSA_TRUST_ROOT_FILE"))
+    return _signing_key_files(config, instance_path).with_tsa(tsa)
+
+
+def _signing_key_files(config: dict[str, Any], instance_path: str) -> SigningKeys:
     cert_file, key_file = config.get("SIGNING_CERT_FILE"), config.get("SIGNING_KEY_FILE")
     if cert_file or key_file:
         if not (cert_file and key_file):

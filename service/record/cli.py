@@ -18,6 +18,9 @@ Exit codes:
   0  valid: every signature verifies with a trusted key and every digest matches
   1  invalid: the output says what was found and what was expected
   2  unreadable input: the file cannot be read, is neither JSON nor PDF, or no trust root was given
+The second line gives the signature's level (a PDF: PAdES B-B, B-T, B-LT or B-LTA; an envelope: B-T with a
+timestamp, else B-B) and the signing time from the TSA's timestamp. Verification is offline: the
+PDF's own validation data and the trust roots given (--key: the CA's or TSA's root certificate).
 A record that is not approved (no approval decision, e.g. signed with `quotecheck sign` from
 `evaluate --out`) is reported first, "NOT APPROVED: ...", and the exit code still says whether its
 signature is valid. An as-built addendum (signed in the same envelope) is reported first as
@@ -121,6 +124,10 @@ def render_verification(file: str, result: Any) -> str:
     elif result.record is not None and (why := not_approved_reason(result.record)):
         lines.append(f"NOT APPROVED: {why}")
     lines.append(f"{'VALID' if result.ok else 'INVALID'}  {file} ({result.subject})")
+    if result.level is not None:
+        when = (f"signing time {result.as_dict()['signing_time']} (the TSA's timestamp)" if result.signing_time
+                else "no trusted signing time (no timestamp: the time in it is the signer's own claim)")
+        lines.append(f"  level {result.level}, {when}")
     if not result.ok:
         lines += [f"  x {reason}" for reason in result.all_reasons()]
     for part in [result, *result.parts]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
 import hashlib
@@ -31,6 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
 from service.record.errors import SigningError
+from service.record.timestamps import TimestampAuthority
 
 ECDSA_P256_SHA256 = "ecdsa-p256-sha256"  # ECDSA over P-256 with SHA-256; signature DER-encoded (as in X.509/CMS)
 ED25519 = "ed25519"  # Ed25519 (RFC 8032), 64-byte signature
@@ -195,11 +197,15 @@ def _pem_blocks(data: bytes) -> Iterator[bytes]:
 
 @dataclass(frozen=True)
 class SigningKeys:
-    """The private key the service signs with, its certificate, and what verifiers need to trust it."""
+    """The private key the service signs with, its certificate and the certificate's chain (issuers up to the
+    root, empty for a self-signed one), the TSA that timestamps its signatures (None: no timestamps, B-B), and
+    what verifiers need to trust it."""
 
     private_key: PrivateKey
     certificate: x509.Certificate
     origin: str = "memory"
+    chain: tuple[x509.Certificate, ...] = ()
+    tsa: TimestampAuthority | None = None
 
     def __post_init__(self) -> None:
         if key_id_of(self.certificate.public_key()) != key_id_of(self.private_key.public_key()):  # type: ignore[arg-type]
@@ -226,8 +232,18 @@ class SigningKeys:
         return self.private_key.sign(data, ec.ECDSA(hashes.SHA256()))
 
     def trusted(self) -> TrustedKeys:
-        """Returns the trust set that verifies what these keys sign (the certificate and its key)."""
-        return TrustedKeys.of([TrustedKey(self.public_key, self.certificate)])
+        """Returns the trust set that verifies what these keys sign: the certificate and its key, and the roots of
+        its chain and of the TSA (those of a key type the verifier reads)."""
+        entries = [TrustedKey(self.public_key, self.certificate)]
+        for root in self.chain[-1:] + (self.tsa.trust_roots if self.tsa else ()):
+            with contextlib.suppress(SigningError):
+                algorithm_of(root.public_key())  # type: ignore[arg-type]
+                entries.append(TrustedKey(root.public_key(), root))  # type: ignore[arg-type]
+        return TrustedKeys.of(entries)
+
+    def with_tsa(self, tsa: TimestampAuthority | None) -> SigningKeys:
+        """Returns these keys timestamping with ``tsa``."""
+        return dataclasses.replace(self, tsa=tsa)
 
     def public_key_pem(self) -> str:
         return _public_pem(self.public_key)
@@ -245,16 +261,20 @@ class SigningKeys:
 
     @classmethod
     def from_files(cls, cert_file: str | Path, key_file: str | Path, password: bytes | None = None) -> SigningKeys:
-        """Returns the configured certificate and private key (PEM) of a production deployment."""
+        """Returns the configured certificate and private key (PEM) of a production deployment.
+
+        ``cert_file`` holds the signer's certificate first, then any of its chain (issuer first, up to the root),
+        which the PDF signature and the envelope carry and the PDF's validation data cover.
+        """
         try:
-            cert = x509.load_pem_x509_certificate(Path(cert_file).read_bytes())
+            cert, *chain = x509.load_pem_x509_certificates(Path(cert_file).read_bytes())
             key = serialization.load_pem_private_key(Path(key_file).read_bytes(), password=password)
         except OSError as error:
             raise SigningError(f"cannot read signing material: {error.filename}: {error.strerror}") from None
         except (ValueError, TypeError) as error:
             raise SigningError(f"cannot load signing material {cert_file} / {key_file}: {error}") from None
         algorithm_of(key)  # type: ignore[arg-type]
-        return cls(key, cert, origin=f"{cert_file} + {key_file}")  # type: ignore[arg-type]
+        return cls(key, cert, origin=f"{cert_file} + {key_file}", chain=tuple(chain))  # type: ignore[arg-type]
 
     @classmethod
     def load_or_create(cls, instance_dir: str | Path, *, now: dt.datetime | None = None) -> SigningKeys:
@@ -282,7 +302,7 @@ class SigningKeys:
             return keys._with_origin(str(folder))
 
     def _with_origin(self, origin: str) -> SigningKeys:
-        return SigningKeys(self.private_key, self.certificate, origin)
+        return dataclasses.replace(self, origin=origin)
 
 
 def self_signed_certificate(key: PrivateKey, *, subject: str = CERT_SUBJECT,

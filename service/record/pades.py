@@ -1,23 +1,23 @@
-"""PAdES signing of the record PDF with pyHanko, and its validation against explicit trust roots only.
+"""PAdES signing of the record PDF with pyHanko (its validation: service/record/pades_check.py).
 
 The signature is a certification signature (DocMDP: no changes allowed) with sub-filter
 ETSI.CAdES.detached and the signing-certificate-v2 attribute, i.e. PAdES baseline B-B (ETSI EN 319 142-1).
-It has no timestamp (B-T would need a TSA the service does not have).
+With a TSA configured (``SigningKeys.tsa``) it is PAdES B-LTA: the TSA's RFC 3161 timestamp on the signature
+(B-T), the chain's certificates, OCSP responses and CRLs fetched at signing and stored in the document
+security store (B-LT), and a document timestamp over all of it (B-LTA). DocMDP's "no changes" permits those
+two additions (ISO 32000-2 §12.8.2.2.2), and nothing else.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
 from service.record.errors import SigningError
-from service.record.keys import SigningKeys, TrustedKeys, key_id_of
-from service.record.verification import Verification
+from service.record.keys import SigningKeys
+from service.record.sync import run_off_loop
 
 SIGNATURE_FIELD = "QuotecheckRecordSignature"
 PADES_SUBFILTER = "/ETSI.CAdES.detached"
@@ -26,6 +26,10 @@ PADES_SUBFILTER = "/ETSI.CAdES.detached"
 # them and the signature value (ECDSA P-256 at most 72 bytes, Ed25519 64; keys.algorithm_of admits no
 # other): 2,048 is more than three times that. pyHanko refuses a container that does not fit (SigningError).
 CMS_OVERHEAD_BYTES = 2_048
+# The TSA's token in the signature's unsigned attributes: its TSTInfo and signed attributes (about 400 bytes),
+# its signature and the TSA's certificates (one P-256 certificate is some 600 bytes, an RSA-4096 chain of three
+# some 6,000): 16,384 leaves room for a TSA that sends its whole chain.
+TIMESTAMP_TOKEN_BYTES = 16_384
 
 
 def reserved_signature_bytes(keys: SigningKeys) -> int:
@@ -34,8 +38,8 @@ def reserved_signature_bytes(keys: SigningKeys) -> int:
     Reserving it from the certificate's size spares pyHanko's estimate, which builds and signs a dummy
     container (a second CMS per PDF); the unused space is zero bytes inside the signature's /Contents.
     """
-    certificate = keys.certificate.public_bytes(serialization.Encoding.DER)
-    return 2 * (len(certificate) + CMS_OVERHEAD_BYTES)
+    certificates = sum(len(c.public_bytes(serialization.Encoding.DER)) for c in (keys.certificate, *keys.chain))
+    return 2 * (certificates + CMS_OVERHEAD_BYTES + (TIMESTAMP_TOKEN_BYTES if keys.tsa else 0))
 
 
 def _pyhanko_signer(keys: SigningKeys) -> Any:
@@ -44,40 +48,34 @@ def _pyhanko_signer(keys: SigningKeys) -> Any:
     from pyhanko.sign import signers
     from pyhanko_certvalidator.registry import SimpleCertificateStore
 
-    cert = asn1_x509.Certificate.load(keys.certificate.public_bytes(serialization.Encoding.DER))
+    cert, *chain = [asn1_x509.Certificate.load(c.public_bytes(serialization.Encoding.DER))
+                    for c in (keys.certificate, *keys.chain)]
     private = asn1_keys.PrivateKeyInfo.load(keys.private_key.private_bytes(
         serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     return signers.SimpleSigner(signing_cert=cert, signing_key=private,
-                                cert_registry=SimpleCertificateStore.from_certs([cert]))
+                                cert_registry=SimpleCertificateStore.from_certs([cert, *chain]))
 
 
-def _run_off_loop(function: Any, *args: Any, **kwargs: Any) -> Any:
-    """Runs a pyHanko sync wrapper (which calls asyncio.run) in a thread when this thread already runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return function(*args, **kwargs)
-    outcome: dict[str, Any] = {}
+def _fetching_context(keys: SigningKeys) -> Any:
+    """Returns the ValidationContext that gathers the validation data to embed: the chain's root and the TSA's
+    roots are trusted, revocation information is fetched from the certificates' OCSP and CRL addresses, and a
+    revoked certificate, or one whose status cannot be fetched, fails the signing."""
+    from asn1crypto import x509 as asn1_x509
+    from pyhanko_certvalidator import ValidationContext
 
-    def target() -> None:
-        try:
-            outcome["value"] = function(*args, **kwargs)
-        except BaseException as error:  # re-raised in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    root = (keys.chain or (keys.certificate,))[-1]
+    roots = [asn1_x509.Certificate.load(root.public_bytes(serialization.Encoding.DER))]
+    return ValidationContext(trust_roots=roots + (keys.tsa.asn1_roots() if keys.tsa else []), allow_fetching=True,
+                             revocation_mode="hard-fail")
 
 
 def sign_pdf(pdf: bytes, keys: SigningKeys, *, record_id: str | None = None) -> bytes:
-    """Returns ``pdf`` with a PAdES B-B certification signature (no later changes permitted) by ``keys``.
+    """Returns ``pdf`` with a PAdES certification signature (no later changes permitted) by ``keys``: B-LTA when
+    ``keys`` have a TSA, else B-B.
 
     The signing time in the signature dictionary is the clock's (pyHanko's); the record envelope inside
-    carries the service's ``signed_at``.
+    carries the service's ``signed_at``, and with a TSA the signature's timestamp gives the trusted time.
+    SigningError when the TSA, an OCSP responder or a CRL cannot be reached, or the certificate is revoked.
     """
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
     from pyhanko.sign import fields, signers
@@ -90,114 +88,42 @@ def sign_pdf(pdf: bytes, keys: SigningKeys, *, record_id: str | None = None) -> 
         docmdp_permissions=fields.MDPPerm.NO_CHANGES,
         reason="quotecheck commissioning record" + (f" {record_id}" if record_id else ""),
         name=keys.certificate.subject.rfc4514_string(),
+        **({"embed_validation_info": True, "use_pades_lta": True, "validation_context": _fetching_context(keys)}
+           if keys.tsa else {}),
     )
     try:
         writer = IncrementalPdfFileWriter(BytesIO(pdf))
-        output = _run_off_loop(signers.sign_pdf, writer, metadata, signer=_pyhanko_signer(keys),
-                               bytes_reserved=reserved_signature_bytes(keys))
+        output = run_off_loop(signers.sign_pdf, writer, metadata, signer=_pyhanko_signer(keys),
+                              timestamper=keys.tsa.timestamper() if keys.tsa else None,
+                              bytes_reserved=reserved_signature_bytes(keys))
     except Exception as error:
         raise SigningError(f"PAdES signing failed: {type(error).__name__}: {error}") from error
     return output.getvalue()
 
 
-@dataclass
-class PdfSignatureReport:
-    """What pyHanko's validator said about one embedded signature, in plain words."""
+def add_document_timestamp(pdf: bytes, keys: SigningKeys) -> bytes:
+    """Returns ``pdf`` with a new document timestamp from ``keys``' TSA after the validation data of its latest one.
 
-    field_name: str
-    intact: bool
-    valid: bool
-    trusted: bool
-    bottom_line: bool
-    coverage: str
-    modification_level: str | None
-    docmdp_ok: bool | None
-    signer_key_id: str | None
-    pades_baseline_b: bool
-    summary: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _validation_context(trusted: TrustedKeys, embedded_certs: list[Any]) -> Any:
-    """Returns a pyHanko ValidationContext whose only trust roots are the trusted certificates.
-
-    A trusted bare public key (no certificate given) pins the embedded signer certificate that carries
-    exactly that key, which then serves as the trust root. Nothing is fetched (no AIA, CRL or OCSP).
+    What keeps a B-LTA record verifiable past its last timestamp's certificate or algorithm (ETSI EN 319 142-1
+    §5.5): the DSS gains the OCSP responses and CRLs of the last timestamp's TSA, fetched now, and a new
+    document timestamp covers them. A PDF without a document timestamp gets its first. SigningError when no TSA
+    is configured or it, an OCSP responder or a CRL cannot be reached.
     """
-    from asn1crypto import x509 as asn1_x509
-    from pyhanko_certvalidator import ValidationContext
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign import signers
 
-    roots = [asn1_x509.Certificate.load(c.public_bytes(serialization.Encoding.DER)) for c in trusted.certificates]
-    bare = {key_id for key_id, entry in trusted.keys.items() if entry.certificate is None}
-    for cert in embedded_certs:
-        if _asn1_key_id(cert) in bare:
-            roots.append(cert)
-    return ValidationContext(trust_roots=roots, allow_fetching=False, revocation_mode="soft-fail")
-
-
-def _asn1_key_id(cert: Any) -> str:
-    public_key = serialization.load_der_public_key(cert.public_key.dump())
-    return key_id_of(public_key)  # type: ignore[arg-type]
-
-
-def validate_pdf_signatures(reader: Any, trusted: TrustedKeys) -> list[PdfSignatureReport]:
-    """Returns pyHanko's verdict on every signature embedded in the PDF read by ``reader``."""
-    from pyhanko.sign.validation import validate_pdf_signature
-
-    reports = []
-    for embedded in reader.embedded_signatures:
-        context = _validation_context(trusted, list(embedded.other_embedded_certs) + [embedded.signer_cert])
-        status = _run_off_loop(validate_pdf_signature, embedded, context)
-        signed_attrs = embedded.signer_info["signed_attrs"]
-        attr_types = {attr["type"].native for attr in signed_attrs} if signed_attrs else set()
-        subfilter = str(embedded.sig_object.get("/SubFilter"))
-        reports.append(PdfSignatureReport(
-            field_name=embedded.field_name,
-            intact=bool(status.intact),
-            valid=bool(status.valid),
-            trusted=bool(status.trusted),
-            bottom_line=bool(status.bottom_line),
-            coverage=status.coverage.name if status.coverage is not None else "UNKNOWN",
-            modification_level=status.modification_level.name if status.modification_level is not None else None,
-            docmdp_ok=status.docmdp_ok,
-            signer_key_id=_asn1_key_id(embedded.signer_cert) if embedded.signer_cert is not None else None,
-            pades_baseline_b=subfilter == PADES_SUBFILTER and "signing_certificate_v2" in attr_types,
-            summary=status.summary(),
-        ))
-    return reports
-
-
-def check_pdf_signatures(reader: Any, trusted: TrustedKeys, result: Verification) -> str | None:
-    """Adds to ``result`` what the PDF's signatures show; returns the signer's key id when all hold.
-
-    Fails closed: no signature, more than one, or one that is not intact, not valid, not trusted, not
-    PAdES, or that does not cover the whole file (bytes appended after signing) each add a reason.
-    """
-    reports = validate_pdf_signatures(reader, trusted)
-    if not reports:
-        result.fail("the PDF carries no signature (a DRAFT record is never signed)")
-        return None
-    if len(reports) > 1:
-        result.fail(f"the PDF carries {len(reports)} signatures; a quotecheck record carries exactly one")
-    report = reports[0]
-    if not report.intact:
-        result.fail("the PDF's signature is not intact: the signed bytes were changed after signing "
-                    "(document digest does not match the signed digest)")
-    elif not report.valid:
-        result.fail("the PDF's signature does not verify (the CMS signature value is wrong for its signer)")
-    if report.intact and report.valid:
-        result.hold(f"PAdES signature {report.field_name} is intact and valid ({report.summary})")
-    if not report.trusted:
-        result.fail(f"the PDF's signer (key {report.signer_key_id}) does not chain to a trusted root "
-                    f"(trusted: {trusted.describe()})")
-    else:
-        result.hold(f"signer key {report.signer_key_id} chains to a trusted root")
-    if report.coverage != "ENTIRE_FILE":
-        result.fail(f"the signature covers {report.coverage.lower().replace('_', ' ')}, not the entire file: "
-                    f"the PDF was changed after signing (modification level {report.modification_level})")
-    if not report.pades_baseline_b:
-        result.fail("the signature is not PAdES baseline B-B (expected sub-filter ETSI.CAdES.detached with a "
-                    "signing-certificate-v2 attribute)")
-    else:
-        result.hold("signature is PAdES B-B (ETSI.CAdES.detached, signing-certificate-v2)")
-    return report.signer_key_id if not result.reasons else None
+    if keys.tsa is None:
+        raise SigningError("no TSA is configured (TSA_URL): there is nothing to timestamp with")
+    stamper = signers.PdfTimeStamper(keys.tsa.timestamper())
+    try:
+        reader = PdfFileReader(BytesIO(pdf))
+        if any(s.sig_object_type == "/DocTimeStamp" for s in reader.embedded_signatures):
+            output = run_off_loop(stamper.update_archival_timestamp_chain, reader, _fetching_context(keys),
+                                  in_place=False)
+        else:
+            output = run_off_loop(stamper.timestamp_pdf, IncrementalPdfFileWriter(BytesIO(pdf)), "sha256",
+                                  validation_context=_fetching_context(keys))
+    except Exception as error:
+        raise SigningError(f"the document timestamp failed: {type(error).__name__}: {error}") from error
+    return output.getvalue()

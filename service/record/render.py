@@ -30,6 +30,7 @@ from service.record.cover import decided
 from service.record.envelope import sign_record, verify_record
 from service.record.errors import SigningError, UnsignableRecord
 from service.record.free_text import ShownText
+from service.record.isolation import isolate
 from service.record.keys import SigningKeys
 from service.record.listing import display_number, exact, flat
 from service.record.pades import sign_pdf
@@ -50,6 +51,7 @@ ASSETS = {"record.css": "text/css"}
 RECORD_ATTACHMENT = "commissioning-record.json"  # the signed record envelope (final PDF)
 DRAFT_ATTACHMENT = "commissioning-record.draft.json"  # the canonical, unsigned record (draft PDF)
 ATTESTATION_ATTACHMENT = "verdict.intoto.dsse.json"  # the DSSE envelope of the in-toto verdict statement
+ADDENDUM_ATTACHMENT = "as-built-addendum.json"  # the signed as-built addendum envelope (service/record/addendum_pdf.py)
 
 
 class FetchRefused(QuotecheckError):
@@ -105,6 +107,7 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, finalize=shown)
     env.filters.update(num=display_number, exact=exact, breakable=breakable, columns=column_names, flat=flat,
+                       isolate=isolate,
                        layout=describe_layout,
                        pointers=lambda items: compact_pointers([i["pointer"] for i in items]),
                        status_label=lambda s: STATUS_LABELS.get(s, str(s).upper()),
@@ -115,9 +118,21 @@ def environment() -> Environment:
     return env
 
 
-def record_html(record: Mapping[str, Any], *, draft: bool) -> str:
-    """Returns the record as HTML for the PDF (all record text escaped by Jinja autoescape)."""
-    return environment().get_template("record.html").render(record_view(record, draft=draft))
+# What the signed PDF says of its own signature, by whether a time-stamping authority timestamps it
+# (service/record/pades.py): the level it reaches, and where its signing time comes from.
+SIGNATURE_LEVELS = {
+    True: "PAdES B-LTA: its signing time is an RFC 3161 timestamp from a time-stamping authority, and the "
+          "validation data to check it offline for years are embedded",
+    False: "PAdES B-B: no time-stamping authority is configured, so nothing proves when it was signed beyond the "
+           "service's own clock, and it can be checked only while the signing certificate is",
+}
+
+
+def record_html(record: Mapping[str, Any], *, draft: bool, signature_level: str | None = None) -> str:
+    """Returns the record as HTML for the PDF (all record text escaped by Jinja autoescape); ``signature_level``:
+    what a signed PDF says of its signature (SIGNATURE_LEVELS)."""
+    return environment().get_template("record.html").render(record_view(record, draft=draft),
+                                                            signature_level=signature_level)
 
 
 # --- PDF -------------------------------------------------------------------------------------------------
@@ -213,7 +228,8 @@ def warm_up() -> None:
 RENDERER_SOURCES = (TEMPLATE_DIR / "record.html", TEMPLATE_DIR / "record.css", Path(__file__),
                     Path(__file__).with_name("view.py"), Path(__file__).with_name("charts.py"),
                     Path(__file__).with_name("free_text.py"), Path(__file__).with_name("cover.py"),
-                    Path(__file__).with_name("listing.py"), Path(__file__).with_name("pointers.py"))
+                    Path(__file__).with_name("listing.py"), Path(__file__).with_name("pointers.py"),
+                    Path(__file__).with_name("isolation.py"))
 
 
 @cache
@@ -265,7 +281,8 @@ def signed_pdf(record: dict[str, Any], keys: SigningKeys, *, now: dt.datetime | 
         (RECORD_ATTACHMENT, canonical_bytes(envelope), "the signed commissioning record (RFC 8785 JSON envelope)"),
         (ATTESTATION_ATTACHMENT, canonical_bytes(attestation), "the verdict as an in-toto Statement v1, DSSE-signed"),
     ]
-    pdf = html_to_pdf(record_html(record, draft=False), attachments, created=now)
+    html = record_html(record, draft=False, signature_level=SIGNATURE_LEVELS[keys.tsa is not None])
+    pdf = html_to_pdf(html, attachments, created=now)
     return sign_pdf(pdf, keys, record_id=record.get("record_id"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class Verification:
     record_digest: str | None = None  # sha256 of the canonical record, when a record was found
     record: dict[str, Any] | None = None  # the record, when one was found (even when invalid, to show it)
     parts: list[Verification] = field(default_factory=list)  # e.g. a PDF's embedded record envelope
+    level: str | None = None  # PAdES baseline level of a PDF (B-B, B-T, B-LT, B-LTA); an envelope's B-B or B-T
+    signing_time: dt.datetime | None = None  # the TSA's time in the signature's timestamp, when there is one
 
     @property
     def ok(self) -> bool:
@@ -66,7 +69,8 @@ class Verification:
 
         ``approved`` is False for a record whose latest decision is not an approval (e.g. an evaluation
         signed with ``quotecheck sign``), whatever ``ok`` says of its signature; None when no record was found.
-        ``addendum_of`` names the record an as-built addendum belongs to (None for anything else).
+        ``addendum_of`` names the record an as-built addendum belongs to (None for anything else). ``level`` and
+        ``signing_time`` (RFC 3339, the TSA's time; null without a timestamp) are the signature's.
         """
         return {
             "ok": self.ok,
@@ -79,5 +83,13 @@ class Verification:
             "verdict": (self.record or {}).get("verdict"),
             "approved": self.approved,
             "addendum_of": addendum_of(self.record),
+            "level": self.level,
+            "signing_time": _rfc3339(self.signing_time),
             "parts": [part.as_dict() for part in self.parts],
         }
+
+
+def _rfc3339(moment: dt.datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

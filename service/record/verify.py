@@ -14,10 +14,10 @@ from typing import Any
 
 from service.record.attestation import RESULT_OF_VERDICT, verify_dsse
 from service.record.canonical import SAFE_INTEGER, record_digest
-from service.record.envelope import verify_record
+from service.record.envelope import certified_signer, verify_record
 from service.record.errors import UnreadableDocument
 from service.record.keys import TrustedKeys
-from service.record.render import ATTESTATION_ATTACHMENT, DRAFT_ATTACHMENT, RECORD_ATTACHMENT
+from service.record.render import ADDENDUM_ATTACHMENT, ATTESTATION_ATTACHMENT, DRAFT_ATTACHMENT, RECORD_ATTACHMENT
 from service.record.verification import Verification, is_addendum
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def verify_pdf(data: bytes, trusted_keys: TrustedKeys) -> Verification:
     covers the whole file, the attached record envelope verifies with the same key, and the attached
     verdict attestation (when present) verifies and agrees with the record.
     """
-    from service.record.pades import check_pdf_signatures
+    from service.record.pades_check import check_pdf_signatures
 
     result = Verification("PDF")
     try:
@@ -189,7 +189,9 @@ def verify_pdf(data: bytes, trusted_keys: TrustedKeys) -> Verification:
         return result
     result.key_id = signer_key_id
 
-    if RECORD_ATTACHMENT not in files:
+    attached = RECORD_ATTACHMENT if RECORD_ATTACHMENT in files or ADDENDUM_ATTACHMENT not in files \
+        else ADDENDUM_ATTACHMENT
+    if attached not in files:
         if DRAFT_ATTACHMENT in files:
             result.fail(f"the PDF carries only an unsigned DRAFT record ({DRAFT_ATTACHMENT}); it was never approved")
             result.record = _parse_quietly(files[DRAFT_ATTACHMENT])
@@ -198,19 +200,23 @@ def verify_pdf(data: bytes, trusted_keys: TrustedKeys) -> Verification:
             result.fail(f"the PDF has no attached record {RECORD_ATTACHMENT} (found: {', '.join(files) or 'none'})")
         return result
     try:
-        envelope = parse_json(files[RECORD_ATTACHMENT], RECORD_ATTACHMENT)
+        envelope = parse_json(files[attached], attached)
     except UnreadableDocument as error:
         result.fail(str(error))
         return result
     record_check = verify_record(envelope, trusted_keys)
-    record_check.subject = f"attached {RECORD_ATTACHMENT}"
+    record_check.subject = f"attached {attached}"
+    if (attached == ADDENDUM_ATTACHMENT) != is_addendum(record_check.record):
+        result.fail(f"the attached {attached} holds {'no ' if attached == ADDENDUM_ATTACHMENT else 'an '}as-built "
+                    "addendum")
     result.parts.append(record_check)
     result.record, result.record_digest = record_check.record, record_check.record_digest
     if signer_key_id and record_check.key_id and signer_key_id != record_check.key_id:
         result.fail(f"the record envelope is signed by key {record_check.key_id}, the PDF by key {signer_key_id}; "
                     "expected one key")
     if ATTESTATION_ATTACHMENT in files and record_check.record is not None:
-        result.parts.append(_check_attestation(files[ATTESTATION_ATTACHMENT], record_check.record, trusted_keys))
+        signer_trust = certified_signer(envelope, trusted_keys) if record_check.ok else trusted_keys
+        result.parts.append(_check_attestation(files[ATTESTATION_ATTACHMENT], record_check.record, signer_trust))
     return result
 
 

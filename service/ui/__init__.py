@@ -13,6 +13,7 @@ from jinja2 import StrictUndefined
 from werkzeug.exceptions import HTTPException
 
 from service import errors
+from service.record.isolation import isolate, isolate_text
 from service.record.view import display_number, shown
 from service.ui import (  # noqa: F401  (each module adds its routes to the blueprint)
     actions,
@@ -45,6 +46,10 @@ def init_app(app: Flask) -> None:
     # in the record's PDF; an undefined name in a template is an error, not an empty string.
     app.jinja_options = {**app.jinja_options, "finalize": shown, "undefined": StrictUndefined}
     app.add_template_filter(display_number, "num")
+    # Text a person wrote is written in a ``<bdi>`` (``isolate``; ``isolate_text`` in a <title>), so that right-to-left
+    # text cannot move the figures beside it (service/record/isolation.py).
+    app.add_template_filter(isolate, "isolate")
+    app.add_template_filter(isolate_text, "isolate_text")
     app.add_template_filter(moment, "moment")
     app.add_template_filter(figure, "figure")
     app.register_blueprint(bp)

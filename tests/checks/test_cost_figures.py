@@ -247,19 +247,70 @@ def test_the_h200_example_reports_its_break_even_utilisation_against_the_aws_on_
     assert e["break_even_utilisation"] == pytest.approx(0.216, abs=0.001)
 
 
-def test_every_catalogue_gpu_has_an_on_demand_rate_or_says_why_not():
+def test_every_catalogue_gpu_has_each_rental_kind_priced_or_says_why_not():
     catalogue = json.loads((ROOT / "rules/data/catalogue.json").read_text())
     rates = json.loads((ROOT / "rules/data/policy.default.json").read_text())["cost"]["rental_per_gpu_hour"]
 
-    # Rates are keyed by the catalogue's GPU model id, and every GPU has one
+    # Rates are keyed by the catalogue's GPU model id, and every GPU has an entry for every kind
     assert set(catalogue["gpus"]) <= set(rates)
     for gpu in catalogue["gpus"]:
-        on_demand = rates[gpu]["on_demand"]
-        assert on_demand["value"] is None or on_demand["value"] > 0, gpu
-        for kind in rates[gpu].values():
-            # each rate cited and dated; a null one says why there is none
-            assert kind["source"] and kind["as_of"], gpu
-            if kind["value"] is None:
-                assert "no " in kind["source"], gpu
-    # One GPU is still sold by the rack under reservation only (GB300 NVL72): no published on-demand rate per GPU
-    assert {gpu for gpu in catalogue["gpus"] if rates[gpu]["on_demand"]["value"] is None} == {"B300-GB300-288GB"}
+        assert set(rates[gpu]) == {"on_demand", "reserved", "spot"}, gpu
+        for kind, rate in rates[gpu].items():
+            # each rate cited and dated; a null one says what was searched and that none is published
+            assert rate["source"] and rate["as_of"], (gpu, kind)
+            if rate["value"] is None:
+                assert rate["source"].startswith("no published"), (gpu, kind)
+            else:
+                assert rate["value"] > 0, (gpu, kind)
+    unpriced = {kind: {gpu for gpu in catalogue["gpus"] if rates[gpu][kind]["value"] is None}
+                for kind in ("on_demand", "reserved", "spot")}
+    # GB300 NVL72 is sold by the rack under contracts quoted on request: no published rate per GPU of any kind;
+    # GB200 NVL72 likewise has an on-demand rate only; no reserved or spot H100 NVL, reserved L4 or MI300X
+    assert unpriced == {
+        "on_demand": {"B300-GB300-288GB"},
+        "reserved": {"B300-GB300-288GB", "B200-GB200-186GB", "H100-NVL-94GB", "L4-24GB", "MI300X-192GB"},
+        "spot": {"B300-GB300-288GB", "B200-GB200-186GB", "H100-NVL-94GB"},
+    }
+
+
+def test_the_h200_example_is_rented_reserved_and_on_spot_at_the_cited_aws_rates():
+    e = _check(json.loads((ROOT / "examples/h200-128node-pretraining.json").read_text()), "time-to-result")["evidence"]
+    days, gpus = e["run_days"], 128 * 8  # the 128 training nodes of 8 H200
+
+    # AWS Capacity Block p5e.48xlarge USD 5.408 and spot p5en.48xlarge USD 24.2902/h / 8 = USD 3.0363 per GPU-hour
+    assert e["rent_rates_per_gpu_hour"] == pytest.approx({"on_demand": 10.60, "reserved": 5.408, "spot": 3.0363})
+    assert e["rent_rates_as_of"] == {"on_demand": "2025-05", "reserved": "2024-12", "spot": "2025-05"}
+    assert e["rent_cost_per_run"]["reserved"] == pytest.approx(gpus * days * 24 * 5.408)
+    assert e["rent_spot_days"] >= days
+    assert e["rent_cost_per_run"]["spot"] == pytest.approx(gpus * e["rent_spot_days"] * 24 * 3.0363)
+    assert e["rent_unpriced"] == {}
+
+
+def test_a_b300_quote_is_rented_at_the_qubrid_year_and_the_coreweave_spot_rates():
+    # Given the 2-node fixture on HGX B300 (8 × B300-SXM-270GB each), quoted in USD
+    e = _timing({"quote": {"currency": "USD", "node_groups": [
+        {"name": "gpu", "count": 2, "server_model": "HGX-B300-8GPU", "unit_price": 400_000}]}})["evidence"]
+    days = e["run_days"]
+
+    # Reserved: Qubrid USD 389,400 a year / (8 × 8,760 h); spot: CoreWeave HGX B300 USD 35.84/h / 8
+    assert e["rent_gpu_model"] == "B300-SXM-270GB"
+    assert e["rent_rates_per_gpu_hour"]["reserved"] == pytest.approx(389_400 / (8 * 8_760), abs=1e-4)
+    assert e["rent_rates_per_gpu_hour"]["spot"] == pytest.approx(35.84 / 8)
+    assert e["rent_cost_per_run"]["on_demand"] == pytest.approx(16 * days * 24 * 6.125)
+    assert e["rent_cost_per_run"]["reserved"] == pytest.approx(16 * days * 24 * 5.5565)
+    assert e["rent_cost_per_run"]["spot"] == pytest.approx(16 * e["rent_spot_days"] * 24 * 4.48)
+
+
+def test_a_gb300_quote_is_not_rented_and_says_why_for_each_kind():
+    # Given one GB300 NVL72 rack (72 GPUs) training the fixture's model, quoted in USD
+    result = _timing({"quote": {"currency": "USD", "node_groups": [
+        {"name": "gpu", "count": 1, "server_model": "GB300-NVL72", "unit_price": 4_000_000}]},
+        "workload": {"training": {"gpus": 72, "global_batch": 144}}})
+    e = result["evidence"]
+
+    # Then no kind is priced, each with the policy's reason, and the message names the on-demand one
+    assert e["rent_gpu_model"] == "B300-GB300-288GB"
+    assert e["rent_cost_per_run"] == {"on_demand": None, "reserved": None, "spot": None}
+    assert set(e["rent_unpriced"]) == {"on_demand", "reserved", "spot"}
+    assert all(why.startswith("no published") for why in e["rent_unpriced"].values())
+    assert "no rental rate for B300-GB300-288GB in the policy (no published on-demand rate" in result["message"]

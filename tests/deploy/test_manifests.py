@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import click
 import jsonschema
 import pytest
 import yaml
@@ -37,7 +38,7 @@ from deploy_support import (
 )
 from referencing import Registry, Resource
 
-from service.config import ENV_PREFIX
+from service.config import DEFAULTS, ENV_PREFIX
 
 KUBERNETES_SCHEMAS = SCHEMAS / "kubernetes" / "v1.30.0-local-strict"
 KIND_SCHEMAS = {("v1", "ConfigMap"): "configmap-v1.json", ("apps/v1", "Deployment"): "deployment-apps-v1.json",
@@ -354,6 +355,35 @@ def test_probes_ask_for_paths_the_app_serves_without_a_token(app):
     for path in probe_paths():
         assert path.split("?")[0] in served
         assert client.get(path).status_code == 200, path
+
+
+def worker_health_checks() -> dict[str, list[list[str]]]:
+    """Returns the commands of the worker's Compose healthcheck and Kubernetes liveness probe, by file, each as
+    the argument lists its shell runs one after the other (``&&``)."""
+    compose_test = quotecheck_services()["worker"]["healthcheck"]["test"]
+    (worker,) = pod_specs()["quotecheck-worker"]["containers"]
+    probe = worker["livenessProbe"]["exec"]["command"]
+    assert compose_test[0] == "CMD-SHELL" and probe[:2] == ["sh", "-c"]
+    return {file: [shlex.split(part) for part in script.split("&&")]
+            for file, script in (("compose.yaml", compose_test[1].replace("$$", "$")),
+                                 ("worker-deployment.yaml", probe[2]))}
+
+
+def test_the_worker_health_checks_ping_the_worker_and_fail_when_queued_work_ages():
+    from service.cli import main
+
+    time_limit_s = float(configmap_settings().get("QUOTECHECK_CELERY_TASK_TIME_LIMIT_S",
+                                                  DEFAULTS["CELERY_TASK_TIME_LIMIT_S"]))
+    for file, (ping, health) in worker_health_checks().items():
+        # this worker answers a ping, then the task table shows the workers consume the queue (/readyz's check)
+        assert ping[:5] == ["celery", "-A", "workers.worker", "inspect", "ping"], file
+        assert ping[ping.index("--destination") + 1] == "quotecheck@$HOSTNAME", file
+        assert health[:3] == ["quotecheck", "worker", "health"], file
+        with click.Context(main) as context:
+            command = main.get_command(context, "worker").get_command(context, "health")
+            max_age_s = command.make_context("health", health[3:]).params["max_queued_age_s"]
+        # a worker busy with tasks ends one within the hard time limit, so only a stuck one fails this long
+        assert max_age_s > time_limit_s, file
 
 
 def test_the_probes_and_the_service_reach_the_port_gunicorn_binds():

@@ -1,7 +1,9 @@
 """Tests for rules.estimates.power_cost.rental: the run on rented GPUs, spot preemptions and the break-even
 utilisation."""
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from rules.estimates.power_cost.rental import (
 )
 from rules.estimates.reliability.goodput_sim import GoodputInputs
 
+ROOT = Path(__file__).resolve().parents[2]
 # Ten hours of compute on one node, hourly checkpoints that cost nothing, instant restarts, node MTBF 730 h.
 JOB = GoodputInputs(compute_s=36_000.0, nodes=1, node_mtbf_h=730.0, interval_s=3_600.0, save_s=0.0, restart_s=0.0)
 
@@ -67,3 +70,17 @@ def test_break_even_utilisation_of_the_small_quote_by_hand():
     assert owned / u == pytest.approx(10.0)
     # A rate below the owned cost at full use: renting is cheaper even at 100 % use
     assert break_even_utilisation(owned, 2.0) > 1
+
+
+def test_the_default_policy_rates_price_exactly_the_kinds_they_hold():
+    rates = json.loads((ROOT / "rules/data/policy.default.json").read_text())["cost"]["rental_per_gpu_hour"]
+
+    for gpu, kinds in rates.items():
+        # Every rate is accepted (positive, or None with its reason in the policy) ...
+        rental = RentalRates(**{kind: rate["value"] for kind, rate in kinds.items()})
+        run = rented_run(8, 10.0, rental, JOB, 1.0)
+        # ... and the run is priced at exactly the kinds with a value, at GPUs × hours × rate (spot: its days)
+        for kind, rate in kinds.items():
+            days = run.spot_days if kind == "spot" else run.days
+            expected = None if rate["value"] is None else 8 * days * 24 * rate["value"]
+            assert run.cost[kind] == (pytest.approx(expected) if expected is not None else None), (gpu, kind)

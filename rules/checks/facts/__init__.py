@@ -13,5 +13,6 @@ goodput), ``schedule`` (time to result and cost), ``goodput`` (the simulated day
 and ``sharding`` (the batch split and the sharding options), ``racks`` (the racks, their PDUs and the nodes
 they hold), ``serving`` (the inference replica), ``serving_latency`` (measured serving latencies against
 their floors and the SLOs), ``artifacts`` (the raw diagnostics of ``measurements``, parsed), ``node_topology``
-(a node's ``nvidia-smi topo -m``), ``nccl_runs`` (the nccl-tests runs, read at the job's gradient message size).
+(a node's ``nvidia-smi topo -m``), ``nccl_runs`` (the nccl-tests runs, read at the job's gradient message size),
+``vendor_figures`` (the figures a quote supplies for a GPU or server the catalogue lacks).
 """
