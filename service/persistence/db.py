@@ -141,7 +141,7 @@ def upgrade(engine: Engine, revision: str = "head", secret_box: Callable[[], Any
     """Applies the migrations up to ``revision`` on ``engine``'s database.
 
     ``secret_box`` returns the keys of webhook secrets (service/webhooks/secret_box.py), for the migrations that
-    encrypt or decrypt stored secrets (0015); it is called only when there are secrets to seal or open.
+    encrypt or decrypt stored secrets (0016); it is called only when there are secrets to seal or open.
     """
     config = alembic_config()
     config.attributes["webhook_secret_box"] = secret_box

@@ -1,6 +1,6 @@
 """Webhook signing secrets encrypted at rest: the table holds no secret in plain text, deliveries still verify with
 the secret shown at registration, a wrong or missing key fails saying which key it needs, keys rotate, and
-migration 0015 seals the secrets stored before it.
+migration 0016 seals the secrets stored before it.
 
 The table is read with plain SQL, as anyone with a copy of the database would read it; the signatures are checked
 by the receiver of webhook_support.py, written from the Standard Webhooks specification. Keys are made by each test
@@ -181,27 +181,27 @@ def test_without_a_broker_or_a_key_one_is_generated_in_the_instance_folder_for_t
     assert secret_box(make_app()).open(key_id, stored) == hook["secret"]
 
 
-def test_0015_seals_the_secrets_stored_before_it_and_downgrading_opens_them(empty_database_url):
-    # Given a database at 0014 with a webhook whose secret is stored as it was then, in plain text
+def test_0016_seals_the_secrets_stored_before_it_and_downgrading_opens_them(empty_database_url):
+    # Given a database at 0015 with a webhook whose secret is stored as it was then, in plain text
     secret = "whsec_" + base64.b64encode(os.urandom(24)).decode()
     engine = make_engine(empty_database_url)
-    upgrade(engine, "0014")
+    upgrade(engine, "0015")
     with engine.begin() as connection:
         connection.execute(text("INSERT INTO webhook_subscription (id, url, events, secret, created_by, created_at) "
                                 "VALUES (1, 'https://hooks.example.com/q', '[\"submission.approved\"]', :secret, "
                                 "'ada', CURRENT_TIMESTAMP)"), {"secret": secret})
 
-    # When it is migrated without a key, it stops and stays at 0014, saying what it needs
+    # When it is migrated without a key, it stops and stays at 0015, saying what it needs
     with pytest.raises(RuntimeError, match="encrypts the signing secrets of 1 webhook.*WEBHOOK_SECRET_KEY"):
         upgrade(engine)
-    assert current_revision(engine) == "0014"
+    assert current_revision(engine) == "0015"
 
     # When it is migrated with a key, the row holds the sealed secret and the key's id, and no plain text
     box = SecretBox.of(os.urandom(32))
     upgrade(engine, secret_box=lambda: box)
     with engine.connect() as connection:
         ((stored, key_id),) = connection.execute(text("SELECT secret, secret_key_id FROM webhook_subscription")).all()
-    assert current_revision(engine) == "0015" and key_id == box.current_id
+    assert current_revision(engine) == "0016" and key_id == box.current_id
     assert secret not in stored and secret.removeprefix("whsec_") not in stored
     assert box.open(key_id, stored) == secret
 
@@ -213,7 +213,7 @@ def test_0015_seals_the_secrets_stored_before_it_and_downgrading_opens_them(empt
     config = alembic_config()
     with engine.begin() as connection:
         config.attributes.update(connection=connection, webhook_secret_box=lambda: box)
-        command.downgrade(config, "0014")
+        command.downgrade(config, "0015")
     with engine.connect() as connection:
         assert connection.execute(text("SELECT secret FROM webhook_subscription")).scalar_one() == secret
     engine.dispose()

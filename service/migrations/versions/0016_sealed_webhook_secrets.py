@@ -5,8 +5,8 @@
 upgrade``, or AUTO_MIGRATE): WEBHOOK_SECRET_KEY, or without a broker the instance folder's key; a database with
 subscriptions cannot be migrated without one, and the migration says so. Downgrading opens them again.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-10
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context, op
 
-revision: str = "0015"
-down_revision: str | Sequence[str] | None = "0014"
+revision: str = "0016"
+down_revision: str | Sequence[str] | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
