@@ -16,7 +16,6 @@ import base64
 import contextlib
 import dataclasses
 import datetime as dt
-import fcntl
 import hashlib
 import os
 import stat
@@ -31,6 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import NameOID
 
+from service.file_lock import locked
 from service.record.errors import SigningError
 from service.record.timestamps import TimestampAuthority
 
@@ -285,7 +285,7 @@ class SigningKeys:
         """
         folder = Path(instance_dir) / SIGNING_DIR
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with _locked(folder / ".lock"):
+        with locked(folder / ".lock"):
             key_path, cert_path = folder / KEY_FILE, folder / CERT_FILE
             if not key_path.exists():
                 keys = cls.generate(now=now)
@@ -337,16 +337,6 @@ def _write_public(path: Path, data: bytes) -> None:
     tmp.write_bytes(data)
     tmp.chmod(0o644)
     tmp.replace(path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def public_keys_document(keys: SigningKeys | Iterable[SigningKeys | TrustedKey]) -> dict[str, Any]:

@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import fcntl
 import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from flask import Flask, current_app
 
 from service.errors import ConfigurationError, InvalidRequest
+from service.file_lock import locked
 
 KEY_BYTES, NONCE_BYTES = 32, 12
 SEALED_PREFIX = "v1:"  # AES-256-GCM, 96-bit nonce, base64 of nonce + ciphertext + tag
@@ -150,7 +149,7 @@ def _instance_key(folder: Path) -> bytes:
     """Returns the key in ``folder``, generated (mode 0600, under a lock) when there is none yet."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = folder / KEY_FILE
-    with _locked(folder / ".lock"):
+    with locked(folder / ".lock"):
         if not path.exists():
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as file:
@@ -164,11 +163,3 @@ def _instance_key(folder: Path) -> bytes:
             raise ConfigurationError(error.detail) from None
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)

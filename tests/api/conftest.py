@@ -168,3 +168,14 @@ def submitted(as_role: Callable[..., Caller], submission_document: dict[str, Any
     response = submitter.post("/api/v1/submissions", json=submission_document)
     assert response.status_code == 201, response.get_json()
     return submitter, response.get_json()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Any]:
+    """A webhook receiver (webhook_support.Receiver) listening on 127.0.0.1 for the test, stopped afterwards."""
+    from webhook_support import Receiver
+
+    receiver = Receiver().start()
+    yield receiver
+    if receiver.running:
+        receiver.stop()

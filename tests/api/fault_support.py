@@ -54,7 +54,23 @@ def _listening(port: int) -> bool:
         return False
 
 
-class RedisServer:
+class Pausable:
+    """A service process a test can stop (SIGSTOP) and let go on (SIGCONT): the kernel still accepts its
+    connections, and it answers nothing meanwhile (a Redis server, or a worker's main process, which then consumes
+    nothing and answers no ping)."""
+
+    process: subprocess.Popen | None
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+
+class RedisServer(Pausable):
     """``redis-server`` on a port of its own, without persistence: stopped, it forgets everything."""
 
     def __init__(self, workdir: Path) -> None:
@@ -73,15 +89,6 @@ class RedisServer:
         log = (self.workdir / "redis.log").open("ab")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         wait_until(lambda: _listening(self.port), START_TIMEOUT_S, f"redis-server on port {self.port} starting")
-
-    def pause(self) -> None:
-        """Stops the process (SIGSTOP): connections are accepted by the kernel, nothing is answered."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is None:
@@ -159,7 +166,7 @@ def service_env(database_url: str, instance: Path, config: dict[str, Any]) -> di
     return env
 
 
-class Worker:
+class Worker(Pausable):
     """``celery -A workers.worker worker`` (prefork: a main process and its children) in a session of its own."""
 
     def __init__(self, env: dict[str, str], queue: str, log: Path, step_delay_s: float = 0,
@@ -185,15 +192,6 @@ class Worker:
         wait_until(lambda: " ready." in self.text()[offset:] or self.process.poll() is not None, 60,
                    f"worker {self.log.stem} starting")
         assert self.process.poll() is None, self.tail()
-
-    def pause(self) -> None:
-        """Stops the worker's main process (SIGSTOP): it consumes nothing and answers no ping until resumed."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILLs the worker and every process of its session (its pool's children) at once."""

@@ -14,7 +14,7 @@ import pytest
 from api_support import caller_for
 from flask import Flask
 from sqlalchemy import update
-from task_support import example
+from task_support import QueueWithoutWorkers, example
 
 from service.persistence.db import get_db
 from service.persistence.models import TaskRun
@@ -24,22 +24,8 @@ COMPARISONS = "/api/v1/comparisons"
 MAX_AGE_S = 20
 
 
-class AnsweringQueue:
+class AnsweringQueue(QueueWithoutWorkers):
     """A task queue whose broker takes every message and whose workers answer every ping, and consume nothing."""
-
-    in_background = True
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def send(self, name: str, args: list[Any], task_id: str) -> None:
-        self.sent.append(task_id)
-
-    def forget(self, task_id: str) -> None:
-        pass
-
-    def state(self, task_id: str) -> tuple[str | None, Any]:
-        return "PENDING", None
 
     def uses_broker(self) -> bool:
         return True

@@ -8,46 +8,21 @@ Read with Python's html.parser, as a browser builds the tree, not with a pattern
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-
 from api_support import blocking_checks, url
 from ui_support import sign_in
+
+from tests.html_support import texts_of
 
 VENDOR = "שרתים בע״מ"
 QUOTE_ID = "Q-17"
 # An Arabic justification with figures in it: "approved: the rack carries 8 × H200 at 1,234,567 watts"
 JUSTIFICATION = "مقبول: الرف rack-3 يحمل 8 × H200 بقدرة 1,234,567 واط"
 FSI, PDI = "\u2068", "\u2069"
-VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"})
-
-
-class Occurrences(HTMLParser):
-    """Collects each text of a page with the names of the elements it stands in, innermost last."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.open: list[str] = []
-        self.texts: list[tuple[str, tuple[str, ...]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in VOID:
-            self.open.append(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.open:
-            while self.open.pop() != tag:
-                pass
-
-    def handle_data(self, data: str) -> None:
-        self.texts.append((data, tuple(self.open)))
 
 
 def occurrences(page: str, text: str) -> list[tuple[str, tuple[str, ...]]]:
     """Returns each text node of ``page`` that holds ``text``, with the elements it stands in."""
-    parser = Occurrences()
-    parser.feed(page)
-    parser.close()
-    return [(data, elements) for data, elements in parser.texts if text in data]
+    return [(data, elements) for data, elements in texts_of(page) if text in data]
 
 
 def assert_isolated(page: str, text: str, *, at_least: int) -> None:

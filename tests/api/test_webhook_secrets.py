@@ -19,7 +19,7 @@ import pytest
 from api_support import Caller, token_for
 from click.testing import CliRunner
 from sqlalchemy import text
-from webhook_support import Receiver, signature_is_valid
+from webhook_support import signature_is_valid
 
 from service.cli import main
 from service.persistence.db import current_revision, get_db, make_engine, upgrade
@@ -31,14 +31,6 @@ HOOKS = "/api/v1/webhooks"
 def _new_key() -> tuple[bytes, str]:
     key = os.urandom(32)
     return key, base64.b64encode(key).decode()
-
-
-@pytest.fixture
-def receiver() -> Any:
-    receiver = Receiver().start()
-    yield receiver
-    if receiver.running:
-        receiver.stop()
 
 
 @pytest.fixture

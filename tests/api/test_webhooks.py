@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from api_support import Caller, token_for, url, waive_all
 from sqlmodel import select
-from webhook_support import Receiver, signature_is_valid
+from webhook_support import signature_is_valid
 
 from service.accounts.actors import Actor
 from service.persistence.audit import append
@@ -29,14 +29,6 @@ PO = {"po_number": "PO-2026/0042", "system": "SAP S/4HANA"}
 def make_app(make_app: Any) -> Any:
     """The receivers of these tests listen on 127.0.0.1: their apps admit loopback (and nothing off the machine)."""
     return lambda **config: make_app(**{"WEBHOOK_ALLOWED_NETWORKS": ["127.0.0.0/8"], **config})
-
-
-@pytest.fixture
-def receiver() -> Any:
-    receiver = Receiver().start()
-    yield receiver
-    if receiver.running:
-        receiver.stop()
 
 
 def _subscribe(admin: Caller, target: str, events: list[str] | None = None) -> dict[str, Any]:

@@ -87,3 +87,4 @@ def signature_is_valid(secret: str, received: Received) -> bool:
     expected = base64.b64encode(hmac.new(key, content, hashlib.sha256).digest()).decode()
     return any(hmac.compare_digest(value.split(",", 1)[1], expected)
                for value in received.headers["webhook-signature"].split() if value.startswith("v1,"))
+

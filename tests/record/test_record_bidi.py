@@ -8,7 +8,6 @@ right), so a figure drawn on the wrong side of a name is seen where a reader wou
 from __future__ import annotations
 
 import copy
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from record_support import Page, approve, pdf_pages, with_purchase_order
 from service.record import record_pdf
 from service.record.listing import display_number
 from service.record.render import html_to_pdf, record_html
+from tests.html_support import texts_of
 
 VENDOR = "שרתים בע״מ"
 QUOTE_ID = "Q-17"
@@ -24,7 +24,6 @@ APPROVER = "שרה כהן"
 # "approved: the rack carries 8 × H200 at 40 kW", in Arabic with its figures
 JUSTIFICATION = "مقبول: الرف يحمل 8 × H200 بقدرة 40 كيلوواط حسب رسالة المورد"
 PROCUREMENT = "מערכת רכש"
-VOID = frozenset({"br", "col", "hr", "img", "link", "meta", "wbr"})
 
 
 def _lines(page: Page) -> list[list[str]]:
@@ -54,25 +53,6 @@ def _record(evaluation: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-class _Texts(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.open: list[str] = []
-        self.texts: list[tuple[str, tuple[str, ...]]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag not in VOID:
-            self.open.append(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.open:
-            while self.open.pop() != tag:
-                pass
-
-    def handle_data(self, data: str) -> None:
-        self.texts.append((data, tuple(self.open)))
-
-
 def test_the_renderer_keeps_a_bdi_apart_from_the_figures_beside_it(tmp_path: Path) -> None:
     # "by שרה, 12 + 34 kW": without an isolate the name takes the figures after it into its right-to-left run
     def line(body: str) -> list[str]:
@@ -87,16 +67,15 @@ def test_the_renderer_keeps_a_bdi_apart_from_the_figures_beside_it(tmp_path: Pat
 
 
 def test_every_text_a_person_wrote_stands_in_a_bdi_in_the_records_html(evaluation: dict[str, Any]) -> None:
-    parser = _Texts()
-    parser.feed(record_html(_record(evaluation), draft=False))
+    texts = texts_of(record_html(_record(evaluation), draft=False))
 
     for text in (VENDOR, QUOTE_ID, JUSTIFICATION, APPROVER, PROCUREMENT):
-        found = [(data, elements) for data, elements in parser.texts if text in data]
+        found = [(data, elements) for data, elements in texts if text in data]
         assert found, text
         for data, elements in found:
             assert elements[-1] == "bdi", (text, data, elements)
     # the cover's purchase orders: each in a <bdi> of its own, so that the second's number stays with it
-    assert ("4712 (SAP)", ) in {(data,) for data, elements in parser.texts if elements[-1:] == ("bdi",)}
+    assert ("4712 (SAP)", ) in {(data,) for data, elements in texts if elements[-1:] == ("bdi",)}
 
 
 def test_an_rtl_vendor_leaves_the_quote_id_total_and_purchase_orders_in_logical_order(
