@@ -23,8 +23,10 @@ def get_keys() -> Response:
     """Read the public keys that verify signed records, attestations and PDFs (no token needed).
 
     Each key has its id (`sha256:` + SHA-256 of the DER SubjectPublicKeyInfo, as in a signature's
-    `key_id`), algorithm, public key and self-signed certificate (PEM). Pin the key id or the
-    certificate, then verify offline: `quotecheck verify record.pdf --key record-signing.cert.pem`.
+    `key_id`), algorithm, public key and certificate (PEM). Pin the key id or the certificate, then
+    verify offline: `quotecheck verify record.pdf --key record-signing.cert.pem`. A certificate a CA
+    issued comes with `chain_pem` (its issuers up to the root: pass the root to `--key`), and where
+    records are timestamped (PAdES B-LTA) `tsa_trust_roots_pem` gives the TSA's roots.
     """
     body = json.dumps(public_keys_document(signing_keys()), ensure_ascii=False).encode()
     response = current_app.response_class(body, status=200, mimetype="application/json")

@@ -292,7 +292,12 @@ PUBLIC_KEYS: dict[str, Any] = {
         "required": ["key_id", "algorithm", "public_key_pem", "uses"],
         "properties": {"key_id": _DIGEST, "algorithm": _TEXT, "public_key_pem": _TEXT,
                        "certificate_pem": _TEXT, "certificate_sha256": _DIGEST, "not_before": _TIME,
-                       "not_after": _TIME, "uses": {"type": "array", "items": _TEXT}}}}},
+                       "not_after": _TIME, "uses": {"type": "array", "items": _TEXT},
+                       "chain_pem": {"type": "array", "items": _TEXT,
+                                     "description": "a CA-issued certificate's issuers up to the root (PEM)"},
+                       "tsa_trust_roots_pem": {"type": "array", "items": _TEXT,
+                                               "description": "the roots the time-stamping authority's timestamps "
+                                                              "chain to (PEM), when records are timestamped"}}}}},
 }
 
 PURCHASE_ORDER_LINK: dict[str, Any] = {

@@ -343,7 +343,9 @@ def public_keys_document(keys: SigningKeys | Iterable[SigningKeys | TrustedKey])
     """Returns the public half of the service's keys as JSON for ``GET /api/v1/keys``.
 
     ``{"keys": [{"key_id", "algorithm", "public_key_pem", "certificate_pem", "certificate_sha256",
-    "not_before", "not_after", "uses"}]}``; a verifier pins ``key_id`` or the certificate.
+    "not_before", "not_after", "uses"}]}``; a verifier pins ``key_id`` or the certificate. A certificate a CA issued
+    also gives ``chain_pem`` (its issuers up to the root, whose last is what ``quotecheck verify --key`` trusts), and
+    keys that timestamp give ``tsa_trust_roots_pem`` (the roots the TSA's timestamps chain to).
     """
     entries = [keys] if isinstance(keys, SigningKeys) else list(keys)
     documents = []
@@ -358,13 +360,21 @@ def public_keys_document(keys: SigningKeys | Iterable[SigningKeys | TrustedKey])
         }
         if cert is not None:
             document.update({
-                "certificate_pem": cert.public_bytes(serialization.Encoding.PEM).decode(),
+                "certificate_pem": _certificate_pem(cert),
                 "certificate_sha256": "sha256:" + cert.fingerprint(hashes.SHA256()).hex(),
                 "not_before": _iso(cert.not_valid_before_utc),
                 "not_after": _iso(cert.not_valid_after_utc),
             })
+        if isinstance(entry, SigningKeys) and entry.chain:
+            document["chain_pem"] = [_certificate_pem(issuer) for issuer in entry.chain]
+        if isinstance(entry, SigningKeys) and entry.tsa is not None:
+            document["tsa_trust_roots_pem"] = [_certificate_pem(root) for root in entry.tsa.trust_roots]
         documents.append(document)
     return {"keys": documents}
+
+
+def _certificate_pem(certificate: x509.Certificate) -> str:
+    return certificate.public_bytes(serialization.Encoding.PEM).decode()
 
 
 def _iso(moment: dt.datetime) -> str:

@@ -78,6 +78,26 @@ def test_a_downloaded_record_verifies_as_b_lta_pdf_and_timestamped_json_with_the
     assert pdf_report["record_digest"] == envelope["signature"]["record_digest"]
 
 
+def test_the_published_keys_give_the_root_that_verifies_a_downloaded_lta_record(
+        lta_app: Flask, pki: LoopbackPki, submission_document: dict[str, Any], tmp_path: Path) -> None:
+    # Given a record approved through the API of a service that signs against the PKI, downloaded as a PDF
+    approver, record_id = _approved_record(lta_app, submission_document)
+    (tmp_path / "record.pdf").write_bytes(approver.get(f"/api/v1/records/{record_id}.pdf").data)
+
+    # When a verifier reads the service's published keys (no token) as an ordinary JSON reader does
+    published = json.loads(lta_app.test_client().get("/api/v1/keys").get_data(as_text=True))
+    [key] = published["keys"]
+
+    # Then they give the signer's chain up to the PKI's root and the TSA's root
+    assert key["chain_pem"][-1].strip() == pki.root_cert_file.read_text().strip()
+    assert key["tsa_trust_roots_pem"]
+    # and the chain's last certificate, saved and passed to `quotecheck verify`, verifies the PDF as B-LTA
+    (tmp_path / "root.pem").write_text(key["chain_pem"][-1])
+    code, output = _verify(tmp_path / "record.pdf", tmp_path / "root.pem")
+    report = json.loads(output)
+    assert code == 0 and report["ok"] and report["level"] == "B-LTA", report["reasons"]
+
+
 def test_the_text_report_names_the_level_and_the_tsas_signing_time(
         lta_app: Flask, pki: LoopbackPki, submission_document: dict[str, Any], tmp_path: Path) -> None:
     approver, record_id = _approved_record(lta_app, submission_document)
