@@ -94,7 +94,7 @@ def pdf(actor: Actor, record_id: str, addendum_id: str, now: datetime) -> Addend
     data = signed_addendum_pdf(row.envelope, signing_keys())
     try:
         with db.session() as session:
-            stored = addenda.store_pdf(session, row.id, data, now)
+            stored = addenda.store_pdf(session, actor, row, data, now)
             session.commit()
             return stored
     except IntegrityError:

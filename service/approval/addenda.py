@@ -220,10 +220,19 @@ def stored_pdf(session: Session, addendum_id: str) -> AddendumPdf | None:
     return session.get(AddendumPdf, addendum_id, populate_existing=True)
 
 
-def store_pdf(session: Session, addendum_id: str, pdf: bytes, now: datetime) -> AddendumPdf:
-    """Returns the stored signed PDF of an addendum; IntegrityError (at flush) when one was stored first."""
-    row = AddendumPdf(addendum_id=addendum_id, pdf_digest="sha256:" + hashlib.sha256(pdf).hexdigest(), pdf=pdf,
-                      created_at=now)
+def store_pdf(session: Session, actor: Actor, addendum: Addendum, pdf: bytes, now: datetime) -> AddendumPdf:
+    """Returns the stored signed PDF of an addendum, audited with its digest (``addendum.pdf_issued``, as a record's
+    PDF is); IntegrityError (at flush) when one was stored first. The caller commits."""
+    digest = "sha256:" + hashlib.sha256(pdf).hexdigest()
+    row = AddendumPdf(addendum_id=addendum.id, pdf_digest=digest, pdf=pdf, created_at=now)
     session.add(row)
     session.flush()
+    record = session.get(Record, addendum.record_id)
+    document = addendum.document
+    audit.append(session, action="addendum.pdf_issued", actor=actor, occurred_at=now,
+                 submission_id=record.submission_id, input_digest=addendum.digest,
+                 before_state=State.APPROVED, after_state=State.APPROVED,
+                 engine_version=document["engine"]["version"], policy_version=document["policy"]["version"],
+                 detail={"addendum_id": addendum.id, "addendum_digest": addendum.digest,
+                         "record_id": addendum.record_id, "pdf_digest": digest, "bytes": len(pdf)})
     return row

@@ -7,6 +7,7 @@ verified as a user does: `quotecheck verify FILE --key <the PKI's root>`, offlin
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from io import BytesIO
@@ -46,6 +47,14 @@ def _approved_record(app: Flask, submission: dict[str, Any]) -> tuple[Caller, st
     response = approver.post(url(view["id"], "decisions"), json={"action": "approve"}, if_match=view["etag"])
     assert response.status_code == 201, response.get_json()
     return approver, response.get_json()["final_record_id"]
+
+
+def _submission_of(app: Flask, record_id: str) -> str:
+    from service.persistence.db import get_db
+    from service.persistence.models import Record
+
+    with app.app_context(), get_db(app).session() as session:
+        return session.get(Record, record_id).submission_id
 
 
 def _verify(path: Path, root: Path) -> tuple[int, str]:
@@ -249,6 +258,11 @@ def test_an_addendum_made_over_http_verifies_as_json_and_as_pdf_and_audit_verify
         code, output = _audit(lta_app, "verify", "--against", str(tmp_path / name), "--key", str(pki.root_cert_file))
         assert code == 0, output
         assert f"issued record {addendum_id}" in output and "(addendum.issued, " in output, output
+    # and the PDF's first issue is in the audit trail once, with the digest of the bytes served
+    trail = reviewer.get(f"/api/v1/submissions/{_submission_of(lta_app, record_id)}/audit").get_json()
+    issued = [e for e in trail["events"] if e["action"] == "addendum.pdf_issued"]
+    assert len(issued) == 1 and issued[0]["detail"]["addendum_id"] == addendum_id
+    assert issued[0]["detail"]["pdf_digest"] == "sha256:" + hashlib.sha256(first.data).hexdigest()
 
 
 def test_records_retimestamp_adds_a_document_timestamp_to_every_stored_pdf_which_still_verifies(
