@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from rules.advice.remedy_changes import apply_edits, situation
+from rules.advice.remedy_changes import Situation, apply_edits, situation
 from rules.advice.remedy_quote import node_count_change
 from rules.catalogue import Catalogue
 from rules.evaluate import evaluate
@@ -60,12 +60,11 @@ class Flip:
     text: str
 
 
-def apply_levers(document: dict[str, Any], record: dict[str, Any], levers: Levers, policy: Policy,
-                 catalogue: Catalogue) -> dict[str, Any]:
-    """Returns ``document`` (evaluated as ``record``) with the levers set; the argument is not changed."""
+def apply_levers(s: Situation, levers: Levers) -> dict[str, Any]:
+    """Returns the submission of ``s`` with the levers set; its document is not changed."""
+    document = s.document
     changed = copy.deepcopy(document)
     if levers.nodes is not None:
-        s = situation(document, record, policy, catalogue)
         index = s.training_group()
         change = node_count_change(s, index, levers.nodes) if index is not None else None
         if change is not None:
@@ -102,7 +101,9 @@ class WhatIf:
     def __init__(self, document: dict[str, Any], policy: Policy, catalogue: Catalogue, now: datetime) -> None:
         self.document, self.policy, self.catalogue, self.now = document, policy, catalogue, now
         self.record = self._evaluate(document)
-        self._seen: dict[Levers, dict[str, Any]] = {}
+        # the submission as submitted, read once for the node lever (its job parsed, its checks as evaluated)
+        self.situation = situation(document, self.record, policy, catalogue)
+        self._seen: dict[Levers, dict[str, Any]] = {Levers(): outcome(self.record)}
         self.evaluations = 1
 
     def _evaluate(self, document: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +112,7 @@ class WhatIf:
     def at(self, levers: Levers) -> dict[str, Any]:
         """Returns the outcome of the submission with ``levers`` set."""
         if levers not in self._seen:
-            changed = apply_levers(self.document, self.record, levers, self.policy, self.catalogue)
+            changed = apply_levers(self.situation, levers)
             self._seen[levers] = outcome(self._evaluate(changed))
             self.evaluations += 1
         return self._seen[levers]
@@ -159,7 +160,7 @@ class WhatIf:
 
     def training_nodes(self) -> tuple[int, int] | None:
         """Returns the node count and GPUs per node of the training node group as submitted, or None."""
-        s = situation(self.document, self.record, self.policy, self.catalogue)
+        s = self.situation
         group = s.training_group()
         if group is None:
             return None

@@ -10,20 +10,21 @@ the page was rendered from standing in for If-Match.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from flask import Response, redirect, url_for
 
 from rules.errors import QuotecheckError
+from service.accounts.actors import Actor
 from service.accounts.auth import authorize
 from service.app import advice, searches
 from service.http import now
 from service.ui.actions import expect_version, refused
 from service.ui.blueprint import bp
-from service.ui.render import current_visitor, page, signed_in
+from service.ui.render import TASK_REFRESH_S, current_visitor, page, reloading, signed_in
 
-# Seconds between a browser's reloads of a task's page while the task is queued or running.
-TASK_REFRESH_S = 2
 # The task's state in words, as its page says it.
 TASK_STATE_WORDS = {"PENDING": "queued", "PROGRESS": "running", "SUCCESS": "done", "FAILURE": "failed"}
 
@@ -32,9 +33,15 @@ def _task_page(template: str, found: advice.SearchOf, **context: Any) -> Respons
     """Returns a task's page; while the task runs, one that reloads itself every TASK_REFRESH_S seconds."""
     response = page(template, found=found, task=found.task, submission=found.submission, running=found.running,
                     state_words=TASK_STATE_WORDS, refresh_s=TASK_REFRESH_S, **context)
-    if found.running:
-        response.headers["Refresh"] = str(TASK_REFRESH_S)
-    return response
+    return reloading(response) if found.running else response
+
+
+def _started(submission_id: str, start: Callable[[Actor, str, datetime], str], endpoint: str) -> Response:
+    """Starts a task of the current revision with ``start`` for the visitor; then sends the browser to its page."""
+    actor = current_visitor().actor
+    authorize(actor, "read")
+    task_id = start(actor, submission_id, now())
+    return redirect(url_for(endpoint, submission_id=submission_id, task_id=task_id), 303)
 
 
 def _mfu(row: dict[str, Any] | None) -> str:
@@ -46,10 +53,7 @@ def _mfu(row: dict[str, Any] | None) -> str:
 @signed_in
 def start_search(submission_id: str) -> Response:
     """Search the layouts of the current revision's quoted GPUs in a background task; then the task's page."""
-    actor = current_visitor().actor
-    authorize(actor, "read")
-    task_id = searches.request_search(actor, submission_id, now())
-    return redirect(url_for("ui.layout_search", submission_id=submission_id, task_id=task_id), 303)
+    return _started(submission_id, searches.request_search, "ui.layout_search")
 
 
 @bp.get("/ui/submissions/<submission_id>/searches/<task_id>")
@@ -64,10 +68,7 @@ def layout_search(submission_id: str, task_id: str) -> Response:
 @signed_in
 def start_remedies(submission_id: str) -> Response:
     """Find the remedies of the current revision in a background task; then the task's page."""
-    actor = current_visitor().actor
-    authorize(actor, "read")
-    task_id = searches.start_remedies(actor, submission_id, now())
-    return redirect(url_for("ui.remedies", submission_id=submission_id, task_id=task_id), 303)
+    return _started(submission_id, searches.start_remedies, "ui.remedies")
 
 
 @bp.get("/ui/submissions/<submission_id>/remedies/<task_id>")

@@ -26,7 +26,7 @@ from service.record.view import display_number
 from service.tasks import task_runs
 from service.ui.blueprint import bp
 from service.ui.compare_chart import quote_chart
-from service.ui.render import current_visitor, page, signed_in
+from service.ui.render import TASK_REFRESH_S, current_visitor, page, reloading, signed_in
 
 # The picker offers the newest submissions the user may see, grouped by the job they quote for.
 PICKER_LIMIT = 200
@@ -148,10 +148,12 @@ def ranking(task_id: str) -> Response:
     decided = "passing" in result
     passing = _labelled(result.get("passing", []) if decided else result.get("quotes", []))
     not_ranked = _labelled(result.get("not_ranked", []))
-    return page("ranking.html", task=task, rows=passing, not_ranked=not_ranked, decided=decided,
-                soonest=result.get("soonest"), cheapest=result.get("cheapest"),
-                cheapest_note=result.get("cheapest_note"), ids=request.args.getlist("ids"),
-                chart=quote_chart(passing) if passing else None, running=task["state"] not in task_runs.FINISHED)
+    running = task["state"] not in task_runs.FINISHED
+    response = page("ranking.html", task=task, rows=passing, not_ranked=not_ranked, decided=decided,
+                    soonest=result.get("soonest"), cheapest=result.get("cheapest"),
+                    cheapest_note=result.get("cheapest_note"), ids=request.args.getlist("ids"),
+                    chart=quote_chart(passing) if passing else None, running=running, refresh_s=TASK_REFRESH_S)
+    return reloading(response) if running else response
 
 
 @bp.get("/ui/compare/rankings/<task_id>.csv")

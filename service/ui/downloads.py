@@ -19,7 +19,7 @@ from service.app.tasks import load_view
 from service.errors import InvalidRequest
 from service.http import now
 from service.ui.blueprint import bp
-from service.ui.render import current_visitor, page, signed_in
+from service.ui.render import TASK_REFRESH_S, current_visitor, page, reloading, signed_in
 
 CHECK_FORMATS = ("sarif", "junit", "csv")
 
@@ -37,10 +37,6 @@ def record_json(record_id: str) -> Response:
     return _attachment(response, f"commissioning-record-{record_id}.json") if response.status_code == 200 else response
 
 
-# Seconds between a browser's reloads of the page that waits for a signed PDF a worker renders.
-PDF_PENDING_REFRESH_S = 2
-
-
 @bp.get("/ui/records/<record_id>.pdf")
 @signed_in
 def record_pdf(record_id: str) -> Response:
@@ -54,8 +50,8 @@ def record_pdf(record_id: str) -> Response:
     if read.task_id is None or request.accept_mimetypes.best_match(["application/json", "text/html"]) != "text/html":
         return responses.pdf_response(read)
     response = page("pdf_pending.html", status=202, task=load_view(read.task_id, actor), record_id=record_id,
-                    refresh_s=PDF_PENDING_REFRESH_S)
-    response.headers["Refresh"] = str(PDF_PENDING_REFRESH_S)
+                    refresh_s=TASK_REFRESH_S)
+    reloading(response)
     response.headers["Cache-Control"] = "no-store"
     return response
 

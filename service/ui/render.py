@@ -21,6 +21,10 @@ from service.ui.present import STATE_WORDS, STATUS, VERDICT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Seconds between a browser's reloads of a page whose task is still queued or running: the page is answered with a
+# Refresh header, so it reloads itself without script (the PDF being rendered, a search, a ranking).
+TASK_REFRESH_S = 2
+
 # Scripts and styles only from this site's own files (no inline script), nothing framed, forms post here only;
 # the script fetches only from this site (the what-if page recomputes in place from its own address).
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -127,3 +131,9 @@ def handle_error(error: Exception) -> Response:
         return error_page(status, error.name, detail)
     current_app.logger.exception("unhandled error")
     return error_page(500, "Internal server error", "the server failed to handle the request; the error was logged")
+
+
+def reloading(response: Response) -> Response:
+    """Returns ``response`` told to reload itself every TASK_REFRESH_S seconds (its task is still running)."""
+    response.headers["Refresh"] = str(TASK_REFRESH_S)
+    return response

@@ -27,44 +27,25 @@ from task_support import direct_evaluation, example, poll, three_variants
 
 from rules.advice.search import default_chunks, search_submission
 from service.record import TrustedKeys, verify_document
+from tests.redis_support import delete_keys, reachable_redis_url
 
 pytestmark = pytest.mark.redis
 
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-# A database number the suite owns; keys carry a per-run prefix on top, so parallel runs do not meet.
-REDIS_DB = int(os.environ.get("QUOTECHECK_TEST_REDIS_DB", "15"))
 ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    import redis
-
-    client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=REDIS_DB, socket_connect_timeout=2, socket_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        pytest.skip(f"Redis on {REDIS_HOST}:{REDIS_PORT} is unreachable: {error}. CI starts it (.ci/run).")
-    finally:
-        client.close()
-    return f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
+    return reachable_redis_url()
 
 
 @pytest.fixture
 def isolation(redis_url: str) -> Iterator[dict[str, str]]:
     """Yields this test's queue and key prefix; deletes every key under the prefix afterwards."""
-    import redis
-
     run = secrets.token_hex(4)
     names = {"queue": f"qc-test-{run}", "prefix": f"qc-test-{run}:"}
     yield names
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=names["prefix"] + "*", count=500))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
+    delete_keys(redis_url, names["prefix"])
 
 
 @pytest.fixture

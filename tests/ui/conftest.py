@@ -28,6 +28,8 @@ from pathlib import Path
 import pytest
 from browser_support import ARTIFACTS, AXE, AXE_PACKAGE, ROLES, ROOT, TOOLS
 
+from tests.redis_support import delete_keys, reachable_redis_url
+
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
@@ -62,11 +64,6 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
-# A database number the suite owns (as the Redis worker tests do); keys carry a per-run prefix on top.
-REDIS_DB = int(os.environ.get("QUOTECHECK_TEST_REDIS_DB", "15"))
 
 
 @dataclass
@@ -111,26 +108,14 @@ class Server:
 @pytest.fixture(scope="session")
 def celery_settings() -> Iterator[dict[str, str]]:
     """The environment that sends the app's tasks to a queue of its own on Redis; its keys are deleted afterwards."""
-    import redis
-
-    url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{REDIS_DB}"
-    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as error:
-        pytest.skip(f"Redis on {REDIS_HOST}:{REDIS_PORT} is unreachable: {error}. CI starts it (.ci/run).")
+    url = reachable_redis_url()
     run = secrets.token_hex(4)
     prefix = {"global_keyprefix": f"qc-browser-{run}:"}
     yield {"QUOTECHECK_CELERY_BROKER_URL": url, "QUOTECHECK_CELERY_RESULT_BACKEND": url,
            "QUOTECHECK_CELERY_QUEUE": f"qc-browser-{run}",
            "QUOTECHECK_CELERY": json.dumps({"broker_transport_options": prefix,
                                             "result_backend_transport_options": prefix})}
-    try:
-        keys = list(client.scan_iter(match=prefix["global_keyprefix"] + "*", count=500))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
+    delete_keys(url, prefix["global_keyprefix"])
 
 
 def _start_worker(env: dict[str, str]) -> Worker:

@@ -9,12 +9,6 @@ document.addEventListener("DOMContentLoaded", function () {
       }
     });
   });
-  // A page with a task still running reloads itself until the task ends.
-  var running = document.querySelector("[data-refresh-seconds]");
-  if (running) {
-    var seconds = parseFloat(running.getAttribute("data-refresh-seconds")) || 2;
-    window.setTimeout(function () { window.location.reload(); }, seconds * 1000);
-  }
   // The what-if form recomputes in place: a changed field fetches the page for the new values and swaps in its
   // parts (data-what-if-part); without fetch, or on an error page, the form is sent as a plain GET instead.
   var whatIf = document.querySelector("form[data-autosubmit]");
